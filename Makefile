@@ -1,0 +1,27 @@
+# Two fresh-machine entry points: `make quickstart` and `make test`.
+# torch is installed first and pinned: any other spec pulls GBs of CUDA wheels (shared/STACK_NOTES.md).
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: quickstart test bench findings clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+quickstart: $(STAMP)
+	$(BIN)/sdp-sweep trial sweeps/quickstart_trial.yaml --out reports/quickstart
+
+test: $(STAMP)
+	$(BIN)/python -m pytest tests
+
+bench: $(STAMP)
+	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) reports/*/ .pytest_cache

@@ -1,0 +1,403 @@
+"""Pydantic models for trials, search spaces and sweeps: the one source of truth for every setting.
+
+YAML in, the same YAML out: `TrialConfig.model_dump(mode="json")` re-runs a trial bit-for-bit with its seed.
+Unknown keys are rejected everywhere (`extra="forbid"`), and every validation problem is reported as one line
+with its YAML path (`privacy.target_epsilon: must be > 0`).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from sdp_core.errors import ConfigError, UserError
+from sdp_core.io import read_yaml
+
+
+class Strict(BaseModel):
+    """Base for every config block: unknown keys are errors, values are re-validated on assignment."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+# ----------------------------------------------------------------------------------------------- data
+
+
+class CanaryConfig(Strict):
+    """k canaries of one format, each inserted n times into the training records at seeded positions.
+
+    `format` holds one placeholder such as `{dddddd}` (six digits) or `{AAAAAA}` (upper-case letters or digits).
+    """
+
+    format: str = "My ID is {dddddd}"
+    count: int = Field(1, ge=1, description="k: how many distinct canaries")
+    repeats: int = Field(10, ge=1, description="n: how many times each canary is inserted")
+    missed_by_detector: bool = Field(
+        False, description="the detector does not see the canaries, so redaction keeps them (missed-secret experiments)"
+    )
+
+
+class DataConfig(Strict):
+    source: Literal["customersim", "file", "hf", "synthetic_classification"] = "customersim"
+    path: str | None = Field(None, description="JSONL / Parquet / text file, for source=file")
+    hf_name: str | None = Field(None, description="`wikitext-2-raw-v1`, `glue/sst2`, ... for source=hf")
+    n_train: int = Field(10_000, ge=1)
+    n_validation: int = Field(1_000, ge=1)
+    n_test: int = Field(1_000, ge=1)
+    validation_fraction: float = Field(0.1, gt=0, lt=1, description="held out of a file dataset without splits")
+    max_length: int = Field(128, ge=8, description="tokens per record; longer records are truncated")
+    canaries: CanaryConfig | None = None
+
+    @model_validator(mode="after")
+    def _source_needs(self) -> "DataConfig":
+        if self.source == "file" and not self.path:
+            raise ValueError("source=file needs data.path")
+        if self.source == "hf" and not self.hf_name:
+            raise ValueError("source=hf needs data.hf_name")
+        return self
+
+
+# ------------------------------------------------------------------------------------------- detector
+
+
+class DetectorConfig(Strict):
+    policy: str = Field("customersim", description="a policy name or a union `a,b` (see sdp_core.detectors)")
+    conservative_policy: str = Field("conservative", description="π_c: the high-recall policy CRT uses")
+    patterns: dict[str, str] = Field(default_factory=dict, description="user regex policies: name -> pattern")
+    spacy_model: str = "en_core_web_sm"
+
+
+# ------------------------------------------------------------------------------------------ tokenizer
+
+
+class TokenizerConfig(Strict):
+    kind: Literal["bpe", "pretrained"] = "bpe"
+    vocab_size: int = Field(4000, ge=300)
+    name_or_path: str | None = None
+
+    @model_validator(mode="after")
+    def _pretrained_needs_name(self) -> "TokenizerConfig":
+        if self.kind == "pretrained" and not self.name_or_path:
+            raise ValueError("kind=pretrained needs tokenizer.name_or_path")
+        return self
+
+
+# ---------------------------------------------------------------------------------------------- model
+
+
+class ModelConfig(Strict):
+    arch: Literal["gpt2", "lstm", "roberta"] = "gpt2"
+    preset: str | None = Field("gpt2-tiny", description="gpt2-tiny | gpt2-small | lstm-200 | roberta-tiny")
+    name_or_path: str | None = Field(None, description="HF from_pretrained name or local path (overrides preset)")
+    dropout: float = Field(0.0, ge=0, lt=1)
+
+
+# ---------------------------------------------------------------------------------------------- mechanisms
+
+
+class NoDPConfig(Strict):
+    name: Literal["nodp"] = "nodp"
+
+
+class DPSGDConfig(Strict):
+    name: Literal["dpsgd"] = "dpsgd"
+
+
+class RedactedConfig(Strict):
+    name: Literal["redacted"] = "redacted"
+
+
+class JFTConfig(Strict):
+    """Just Fine-tune Twice: phase 1 on redacted data, phase 2 DP-SGD on the original data."""
+
+    name: Literal["jft"] = "jft"
+    phase1_mode: Literal["direct", "screened", "light_noise"] = "direct"
+    phase1_epochs: int = Field(1, ge=1)
+    screened_path: str | None = Field(None, description="audit file of screened records, for phase1_mode=screened")
+    budget_split: float = Field(
+        0.1, gt=0, lt=1, description="share of ε given to the light-noise phase 1 (only phase1_mode=light_noise)"
+    )
+
+
+class CRTConfig(Strict):
+    """Confidentially Redacted Training: dedup, redact, public/private split, alternating epochs."""
+
+    name: Literal["crt"] = "crt"
+    dedup: bool = True
+
+
+class ATDPConfig(Strict):
+    """Adaptive token-weighted DP with the rise–reset noise schedule σ_e = σ_{e−1}·γ·ρ_e, reset above σ_max."""
+
+    name: Literal["atdp"] = "atdp"
+    base: Literal["none", "nodp", "redacted", "jft"] = "none"
+    base_epochs: int = Field(1, ge=1, description="epochs of the base phase when base is not none")
+    w: float | None = Field(None, gt=0, le=1, description="weight of non-sensitive tokens; default from α and r_target")
+    r_target: float = Field(0.5, gt=0, lt=1)
+    function_tokens: list[str] = Field(
+        default_factory=lambda: ["the", "a", "to", "of", "and", "is", "you", "I", "my", "your", "."]
+    )
+    escalation: float = Field(1.05, ge=1.0, description="γ: per-epoch growth of σ")
+    jitter: float = Field(0.05, ge=0, lt=1, description="j: ρ_e ~ U[1−j, 1+j]")
+    ceiling: float = Field(2.0, gt=1, description="σ_max as a multiple of σ₀; above it σ resets to σ₀")
+
+
+class SDPSGDConfig(Strict):
+    """Selective-DPSGD for recurrent models: public/private segments, noised hidden state."""
+
+    name: Literal["sdpsgd"] = "sdpsgd"
+
+
+MechanismConfig = Annotated[
+    Union[NoDPConfig, DPSGDConfig, RedactedConfig, JFTConfig, CRTConfig, ATDPConfig, SDPSGDConfig],
+    Field(discriminator="name"),
+]
+MECHANISM_NAMES = ("nodp", "dpsgd", "redacted", "jft", "crt", "atdp", "sdpsgd")
+
+
+# ------------------------------------------------------------------------------------------- privacy
+
+
+class PrivacyConfig(Strict):
+    target_epsilon: float = Field(3.0, gt=0)
+    delta: float = Field(1e-5, gt=0, lt=1)
+    accountant: Literal["rdp", "prv", "pld"] = "rdp"
+    max_grad_norm: float = Field(1.0, gt=0, description="C: per-record clipping norm")
+
+
+# ------------------------------------------------------------------------------------------ training
+
+
+class TrainingConfig(Strict):
+    batch_size: int = Field(32, ge=1, description="expected (Poisson) batch size of private steps")
+    learning_rate: float = Field(1e-3, gt=0)
+    epochs: int = Field(1, ge=1)
+    max_steps: int | None = Field(None, ge=1, description="cap on optimizer steps per phase")
+    optimizer: Literal["adamw", "sgd"] = "adamw"
+    weight_decay: float = Field(0.0, ge=0)
+    grad_sample_mode: Literal["hooks", "ghost"] = "hooks"
+    workers: int = Field(1, ge=1, description="Ray Train workers for the private phases")
+
+
+class EvaluationConfig(Strict):
+    exposure: bool = True
+    exposure_method: Literal["exact", "estimate"] = "exact"
+    exposure_limit: int = Field(1_000_000, ge=1, description="largest secret space enumerated exactly")
+    mia: bool = True
+    max_eval_records: int = Field(1000, ge=1)
+
+
+# ------------------------------------------------------------------------------------------- trial
+
+
+class TrialConfig(Strict):
+    name: str = "trial"
+    seed: int = 0
+    data: DataConfig = Field(default_factory=DataConfig)
+    detector: DetectorConfig = Field(default_factory=DetectorConfig)
+    tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    mechanism: MechanismConfig = Field(default_factory=DPSGDConfig)
+    privacy: PrivacyConfig = Field(default_factory=PrivacyConfig)
+    training: TrainingConfig = Field(default_factory=TrainingConfig)
+    evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
+
+    @model_validator(mode="after")
+    def _coherent(self) -> "TrialConfig":
+        if self.mechanism.name == "sdpsgd" and self.model.arch != "lstm":
+            raise ValueError("mechanism sdpsgd needs model.arch: lstm (it noises a recurrent hidden state)")
+        if self.model.arch == "lstm" and self.training.grad_sample_mode == "ghost":
+            raise ValueError("ghost clipping is for the transformer models, not the LSTM")
+        return self
+
+
+# -------------------------------------------------------------------------------------- search space
+
+
+class Distribution(Strict):
+    """One searchable parameter: `uniform`/`loguniform` (low, high), `int` (low, high), or `choice` (values)."""
+
+    type: Literal["uniform", "loguniform", "int", "choice"]
+    low: float | None = None
+    high: float | None = None
+    values: list[Any] | None = None
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "Distribution":
+        if self.type == "choice":
+            if not self.values:
+                raise ValueError("choice needs a non-empty `values` list")
+        else:
+            if self.low is None or self.high is None:
+                raise ValueError(f"{self.type} needs `low` and `high`")
+            if self.low > self.high:
+                raise ValueError("low must be <= high")
+            if self.type == "loguniform" and self.low <= 0:
+                raise ValueError("loguniform needs low > 0")
+        return self
+
+
+class SearchSpace(Strict):
+    """Parameters keyed by their dotted path in the trial config, e.g. `training.learning_rate`."""
+
+    parameters: dict[str, Distribution]
+
+    @field_validator("parameters")
+    @classmethod
+    def _not_empty(cls, v: dict[str, Distribution]) -> dict[str, Distribution]:
+        if not v:
+            raise ValueError("search space is empty")
+        return v
+
+
+# -------------------------------------------------------------------------------------------- sweep
+
+
+class Objective(Strict):
+    metric: str
+    mode: Literal["min", "max"]
+
+
+class ResourcesConfig(Strict):
+    cpu: float = Field(1.0, gt=0)
+    gpu: float = Field(0.0, ge=0)
+
+
+class SweepConfig(Strict):
+    name: str
+    seed: int = 0
+    base: TrialConfig = Field(default_factory=TrialConfig, description="settings every trial starts from")
+    mechanisms: list[str] = Field(default_factory=lambda: ["dpsgd"])
+    objectives: list[Objective] = Field(
+        default_factory=lambda: [Objective(metric="val_perplexity", mode="min"), Objective(metric="exposure_mean", mode="min")]
+    )
+    search_space: SearchSpace | str = Field(description="inline parameters or a file in search_spaces/")
+    num_trials: int = Field(8, ge=1)
+    concurrency: int = Field(1, ge=1)
+    resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
+    early_stopping: bool = False
+
+    @field_validator("mechanisms")
+    @classmethod
+    def _known_mechanisms(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("at least one mechanism is needed")
+        unknown = [m for m in v if m not in MECHANISM_NAMES]
+        if unknown:
+            raise ValueError(f"unknown mechanism {unknown[0]!r} (known: {', '.join(MECHANISM_NAMES)})")
+        return v
+
+
+# ------------------------------------------------------------------------------------------ loading
+
+_MESSAGES = {
+    "greater_than": "must be > {gt}",
+    "greater_than_equal": "must be >= {ge}",
+    "less_than": "must be < {lt}",
+    "less_than_equal": "must be <= {le}",
+    "extra_forbidden": "unknown key",
+    "missing": "required",
+}
+
+
+def _problems(err: ValidationError) -> list[str]:
+    """One line per problem: `yaml.path: message`, with the discriminator's tag left out of the path."""
+    lines = []
+    for e in err.errors():
+        loc = [str(p) for p in e["loc"] if not (isinstance(p, str) and p in MECHANISM_NAMES and "mechanism" in e["loc"])]
+        template = _MESSAGES.get(e["type"])
+        msg = template.format(**(e.get("ctx") or {})) if template else e["msg"]
+        msg = msg.removeprefix("Value error, ")
+        lines.append(f"{'.'.join(loc) or '(top level)'}: {msg}")
+    return lines
+
+
+def parse_model(cls: type[BaseModel], data: Any, where: str | None = None) -> Any:
+    """Validate `data` as `cls`; every problem becomes one line of a ConfigError."""
+    if not isinstance(data, dict):
+        raise ConfigError([f"(top level): expected a mapping, got {type(data).__name__}"], where)
+    try:
+        return cls.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(_problems(e), where) from None
+
+
+def parse_override(assignment: str) -> tuple[list[str], Any]:
+    """`training.batch_size=64` -> (['training', 'batch_size'], 64); the value is read as YAML."""
+    key, sep, raw = assignment.partition("=")
+    if not sep or not key.strip():
+        raise UserError(f"--set expects key.path=value, got {assignment!r}")
+    return key.strip().split("."), yaml.safe_load(raw) if raw.strip() else None
+
+
+def apply_overrides(data: dict, assignments: list[str]) -> dict:
+    """Set dotted paths in a raw config mapping (validation happens afterwards, as for the file)."""
+    data = copy.deepcopy(data)
+    for assignment in assignments:
+        path, value = parse_override(assignment)
+        node = data
+        for part in path[:-1]:
+            nxt = node.get(part)
+            if not isinstance(nxt, dict):
+                nxt = node[part] = {}
+            node = nxt
+        node[path[-1]] = value
+    return data
+
+
+def load_trial_config(path: str | Path | None, overrides: list[str] = ()) -> TrialConfig:
+    data = read_yaml(path) if path else {}
+    data = {} if data is None else data
+    if not isinstance(data, dict):
+        raise ConfigError([f"(top level): expected a mapping, got {type(data).__name__}"], str(path))
+    return parse_model(TrialConfig, apply_overrides(data, list(overrides)), str(path) if path else "--set")
+
+
+def load_search_space(ref: SearchSpace | str, relative_to: Path | None = None) -> SearchSpace:
+    """An inline search space, or a file name resolved against `search_spaces/` or the sweep's folder."""
+    if isinstance(ref, SearchSpace):
+        return ref
+    candidates = [Path(ref)]
+    if relative_to is not None:
+        candidates += [relative_to / ref, relative_to.parent / "search_spaces" / ref]
+    path = next((p for p in candidates if p.is_file()), candidates[0])
+    return parse_model(SearchSpace, read_yaml(path), str(path))
+
+
+def load_sweep_config(path: str | Path, overrides: list[str] = ()) -> SweepConfig:
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError([f"(top level): expected a mapping, got {type(data).__name__}"], str(path))
+    sweep = parse_model(SweepConfig, apply_overrides(data, list(overrides)), str(path))
+    load_search_space(sweep.search_space, Path(path).parent)  # a referenced file must exist and validate
+    return sweep
+
+
+def detect_kind(data: Any) -> str:
+    """Which config a YAML mapping is, for `sdp-sweep validate`: sweep, search space or trial."""
+    if isinstance(data, dict) and "search_space" in data:
+        return "sweep"
+    if isinstance(data, dict) and set(data) == {"parameters"}:
+        return "search_space"
+    return "trial"
+
+
+def validate_file(path: str | Path) -> str:
+    """Validate any config file; returns its kind or raises ConfigError/UserError."""
+    data = read_yaml(path)
+    kind = detect_kind(data)
+    if kind == "sweep":
+        load_sweep_config(path)
+    elif kind == "search_space":
+        parse_model(SearchSpace, data, str(path))
+    else:
+        load_trial_config(path)
+    return kind
+
+
+def dump_yaml(model: BaseModel) -> str:
+    return yaml.safe_dump(model.model_dump(mode="json"), sort_keys=False)
