@@ -65,7 +65,7 @@ class DataConfig(Strict):
 
 
 class DetectorConfig(Strict):
-    policy: str = Field("customersim", description="a policy name or a union `a,b` (see sdp_core.detectors)")
+    policy: str = Field("phone,order_number,tracking_number,address,low_entity", description="a policy name or a union `a,b` (see sdp_core.detectors)")
     conservative_policy: str = Field("conservative", description="π_c: the high-recall policy CRT uses")
     patterns: dict[str, str] = Field(default_factory=dict, description="user regex policies: name -> pattern")
     spacy_model: str = "en_core_web_sm"
@@ -117,10 +117,18 @@ class JFTConfig(Strict):
     name: Literal["jft"] = "jft"
     phase1_mode: Literal["direct", "screened", "light_noise"] = "direct"
     phase1_epochs: int = Field(1, ge=1)
-    screened_path: str | None = Field(None, description="audit file of screened records, for phase1_mode=screened")
+    audit_path: str | None = Field(
+        None, description="sampling-audit file (sdp_core.detectors.audit): the screened subset for phase1_mode=screened; "
+        "the missing-rate estimate m̃ for light_noise when the data has no gold spans")
     budget_split: float = Field(
         0.1, gt=0, lt=1, description="share of ε given to the light-noise phase 1 (only phase1_mode=light_noise)"
     )
+
+    @model_validator(mode="after")
+    def _screened_needs_audit(self) -> "JFTConfig":
+        if self.phase1_mode == "screened" and not self.audit_path:
+            raise ValueError("phase1_mode=screened needs mechanism.audit_path (a marked sampling audit)")
+        return self
 
 
 class CRTConfig(Strict):
@@ -358,13 +366,14 @@ def load_trial_config(path: str | Path | None, overrides: list[str] = ()) -> Tri
 
 
 def load_search_space(ref: SearchSpace | str, relative_to: Path | None = None) -> SearchSpace:
-    """An inline search space, or a file name resolved against `search_spaces/` or the sweep's folder."""
+    """An inline search space, or a file: looked up in `search_spaces/` beside the sweep's folder, then as a path."""
     if isinstance(ref, SearchSpace):
         return ref
-    candidates = [Path(ref)]
-    if relative_to is not None:
-        candidates += [relative_to / ref, relative_to.parent / "search_spaces" / ref]
-    path = next((p for p in candidates if p.is_file()), candidates[0])
+    roots = [relative_to.parent / "search_spaces", relative_to] if relative_to is not None else []
+    candidates = [root / ref for root in roots] + [Path("search_spaces") / ref, Path(ref)]
+    path = next((p for p in candidates if p.is_file()), None)
+    if path is None:
+        raise ConfigError([f"search_space: file {ref!r} not found in search_spaces/"], str(relative_to or ref))
     return parse_model(SearchSpace, read_yaml(path), str(path))
 
 

@@ -1,0 +1,123 @@
+"""`sdp-sweep`: the command line. Each command is a pair (add its arguments, run it) in `COMMANDS`.
+
+Errors a user can cause end in one line on stderr and exit code 2; anything else is a bug and shows its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Callable
+
+from sdp_core.errors import ConfigError, UserError
+
+
+def _add_trial_like(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", help="JSONL / Parquet / text file to use instead of the config's data")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                   help="override a config field (validated like the file); repeatable")
+    p.add_argument("--out", help="output directory")
+
+
+def data_overrides(args: argparse.Namespace) -> list[str]:
+    """`--data FILE` is `--set data.source=file --set data.path=FILE`, applied before the user's `--set`s."""
+    extra = [f"data.source=file", f"data.path={Path(args.data).resolve()}"] if args.data else []
+    return extra + list(args.overrides)
+
+
+# ------------------------------------------------------------------------------------------ validate
+
+def _validate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("files", nargs="+", help="sweep, search-space or trial YAML files")
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from sdp_core.config import validate_file
+
+    failed = 0
+    for f in args.files:
+        try:
+            kind = validate_file(f)
+            print(f"{f}: ok ({kind})")
+        except ConfigError as e:
+            failed += 1
+            for line in e.lines():
+                print(line, file=sys.stderr)
+        except UserError as e:
+            failed += 1
+            print(str(e), file=sys.stderr)
+    return 2 if failed else 0
+
+
+# --------------------------------------------------------------------------------------------- trial
+
+def _trial_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", nargs="?", help="trial YAML (defaults to the embedded default)")
+    _add_trial_like(p)
+
+
+def _trial(args: argparse.Namespace) -> int:
+    from sdp_core.config import load_trial_config
+    from sdp_core.trial import default_out_dir, run_trial
+
+    cfg = load_trial_config(args.config, data_overrides(args))
+    out = Path(args.out) if args.out else default_out_dir(cfg)
+    result = run_trial(cfg, out, show_progress=True)
+    print(result.summary_line())
+    print(out / "result.json")
+    return 0 if result.state == "finished" else 1
+
+
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
+    "validate": ("check config files; every problem on one line with its YAML path", _validate_args, _validate),
+    "trial": ("run one trial (no Ray) and write its result JSON", _trial_args, _trial),
+}
+
+
+def register(name: str, help_text: str, add_arguments, run) -> None:
+    COMMANDS[name] = (help_text, add_arguments, run)
+
+
+def _register_optional() -> None:
+    """Commands whose modules live in other layers."""
+    from sdp_core.detectors.cli import add_detect_arguments, run_detect
+    from sdp_core.privacy.cli import add_epsilon_arguments, run_epsilon
+    from sdp_core.attacks.cli import add_audit_arguments, run_audit
+
+    register("detect", "detect and redact secrets in a data file", add_detect_arguments, run_detect)
+    register("epsilon", "ε from (q, σ, steps, δ), σ for a target ε, or ε of a saved ledger", add_epsilon_arguments,
+             run_epsilon)
+    register("audit", "canary exposure and membership inference on a saved trial model", add_audit_arguments,
+             run_audit)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    _register_optional()
+    parser = argparse.ArgumentParser(prog="sdp-sweep", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (help_text, add_arguments, run) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        add_arguments(p)
+        p.set_defaults(run=run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except ConfigError as e:
+        for line in e.lines():
+            print(f"error: {line}", file=sys.stderr)
+        return 2
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

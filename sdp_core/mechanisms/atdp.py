@@ -1,0 +1,90 @@
+"""ATDP: adaptive token-weighted DP with a rise–reset noise schedule (Yu et al. 2025, paper 003).
+
+Token weights: 1 for sensitive tokens and for a list of frequent function tokens, `w` for every other token, with
+the default w = α(1−r)/(r(1−α)) from the measured sensitive fraction α and the target r (§3: then sensitive
+tokens carry a share r of the loss). Each record's gradient is the gradient of its weighted loss, clipped and
+noised whole — so the guarantee is ordinary record-level DP; the weights only steer what the budget buys.
+
+Noise schedule: σ_e = σ_{e−1}·γ·ρ_e with ρ_e ~ U[1−j, 1+j], reset to σ₀ once it exceeds σ_max. The multipliers
+are drawn (seeded) before calibration, which scales σ₀ so the composition over every σ_e used meets the target.
+
+Post-hoc use: `base` runs a No-DP, Redacted or JFT phase first and ATDP continues from its weights.
+"""
+
+from __future__ import annotations
+
+import random
+
+import torch
+from transformers import PreTrainedTokenizerFast
+
+from sdp_core.config import ATDPConfig, JFTConfig
+from sdp_core.errors import UserError
+from sdp_core.mechanisms.base import MechanismPlan, TrialData, calibrate, private_phase, public_phase
+from sdp_core.mechanisms.jft import jft_phases
+from sdp_core.train.data import LMData
+
+
+def rise_reset_multipliers(epochs: int, escalation: float, jitter: float, ceiling: float, seed: int) -> tuple[float, ...]:
+    """Relative σ_e / σ₀ for each epoch: multiply by γ·ρ_e, reset to 1 above `ceiling`."""
+    rng = random.Random(f"atdp-schedule-{seed}")
+    out = [1.0]
+    for _ in range(epochs - 1):
+        nxt = out[-1] * escalation * rng.uniform(1 - jitter, 1 + jitter)
+        out.append(1.0 if nxt > ceiling else nxt)
+    return tuple(out)
+
+
+def function_token_ids(tokenizer: PreTrainedTokenizerFast, words: list[str]) -> list[int]:
+    """Ids of tokens that are exactly one of `words`, with or without a leading space."""
+    ids = set()
+    for word in words:
+        for variant in (word, " " + word):
+            piece = tokenizer.encode(variant, add_special_tokens=False)
+            if len(piece) == 1:
+                ids.add(piece[0])
+    return sorted(ids)
+
+
+def default_weight(alpha: float, r_target: float) -> float:
+    """w = α(1−r)/(r(1−α)): the weight that gives sensitive tokens a share r of the total loss weight."""
+    if not 0 < alpha < 1:
+        raise UserError(f"ATDP needs some sensitive and some non-sensitive tokens (sensitive fraction α = {alpha:.3f})")
+    return alpha * (1 - r_target) / (r_target * (1 - alpha))
+
+
+def token_weights(data: LMData, tokenizer: PreTrainedTokenizerFast, cfg: ATDPConfig) -> tuple[LMData, dict]:
+    """Weights 1 on sensitive and function tokens, w elsewhere (0 stays 0: padding and `<mask>`)."""
+    valid = data.valid
+    alpha = float((data.sensitive & valid).sum() / valid.sum())
+    w = cfg.w if cfg.w is not None else default_weight(alpha, cfg.r_target)
+    if not 0 < w <= 1:
+        raise UserError(f"ATDP weight w = {w:.3f} is outside (0, 1] (α = {alpha:.3f}, r_target = {cfg.r_target}); "
+                        "raise r_target or set mechanism.w")
+    function = torch.isin(data.input_ids, torch.tensor(function_token_ids(tokenizer, cfg.function_tokens)))
+    weights = torch.where(data.sensitive | function, 1.0, w) * valid
+    return data.with_weights(weights), {"w": w, "alpha": alpha, "r_target": cfg.r_target}
+
+
+def _base_phases(d: TrialData, m: ATDPConfig) -> tuple[list, str]:
+    """Phases that run before ATDP, and the notion the combination can claim."""
+    cfg = d.cfg
+    if m.base == "none":
+        return [], "DP"
+    if m.base == "nodp":  # the base saw every secret in the clear: no formal guarantee survives
+        return [public_phase("base_nodp", d.train, cfg, m.base_epochs)], "none"
+    if m.base == "redacted":
+        return [public_phase("base_redacted", d.train_redacted, cfg, m.base_epochs)], "SDP"
+    return jft_phases(d, JFTConfig(phase1_epochs=m.base_epochs), prefix="base_jft_"), "SDP"
+
+
+def atdp(d: TrialData) -> MechanismPlan:
+    cfg, m = d.cfg, d.cfg.mechanism
+    assert isinstance(m, ATDPConfig)
+    weighted, details = token_weights(d.train, d.tokenizer, m)
+    sigmas = rise_reset_multipliers(cfg.training.epochs, m.escalation, m.jitter, m.ceiling, cfg.seed)
+    base, notion = _base_phases(d, m)
+    phases, ledger = calibrate([*base, private_phase("atdp", weighted, cfg, cfg.training.epochs, sigmas)], cfg, notion)
+    details["sigma_multipliers"] = list(sigmas)
+    details["base"] = m.base
+    return MechanismPlan(phases, ledger, details)

@@ -1,0 +1,89 @@
+"""What a mechanism is: a function from the trial's prepared data to calibrated phases and a privacy ledger.
+
+A mechanism first lays out its phases with *relative* noise multipliers (1.0 for a constant σ; ATDP's schedule
+for ATDP), then `calibrate` finds the one σ scale that spends exactly the trial's ε target over every private
+step of every phase, and writes the planned events into the ledger. The loop then refuses any step beyond them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from transformers import PreTrainedTokenizerFast
+
+from sdp_core.config import TrialConfig
+from sdp_core.data.records import Span, Splits
+from sdp_core.privacy import GaussianEvent, PrivacyLedger, calibrate_noise
+from sdp_core.train.data import LMData
+from sdp_core.train.loop import Phase
+
+
+@dataclass(frozen=True)
+class TrialData:
+    """Everything a mechanism may train on, already tokenized.
+
+    `train.sensitive` marks what the detector policy flags (the mechanism's notion of private);
+    `train_redacted` is the policy-redacted text, where each sensitive run is one `<mask>` of weight 0.
+    Validation and test mark gold spans where the data has them, else the policy's.
+    """
+
+    cfg: TrialConfig
+    records: Splits
+    train_spans: list[list[Span]]  # policy spans of each training record
+    train: LMData
+    train_redacted: LMData
+    validation: LMData
+    test: LMData
+    tokenizer: PreTrainedTokenizerFast
+
+
+@dataclass
+class MechanismPlan:
+    phases: list[Phase]
+    ledger: PrivacyLedger
+    details: dict  # mechanism-specific facts for the result (split sizes, ATDP weight w, ...)
+
+
+Mechanism = Callable[[TrialData], MechanismPlan]
+
+
+def private_phase(name: str, data: LMData, cfg: TrialConfig, epochs: int, multipliers: tuple[float, ...] | None = None
+                  ) -> Phase:
+    """A DP-SGD phase whose `sigmas` still hold relative multipliers (one per epoch) until `calibrate`."""
+    t = cfg.training
+    return Phase(name, data, private=True, epochs=epochs, batch_size=t.batch_size,
+                 sigmas=multipliers or (1.0,) * epochs, max_grad_norm=cfg.privacy.max_grad_norm, max_steps=t.max_steps)
+
+
+def public_phase(name: str, data: LMData, cfg: TrialConfig, epochs: int) -> Phase:
+    t = cfg.training
+    return Phase(name, data, private=False, epochs=epochs, batch_size=t.batch_size, max_steps=t.max_steps)
+
+
+def phase_events(phase: Phase, mechanism: str, touches: str, sample_rate_factor: float = 1.0) -> list[GaussianEvent]:
+    """One event per epoch of a private phase: its σ, its sample rate (times an amplification factor such as
+    JFT's missing rate), its number of steps."""
+    q = phase.sample_rate * sample_rate_factor
+    return [GaussianEvent(sample_rate=q, noise_multiplier=sigma, steps=steps, phase=phase.name,
+                          mechanism=mechanism, touches=touches)
+            for sigma, steps in zip(phase.sigmas, phase.epoch_steps()) if steps > 0]
+
+
+def calibrate(phases: list[Phase], cfg: TrialConfig, notion: str, touches: str = "all",
+              fixed: list[GaussianEvent] = (), target_epsilon: float | None = None, sample_rate_factor: float = 1.0
+              ) -> tuple[list[Phase], PrivacyLedger]:
+    """Scale every private phase's relative σ so the whole trial spends `target_epsilon` (default: the config's).
+
+    `fixed` events (e.g. an already-calibrated phase 1) are composed with the scaled ones.
+    """
+    p = cfg.privacy
+    events = lambda phs: [e for ph in phs if ph.private  # noqa: E731
+                          for e in phase_events(ph, cfg.mechanism.name, touches, sample_rate_factor)]
+    shape = [(e.sample_rate, e.steps, e.noise_multiplier) for e in events(phases)]
+    scale = calibrate_noise(shape, target_epsilon or p.target_epsilon, p.delta, p.accountant,
+                            fixed_events=list(fixed)) if shape else 0.0
+    scaled = [replace(ph, sigmas=tuple(scale * m for m in ph.sigmas)) if ph.private else ph for ph in phases]
+    ledger = PrivacyLedger(notion=notion, delta=p.delta, accountant=p.accountant)
+    ledger.plan([*fixed, *events(scaled)])
+    return scaled, ledger

@@ -1,0 +1,78 @@
+"""CRT: Confidentially Redacted Training (Zhao et al., NAACL 2022, paper 002).
+
+Units are lines (a dialog turn, or one line of a plain-text record). Dedup marks the second and later copies of
+a sentence; redaction replaces them and every span of the policy π with `<mask>`. A unit flagged by π or by the
+conservative π_c, or holding a `<mask>`, goes to D_pri; the rest to D_pub. Each epoch is one SGD epoch on D_pub
+then one DP-SGD epoch on D_pri with q = B/|D_pri|, and a minibatch never mixes the two sets.
+
+Claims (ε, δ)-confidentiality from the DP-SGD part, and Bayesian confidentiality ε_b = log(1 + γ(e^ε − 1)),
+δ_b = γδ + δ₂ with γ = 1 − recall(π), δ₂ = 1 − recall(π_c) where gold spans measure the recalls (Thm 3.3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sdp_core.config import CRTConfig
+from sdp_core.data.records import Record, Span
+from sdp_core.detectors import detect_records, get_policy
+from sdp_core.detectors.evaluation import evaluate
+from sdp_core.errors import UserError
+from sdp_core.mechanisms.base import MechanismPlan, TrialData, calibrate, private_phase, public_phase
+from sdp_core.privacy import bayesian_confidentiality
+from sdp_core.text.dedup import duplicate_spans
+from sdp_core.text.encode import encode
+from sdp_core.text.redaction import MASK, redact
+
+
+def line_units(records: list[Record], spans: list[list[Span]]) -> tuple[list[str], list[list[Span]], list[tuple[Span, ...] | None]]:
+    """Every line of every record, with the policy's spans and the gold spans moved into the line's coordinates."""
+    texts, unit_spans, unit_gold = [], [], []
+    for record, detected in zip(records, spans):
+        start = 0
+        for line in record.text.split("\n"):
+            end = start + len(line)
+            inside = lambda ss: [Span(s.start - start, s.end - start, s.label)  # noqa: E731
+                                 for s in ss if s.start < end and start < s.end]
+            if line.strip():
+                texts.append(line)
+                unit_spans.append([Span(max(s.start, 0), min(s.end, len(line)), s.label) for s in inside(detected)])
+                unit_gold.append(tuple(inside(record.spans)) if record.spans is not None else None)
+            start = end + 1
+    return texts, unit_spans, unit_gold
+
+
+def crt(d: TrialData) -> MechanismPlan:
+    cfg, m = d.cfg, d.cfg.mechanism
+    assert isinstance(m, CRTConfig)
+    texts, pi_spans, gold = line_units(d.records.train, d.train_spans)
+    dups = duplicate_spans(texts) if m.dedup else [[] for _ in texts]
+    conservative = get_policy(cfg.detector.conservative_policy, cfg.detector)
+    pi_c_spans = detect_records(texts, conservative)
+    redacted = [redact(t, sorted({*s, *u})) for t, s, u in zip(texts, pi_spans, dups)]
+    private = [bool(s or c) or MASK in r for s, c, r in zip(pi_spans, pi_c_spans, redacted)]
+    pri = [r for r, p in zip(redacted, private) if p]
+    pub = [r for r, p in zip(redacted, private) if not p]
+    if not pri:
+        raise UserError("CRT found no private records (π and π_c flag nothing): use No-DP or a stronger policy")
+    # Units are lines: pad them to the longest line, not to a whole record's length.
+    length = min(cfg.data.max_length, 2 + max(len(ids) for ids in d.tokenizer(redacted, add_special_tokens=False)["input_ids"]))
+    pri_data = encode(pri, [[] for _ in pri], d.tokenizer, length)
+    pub_data = encode(pub, [[] for _ in pub], d.tokenizer, length) if pub else None
+
+    # One public and one private phase per epoch, in alternation; σ is the same for every private epoch.
+    phases = []
+    for epoch in range(cfg.training.epochs):
+        if pub_data is not None:
+            phases.append(public_phase(f"public_{epoch}", pub_data, cfg, 1))
+        phases.append(private_phase(f"private_{epoch}", pri_data, cfg, 1))
+    phases, ledger = calibrate(phases, cfg, notion="confidentiality", touches="private")
+
+    details = {"units": len(texts), "private_units": len(pri), "public_units": len(pub),
+               "duplicates_masked": sum(len(u) for u in dups), "conservative_policy": conservative.name}
+    if all(g is not None for g in gold):
+        units = [Record(t, g) for t, g in zip(texts, gold)]
+        gamma = 1 - evaluate(units, pi_spans).recall.value
+        delta2 = 1 - evaluate(units, [sorted({*a, *b}) for a, b in zip(pi_spans, pi_c_spans)]).recall.value
+        details["bayesian_confidentiality"] = bayesian_confidentiality(ledger.report(), gamma=gamma, delta2=delta2)
+    return MechanismPlan(phases, ledger, details)

@@ -1,0 +1,70 @@
+"""JFT: Just Fine-tune Twice (Shi et al., EMNLP 2022, paper 000).
+
+Phase 1 fine-tunes on redacted text — `direct`ly, on a small `screened` subset whose missed secrets a person
+removed (sampling audit), or with `light_noise`: DP-SGD whose sampling rate, for a secret the policy missed, is
+amplified to p = q·m̃ by the missing rate m̃ (§4.2; an empirical estimate, since m̃ is estimated). Phase 2 runs
+DP-SGD on the original text from phase 1's weights. SDP ε is the composition of both phases' private steps.
+"""
+
+from __future__ import annotations
+
+from sdp_core.config import JFTConfig
+from sdp_core.data.records import Span
+from sdp_core.detectors.audit import missing_rate, read_audit
+from sdp_core.detectors.evaluation import evaluate
+from sdp_core.errors import UserError
+from sdp_core.mechanisms.base import MechanismPlan, TrialData, calibrate, phase_events, private_phase, public_phase
+from sdp_core.privacy import light_noise_report
+from sdp_core.text.encode import encode
+from sdp_core.text.redaction import redact
+from sdp_core.train.loop import Phase
+
+
+def screened_subset(d: TrialData, audit_path: str):
+    """The audited records, redacted with the policy's spans plus the person's marks of missed secrets."""
+    items = read_audit(audit_path)
+    texts = [redact(item.text, sorted({*item.spans, *item.missed})) for item in items]
+    if not texts:
+        raise UserError("the audit holds no records", audit_path)
+    return encode(texts, [[] for _ in texts], d.tokenizer, d.cfg.data.max_length)
+
+
+def estimated_missing_rate(d: TrialData, m: JFTConfig):
+    """m̃ with its 95 % interval: from gold spans when the data has them, else from a marked sampling audit."""
+    if m.audit_path:
+        return missing_rate(read_audit(m.audit_path)), "sampling audit"
+    if all(r.spans is not None for r in d.records.train):
+        gold = [r for r in d.records.train]
+        return evaluate(gold, d.train_spans).missing_rate, "gold spans"
+    raise UserError("jft light_noise needs gold spans in the data or mechanism.audit_path (a marked sampling audit)")
+
+
+def jft_phases(d: TrialData, m: JFTConfig, prefix: str = "") -> list[Phase]:
+    """Phase 1 (public: direct or screened) then phase 2 (private, relative σ): JFT's layout before calibration."""
+    cfg = d.cfg
+    phase1_data = screened_subset(d, m.audit_path) if m.phase1_mode == "screened" else d.train_redacted
+    return [public_phase(f"{prefix}phase1", phase1_data, cfg, m.phase1_epochs),
+            private_phase(f"{prefix}phase2", d.train, cfg, cfg.training.epochs)]
+
+
+def jft(d: TrialData) -> MechanismPlan:
+    cfg, m = d.cfg, d.cfg.mechanism
+    assert isinstance(m, JFTConfig)
+    if m.phase1_mode != "light_noise":
+        phases, ledger = calibrate(jft_phases(d, m), cfg, notion="SDP")
+        return MechanismPlan(phases, ledger, {"phase1_mode": m.phase1_mode})
+
+    rate, source = estimated_missing_rate(d, m)
+    # Phase 1 is calibrated at the pessimistic end of m̃'s interval, then phase 2 takes what is left.
+    phase1 = private_phase("phase1", d.train_redacted, cfg, m.phase1_epochs)
+    amplified = max(rate.high, 1e-12)
+    (phase1,), light = calibrate([phase1], cfg, notion="SDP", sample_rate_factor=amplified,
+                                 target_epsilon=m.budget_split * cfg.privacy.target_epsilon)
+    fixed = phase_events(phase1, "jft", "all", sample_rate_factor=amplified)
+    (phase2,), ledger = calibrate([private_phase("phase2", d.train, cfg, cfg.training.epochs)], cfg, notion="SDP",
+                                  fixed=fixed)
+    report = light_noise_report(phase_events(phase1, "jft", "all"), phase_events(phase2, "jft", "all"),
+                                (rate.low, rate.high), cfg.privacy.delta, cfg.privacy.accountant)
+    return MechanismPlan([phase1, phase2], ledger, {"phase1_mode": "light_noise", "missing_rate": rate.value,
+                                                   "missing_rate_interval": [rate.low, rate.high],
+                                                   "missing_rate_source": source, "light_noise": report})

@@ -1,0 +1,38 @@
+"""Models: GPT-2 family (preset config or pretrained path) and the DPLSTM language model.
+
+Every language model maps input ids [B, T] to next-token logits [B, T, V], so the training loop, metrics and
+attacks treat them alike.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from torch import nn
+
+from sdp_core.config import ModelConfig
+from sdp_core.errors import UserError
+from sdp_core.models.gpt2 import GPT2_PRESETS, GPT2LM, build_gpt2
+from sdp_core.models.lstm import LSTM_PRESETS, LSTMLM
+
+
+def _lstm(cfg: ModelConfig, vocab_size: int, max_length: int) -> LSTMLM:
+    if cfg.preset not in LSTM_PRESETS:
+        raise UserError(f"unknown LSTM preset {cfg.preset!r} (known: {', '.join(LSTM_PRESETS)})")
+    return LSTMLM(vocab_size, dropout=cfg.dropout, **LSTM_PRESETS[cfg.preset])
+
+
+def _gpt2(cfg: ModelConfig, vocab_size: int, max_length: int) -> GPT2LM:
+    return build_gpt2(cfg.preset, cfg.name_or_path, vocab_size, max_length, cfg.dropout)
+
+
+MODEL_BUILDERS: dict[str, Callable[[ModelConfig, int, int], nn.Module]] = {"gpt2": _gpt2, "lstm": _lstm}
+
+
+def build_model(cfg: ModelConfig, vocab_size: int, max_length: int) -> nn.Module:
+    if cfg.arch not in MODEL_BUILDERS:
+        raise UserError(f"model.arch {cfg.arch!r} is not a language model here (known: {', '.join(MODEL_BUILDERS)})")
+    return MODEL_BUILDERS[cfg.arch](cfg, vocab_size, max_length)
+
+
+__all__ = ["build_model", "GPT2LM", "LSTMLM", "GPT2_PRESETS", "LSTM_PRESETS", "MODEL_BUILDERS"]

@@ -1,0 +1,1 @@
+"""Text processing: tokenizer (trained on redacted text only), redaction, alignment, dedup."""

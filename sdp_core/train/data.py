@@ -1,0 +1,45 @@
+"""Token tensors for training: ids, per-token loss weights and sensitivity, one row per record.
+
+Row r of `input_ids` is `<eos> tokens... <eos> <pad>...` truncated to `max_length`. `weights[r, t]` is the loss
+weight of *predicting* token t (0 for padding, `<mask>` and the leading `<eos>`), so a mechanism changes what is
+learned by changing weights only: redaction zeroes `<mask>`, ATDP down-weights non-sensitive tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+
+
+@dataclass(frozen=True)
+class LMData:
+    input_ids: torch.Tensor  # [N, T] long
+    weights: torch.Tensor  # [N, T] float: loss weight of predicting token t
+    sensitive: torch.Tensor  # [N, T] bool: token overlaps a sensitive span (policy or gold, as built)
+    record_index: torch.Tensor  # [N] long: which source record each row is
+
+    def __len__(self) -> int:
+        return self.input_ids.shape[0]
+
+    def subset(self, rows: torch.Tensor | list[int]) -> "LMData":
+        rows = torch.as_tensor(rows, dtype=torch.long)
+        return LMData(self.input_ids[rows], self.weights[rows], self.sensitive[rows], self.record_index[rows])
+
+    def with_weights(self, weights: torch.Tensor) -> "LMData":
+        return replace(self, weights=weights)
+
+    @property
+    def valid(self) -> torch.Tensor:
+        """Positions a loss may use at all (ignores padding, `<mask>` and the leading `<eos>`)."""
+        return self.weights > 0
+
+
+def per_record_loss(logits: torch.Tensor, input_ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Σ_t w_t · CE_t / #{t : w_t > 0} for each record: its gradient is the weighted sum of per-token gradients."""
+    b, t, v = logits.shape
+    ce = torch.nn.functional.cross_entropy(
+        logits[:, :-1].reshape(-1, v), input_ids[:, 1:].reshape(-1), reduction="none"
+    ).view(b, t - 1)
+    w = weights[:, 1:]
+    return (ce * w).sum(1) / (w > 0).sum(1).clamp_min(1)

@@ -1,0 +1,188 @@
+"""One trial, end to end and without Ray: `run_trial(TrialConfig) -> TrialResult`.
+
+records -> detector spans (cached) -> tokenizer trained on redacted text -> tokens with aligned masks ->
+mechanism phases with calibrated σ -> training -> utility metrics and attacks -> ledger -> one result.
+"""
+
+from __future__ import annotations
+
+import platform
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from sdp_core import __version__
+from sdp_core.config import TrialConfig
+from sdp_core.data.canaries import CanaryPlan
+from sdp_core.data.prepare import prepare_data
+from sdp_core.data.records import Record, Span
+from sdp_core.detectors import detect_records, get_policy
+from sdp_core.io import atomic_write_json
+from sdp_core.mechanisms import MECHANISMS, TrialData
+from sdp_core.metrics import utility_metrics
+from sdp_core.models import build_model
+from sdp_core.models.checkpoint import save_model
+from sdp_core.text.encode import encode
+from sdp_core.text.redaction import redact
+from sdp_core.text.tokenizer import load_pretrained_tokenizer, train_bpe_tokenizer
+from sdp_core.train.loop import PhaseStats, make_optimizer, run_phase
+
+
+@dataclass
+class TrialResult:
+    """One row of a sweep: config, metrics, privacy report (ledger), timings, versions. JSON-serialisable."""
+
+    name: str
+    state: str  # finished | failed | infeasible
+    seed: int
+    config: dict
+    metrics: dict = field(default_factory=dict)
+    privacy: dict = field(default_factory=dict)
+    mechanism: dict = field(default_factory=dict)
+    phases: list[dict] = field(default_factory=list)
+    canaries: dict | None = None
+    detector: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
+    versions: dict = field(default_factory=dict)
+    error: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def summary_line(self) -> str:
+        p, m = self.privacy, self.metrics
+        eps = p.get("epsilon")
+        privacy = (f"ε={eps:.3f} ({p.get('notion')}, δ={p.get('delta'):g}, {p.get('accountant')})"
+                   if isinstance(eps, (int, float)) and eps != float("inf") else f"no DP guarantee ({p.get('notion')})")
+        ppl = m.get("val_perplexity")
+        return (f"{self.name}: {self.state}; {self.config['mechanism']['name']}; {privacy}; "
+                f"val ppl {ppl:.2f}; {self.timings.get('total', 0):.0f}s" if ppl else f"{self.name}: {self.state}")
+
+
+def versions() -> dict:
+    import opacus
+    import transformers
+
+    return {"sdp_sweep": __version__, "torch": torch.__version__, "opacus": opacus.__version__,
+            "transformers": transformers.__version__, "python": platform.python_version()}
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def default_out_dir(cfg: TrialConfig) -> Path:
+    return Path("runs") / f"{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def _canary_adjusted(spans: list[list[Span]], records: list[Record], plan: CanaryPlan | None) -> list[list[Span]]:
+    """The detector sees every canary, or (missed-secret experiments) none: canary spans added or carved out."""
+    if plan is None:
+        return spans
+    by_record: dict[int, list[Span]] = {}
+    for ins in plan.insertions:
+        by_record.setdefault(ins.record, []).append(ins.span)
+    out = list(spans)
+    for r, canary_spans in by_record.items():
+        if plan.missed_by_detector:
+            out[r] = [s for s in spans[r] if not any(s.start < c.end and c.start < s.end for c in canary_spans)]
+        else:
+            out[r] = sorted([*spans[r], *canary_spans])
+    return out
+
+
+def _known_secrets(record: Record, detected: list[Span]) -> list[Span]:
+    """Detected spans plus gold spans: everything known to be secret, kept out of the tokenizer's vocabulary."""
+    return sorted({*detected, *(record.spans or ())})
+
+
+def prepare_trial_data(cfg: TrialConfig, timings: dict) -> tuple[TrialData, CanaryPlan | None, dict]:
+    t0 = time.perf_counter()
+    splits, plan = prepare_data(cfg.data, cfg.seed)
+    timings["data"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    policy = get_policy(cfg.detector.policy, cfg.detector)
+    train_spans = _canary_adjusted(detect_records(splits.train, policy), splits.train, plan)
+    eval_spans = {name: [list(r.spans) if r.spans is not None else None for r in recs]
+                  for name, recs in (("validation", splits.validation), ("test", splits.test))}
+    for name, recs in (("validation", splits.validation), ("test", splits.test)):
+        if any(s is None for s in eval_spans[name]):  # unannotated data: the policy decides what is private
+            eval_spans[name] = detect_records(recs, policy)
+    timings["detect"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    if cfg.tokenizer.kind == "pretrained":
+        tokenizer = load_pretrained_tokenizer(cfg.tokenizer.name_or_path)
+    else:
+        clean = (redact(r.text, _known_secrets(r, s)) for r, s in zip(splits.train, train_spans))
+        tokenizer = train_bpe_tokenizer(clean, cfg.tokenizer.vocab_size)
+    L = cfg.data.max_length
+    data = TrialData(
+        cfg=cfg,
+        records=splits,
+        train_spans=train_spans,
+        train=encode([r.text for r in splits.train], train_spans, tokenizer, L),
+        train_redacted=encode([redact(r.text, s) for r, s in zip(splits.train, train_spans)],
+                              [[] for _ in splits.train], tokenizer, L),
+        validation=encode([r.text for r in splits.validation], eval_spans["validation"], tokenizer, L),
+        test=encode([r.text for r in splits.test], eval_spans["test"], tokenizer, L),
+        tokenizer=tokenizer,
+    )
+    timings["tokenize"] = time.perf_counter() - t0
+    detector = {"policy": policy.name, "policy_version": policy.version, "train_records": len(splits.train),
+                "redacted_token_fraction": float(data.train.sensitive.sum() / data.train.valid.sum())}
+    return data, plan, detector
+
+
+def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool = False,
+              on_step: Callable[[PhaseStats], None] | None = None) -> TrialResult:
+    """Train and evaluate one configuration. Raises `PrivacyError` if the ε target cannot be met."""
+    from sdp_core.progress import phase_progress
+
+    start = time.perf_counter()
+    timings: dict[str, float] = {}
+    seed_everything(cfg.seed)
+    data, canary_plan, detector = prepare_trial_data(cfg, timings)
+    plan = MECHANISMS[cfg.mechanism.name](data)
+
+    model = build_model(cfg.model, len(data.tokenizer), cfg.data.max_length)
+    t = cfg.training
+    optimizer = make_optimizer(model, t.optimizer, t.learning_rate, t.weight_decay)
+    phase_stats = []
+    t0 = time.perf_counter()
+    with phase_progress(plan.phases, enabled=show_progress) as advance:
+        for i, phase in enumerate(plan.phases):
+            def step_hook(stats: PhaseStats) -> None:
+                advance(phase.name, stats)
+                if on_step is not None:
+                    on_step(stats)
+
+            phase_stats.append(run_phase(model, optimizer, phase, plan.ledger, cfg.seed * 1000 + i,
+                                         t.grad_sample_mode, step_hook))
+    timings["train"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    metrics = {**utility_metrics(model, data.validation, "val"), **utility_metrics(model, data.test, "test")}
+    timings["evaluate"] = time.perf_counter() - t0
+    timings["total"] = time.perf_counter() - start
+    metrics["private_steps"] = sum(s.steps for s in phase_stats if s.private)
+    metrics["train_seconds"] = timings["train"]
+
+    result = TrialResult(
+        name=cfg.name, state="finished", seed=cfg.seed, config=cfg.model_dump(mode="json"), metrics=metrics,
+        privacy=plan.ledger.report(), mechanism=plan.details, phases=[s.to_dict() for s in phase_stats],
+        canaries=canary_plan.summary() if canary_plan else None, detector=detector,
+        timings={k: round(v, 3) for k, v in timings.items()}, versions=versions(),
+    )
+    if out_dir is not None:
+        save_model(Path(out_dir) / "model", model, data.tokenizer, cfg.model, cfg.data.max_length)
+        atomic_write_json(Path(out_dir) / "result.json", result.to_dict())
+    return result

@@ -1,0 +1,41 @@
+"""Shared fixtures: small trial configs, a session-wide tokenizer, and a CLI runner."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory, monkeypatch):
+    """Detection caches of tests live in one session-wide temp folder, never in the repo."""
+    monkeypatch.setenv("SDP_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "detection-cache"))
+
+
+def small_trial_dict(**sections) -> dict:
+    """A trial that trains in seconds: 200 CustomerSim dialogs, regex policy, a few steps."""
+    base = {
+        "name": "tiny",
+        "seed": 0,
+        "data": {"n_train": 200, "n_validation": 40, "n_test": 40, "max_length": 128},
+        "detector": {"policy": "phone,order_number,tracking_number"},
+        "tokenizer": {"vocab_size": 600},
+        "training": {"batch_size": 16, "epochs": 1, "max_steps": 6, "learning_rate": 2e-3},
+        "evaluation": {"exposure": False, "mia": False},
+    }
+    for key, value in sections.items():
+        base[key] = {**base.get(key, {}), **value} if isinstance(value, dict) else value
+    return base
+
+
+def run_cli(*args: str, cwd: Path | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
+    """Run `sdp-sweep ARGS` as a user would, in a subprocess."""
+    return subprocess.run([sys.executable, "-m", "sdp_core.cli", *args], capture_output=True, text=True,
+                          cwd=cwd or REPO, timeout=timeout)

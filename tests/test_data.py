@@ -1,0 +1,106 @@
+"""CustomerSim gold spans, loaders round trip, canary insertion."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from sdp_core.data.canaries import CanaryFormat, insert_canaries
+from sdp_core.data.customersim import customersim_splits, generate_customersim
+from sdp_core.data.loaders import load_records, save_jsonl, save_parquet
+from sdp_core.data.records import Record, Span
+from sdp_core.errors import DataError, UserError
+
+FORMATS = {
+    "phone": r"(\(\d{3}\) |\d{3}[-.])\d{3}[-.]\d{4}",
+    "order_number": r"\d{3}-\d{5}-\d{4}",
+    "tracking_number": r"[A-Z0-9]{10}",
+    "name": r"[A-Z][a-zA-Z'-]+ [A-Z][a-zA-Z'-]+",
+    "address": r"\d+ .+, .+, [A-Z]{2} \d{5}",
+}
+
+
+def test_every_gold_span_is_exactly_its_value():
+    records = generate_customersim(500, seed=3)
+    labels = set()
+    for r in records:
+        assert r.spans, "every dialog has secrets"
+        for s in r.spans:
+            value = r.text[s.start : s.end]
+            labels.add(s.label)
+            assert re.fullmatch(FORMATS[s.label], value), (s.label, value)
+            assert value == value.strip() and "\n" not in value
+        # the name is the customer's answer to the name question
+        assert {s.label for s in r.spans} >= {"name", "tracking_number"}
+    assert labels == set(FORMATS)
+
+
+def test_generator_is_seeded_and_splits_are_independent():
+    assert generate_customersim(20, 1) == generate_customersim(20, 1)
+    assert generate_customersim(20, 1) != generate_customersim(20, 2)
+    a, b = customersim_splits(50, 10, 10, seed=0), customersim_splits(80, 10, 10, seed=0)
+    assert a.validation == b.validation and a.test == b.test
+
+
+@pytest.mark.parametrize("saver,suffix", [(save_jsonl, ".jsonl"), (save_parquet, ".parquet")])
+def test_loaders_round_trip(tmp_path, saver, suffix):
+    records = generate_customersim(30, 0) + [Record("no spans here", None)]
+    path = saver(records, tmp_path / f"data{suffix}")
+    assert load_records(path) == records
+
+
+def test_text_loader_lines_and_blocks(tmp_path):
+    lines = tmp_path / "lines.txt"
+    lines.write_text("first record\nsecond record\n\n")
+    assert [r.text for r in load_records(lines)] == ["first record", "second record"]
+    blocks = tmp_path / "blocks.txt"
+    blocks.write_text("SYS: a\nUSR: b\n\nSYS: c\nUSR: d\n")
+    assert [r.text for r in load_records(blocks)] == ["SYS: a\nUSR: b", "SYS: c\nUSR: d"]
+
+
+@pytest.mark.parametrize("content,problem", [
+    (b"", "empty"),
+    (b"\x00\x01\x02binary", "binary"),
+    (b"\xff\xfe caf\xe9", "UTF-8"),
+    (b'{"text": 3}\n', "must be a string"),
+    (b'{"text": "abc", "spans": [{"start": 1, "end": 9}]}\n', "outside the text"),
+    (b'{"text": "abcdef", "spans": [{"start": 0, "end": 3}, {"start": 2, "end": 4}]}\n', "overlap"),
+    (b'{"text": "abc"\n', "invalid JSON"),
+])
+def test_bad_data_is_one_clear_error(tmp_path, content, problem):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(DataError, match=problem) as e:
+        load_records(path)
+    assert str(path) in str(e.value) and "\n" not in str(e.value)
+
+
+def test_canaries_inserted_exactly_k_times_n():
+    records = generate_customersim(100, 0)
+    out, plan = insert_canaries(records, "My ID is {dddddd}", count=3, repeats=4, seed=7)
+    assert len(plan.secrets) == 3 and len(set(plan.secrets)) == 3
+    for secret in plan.secrets:
+        assert sum(r.text.count(f"My ID is {secret}") for r in out) == 4
+    assert len({i.record for i in plan.insertions}) == 12  # n copies land in n distinct records
+    for r_old, r_new in zip(records, out):  # every gold span still points at its value after the shift
+        old = sorted(r_old.text[s.start : s.end] for s in r_old.spans)
+        new = sorted(r_new.text[s.start : s.end] for s in r_new.spans if s.label != "canary")
+        assert old == new
+    for ins in plan.insertions:
+        assert out[ins.record].text[ins.span.start : ins.span.end] == plan.secrets[ins.canary]
+    summary = plan.summary()
+    assert summary["space_size"] == 10**6 and not any(s in str(summary) for s in plan.secrets)
+
+
+def test_canary_format_needs_one_placeholder():
+    assert CanaryFormat.parse("PIN {dddd}, code {AA}".replace(", code {AA}", "")).space_size == 10**4
+    with pytest.raises(UserError, match="placeholder"):
+        CanaryFormat.parse("My ID is 123456")
+    with pytest.raises(UserError, match="placeholder"):
+        CanaryFormat.parse("{dd} and {dd}")
+
+
+def test_too_many_canaries_for_the_data():
+    with pytest.raises(UserError, match="need 20"):
+        insert_canaries(generate_customersim(10, 0), "ID {dd}", count=2, repeats=10, seed=0)
