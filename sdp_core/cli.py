@@ -74,26 +74,37 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
     "trial": ("run one trial (no Ray) and write its result JSON", _trial_args, _trial),
 }
 
+# Commands of other layers: (name, help, module, add-arguments function, run function). Their modules keep heavy
+# imports inside the run function, so `sdp-sweep --help` stays fast.
+LAYER_COMMANDS = [
+    ("run", "run a sweep (Ray Tune + Optuna) and write its report", "sdp_core.sweep.cli", "add_run_arguments", "run_run"),
+    ("resume", "continue a sweep after a crash", "sdp_core.sweep.cli", "add_resume_arguments", "run_resume"),
+    ("report", "rebuild a sweep's report from its stored trial results", "sdp_core.report.cli", "add_report_arguments",
+     "run_report"),
+    ("detect", "detect and redact secrets in a data file", "sdp_core.detectors.cli", "add_detect_arguments",
+     "run_detect"),
+    ("epsilon", "ε from (q, σ, steps, δ), σ for a target ε, or ε of a saved ledger", "sdp_core.privacy.cli",
+     "add_epsilon_arguments", "run_epsilon"),
+    ("audit", "canary exposure and membership inference on a saved trial model", "sdp_core.attacks.cli",
+     "add_audit_arguments", "run_audit"),
+]
 
-def register(name: str, help_text: str, add_arguments, run) -> None:
-    COMMANDS[name] = (help_text, add_arguments, run)
 
+def _layer_commands() -> None:
+    import importlib
 
-def _register_optional() -> None:
-    """Commands whose modules live in other layers."""
-    from sdp_core.detectors.cli import add_detect_arguments, run_detect
-    from sdp_core.privacy.cli import add_epsilon_arguments, run_epsilon
-    from sdp_core.attacks.cli import add_audit_arguments, run_audit
-
-    register("detect", "detect and redact secrets in a data file", add_detect_arguments, run_detect)
-    register("epsilon", "ε from (q, σ, steps, δ), σ for a target ε, or ε of a saved ledger", add_epsilon_arguments,
-             run_epsilon)
-    register("audit", "canary exposure and membership inference on a saved trial model", add_audit_arguments,
-             run_audit)
+    for name, help_text, module, add, run in LAYER_COMMANDS:
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            if e.name != module:
+                raise
+            continue
+        COMMANDS[name] = (help_text, getattr(mod, add), getattr(mod, run))
 
 
 def build_parser() -> argparse.ArgumentParser:
-    _register_optional()
+    _layer_commands()
     parser = argparse.ArgumentParser(prog="sdp-sweep", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (help_text, add_arguments, run) in COMMANDS.items():

@@ -22,6 +22,7 @@ from sdp_core.data.canaries import CanaryPlan
 from sdp_core.data.prepare import prepare_data
 from sdp_core.data.records import Record, Span
 from sdp_core.detectors import detect_records, get_policy
+from sdp_core.detectors.evaluation import evaluate
 from sdp_core.io import atomic_write_json
 from sdp_core.mechanisms import MECHANISMS, TrialData
 from sdp_core.metrics import utility_metrics
@@ -43,6 +44,7 @@ class TrialResult:
     config: dict
     metrics: dict = field(default_factory=dict)
     privacy: dict = field(default_factory=dict)
+    ledger: dict = field(default_factory=dict)  # the saved ledger: `sdp-sweep epsilon --ledger` recomputes `privacy`
     mechanism: dict = field(default_factory=dict)
     phases: list[dict] = field(default_factory=list)
     canaries: dict | None = None
@@ -137,9 +139,19 @@ def prepare_trial_data(cfg: TrialConfig, timings: dict) -> tuple[TrialData, Cana
         tokenizer=tokenizer,
     )
     timings["tokenize"] = time.perf_counter() - t0
-    detector = {"policy": policy.name, "policy_version": policy.version, "train_records": len(splits.train),
-                "redacted_token_fraction": float(data.train.sensitive.sum() / data.train.valid.sum())}
-    return data, plan, detector
+    return data, plan, detector_summary(policy, splits.train, train_spans, data)
+
+
+def detector_summary(policy, records: list[Record], spans: list[list[Span]], data: TrialData) -> dict:
+    """Counts and rates only: redacted fraction, and recall per label with 95 % intervals where gold exists."""
+    summary = {"policy": policy.name, "policy_version": policy.version, "train_records": len(records),
+               "redacted_token_fraction": float(data.train.sensitive.sum() / data.train.valid.sum())}
+    if all(r.spans is not None for r in records):
+        ev = evaluate(records, spans)
+        rate = lambda r: {"value": r.value, "low": r.low, "high": r.high, "n": r.n}  # noqa: E731
+        summary.update(recall=rate(ev.recall), missing_rate=rate(ev.missing_rate), precision=ev.precision,
+                       recall_per_label={k: rate(v.tokens) for k, v in ev.per_label.items()})
+    return summary
 
 
 def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool = False,
@@ -178,7 +190,7 @@ def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool
 
     result = TrialResult(
         name=cfg.name, state="finished", seed=cfg.seed, config=cfg.model_dump(mode="json"), metrics=metrics,
-        privacy=plan.ledger.report(), mechanism=plan.details, phases=[s.to_dict() for s in phase_stats],
+        privacy=plan.ledger.report(), ledger=plan.ledger.to_dict(), mechanism=plan.details, phases=[s.to_dict() for s in phase_stats],
         canaries=canary_plan.summary() if canary_plan else None, detector=detector,
         timings={k: round(v, 3) for k, v in timings.items()}, versions=versions(),
     )

@@ -16,7 +16,7 @@ from sdp_core.config import TrialConfig
 from sdp_core.data.records import Span, Splits
 from sdp_core.privacy import GaussianEvent, PrivacyLedger, calibrate_noise
 from sdp_core.train.data import LMData
-from sdp_core.train.loop import Phase
+from sdp_core.train.loop import Phase, ledger_key
 
 
 @dataclass(frozen=True)
@@ -62,12 +62,12 @@ def public_phase(name: str, data: LMData, cfg: TrialConfig, epochs: int) -> Phas
 
 
 def phase_events(phase: Phase, mechanism: str, touches: str, sample_rate_factor: float = 1.0) -> list[GaussianEvent]:
-    """One event per epoch of a private phase: its σ, its sample rate (times an amplification factor such as
-    JFT's missing rate), its number of steps."""
+    """One event per epoch of a private phase (its σ, its sample rate times an amplification factor such as JFT's
+    missing rate, its number of steps), keyed in the ledger as `ledger_key(phase, epoch)`."""
     q = phase.sample_rate * sample_rate_factor
-    return [GaussianEvent(sample_rate=q, noise_multiplier=sigma, steps=steps, phase=phase.name,
+    return [GaussianEvent(sample_rate=q, noise_multiplier=sigma, steps=steps, phase=ledger_key(phase.name, epoch),
                           mechanism=mechanism, touches=touches)
-            for sigma, steps in zip(phase.sigmas, phase.epoch_steps()) if steps > 0]
+            for epoch, (sigma, steps) in enumerate(zip(phase.sigmas, phase.epoch_steps())) if steps > 0]
 
 
 def calibrate(phases: list[Phase], cfg: TrialConfig, notion: str, touches: str = "all",
@@ -75,15 +75,12 @@ def calibrate(phases: list[Phase], cfg: TrialConfig, notion: str, touches: str =
               ) -> tuple[list[Phase], PrivacyLedger]:
     """Scale every private phase's relative σ so the whole trial spends `target_epsilon` (default: the config's).
 
-    `fixed` events (e.g. an already-calibrated phase 1) are composed with the scaled ones.
+    `fixed` events (e.g. an already-calibrated phase 1) are composed with the scaled ones and join the plan.
     """
     p = cfg.privacy
     events = lambda phs: [e for ph in phs if ph.private  # noqa: E731
                           for e in phase_events(ph, cfg.mechanism.name, touches, sample_rate_factor)]
-    shape = [(e.sample_rate, e.steps, e.noise_multiplier) for e in events(phases)]
-    scale = calibrate_noise(shape, target_epsilon or p.target_epsilon, p.delta, p.accountant,
-                            fixed_events=list(fixed)) if shape else 0.0
+    shape = [(e.sample_rate, e.steps, e.noise_multiplier, e.phase, e.mechanism, e.touches) for e in events(phases)]
+    scale = calibrate_noise(shape, target_epsilon or p.target_epsilon, p.delta, p.accountant, fixed_events=list(fixed))
     scaled = [replace(ph, sigmas=tuple(scale * m for m in ph.sigmas)) if ph.private else ph for ph in phases]
-    ledger = PrivacyLedger(notion=notion, delta=p.delta, accountant=p.accountant)
-    ledger.plan([*fixed, *events(scaled)])
-    return scaled, ledger
+    return scaled, PrivacyLedger(notion, p.delta, p.accountant, plan=[*fixed, *events(scaled)])

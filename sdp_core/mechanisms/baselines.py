@@ -10,7 +10,7 @@ def nodp(d: TrialData) -> MechanismPlan:
     """Plain fine-tuning on the original text: no privacy claim at all (notion `none`, ε = ∞)."""
     cfg = d.cfg
     phases = [public_phase("train", d.train, cfg, cfg.training.epochs)]
-    return MechanismPlan(phases, PrivacyLedger(notion="none", delta=cfg.privacy.delta, accountant=cfg.privacy.accountant), {})
+    return MechanismPlan(phases, PrivacyLedger("none", cfg.privacy.delta, cfg.privacy.accountant), {})
 
 
 def dpsgd(d: TrialData) -> MechanismPlan:
@@ -24,5 +24,5 @@ def redacted(d: TrialData) -> MechanismPlan:
     """Fine-tune on redacted text: ε_s = 0 for what the policy catches, no guarantee for what it misses."""
     cfg = d.cfg
     phases = [public_phase("redacted", d.train_redacted, cfg, cfg.training.epochs)]
-    ledger = PrivacyLedger(notion="SDP", delta=cfg.privacy.delta, accountant=cfg.privacy.accountant)
+    ledger = PrivacyLedger("SDP", cfg.privacy.delta, cfg.privacy.accountant)
     return MechanismPlan(phases, ledger, {"guarantee": "epsilon_s = 0 for detected secrets only; none for missed"})

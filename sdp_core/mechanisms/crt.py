@@ -19,7 +19,7 @@ from sdp_core.detectors import detect_records, get_policy
 from sdp_core.detectors.evaluation import evaluate
 from sdp_core.errors import UserError
 from sdp_core.mechanisms.base import MechanismPlan, TrialData, calibrate, private_phase, public_phase
-from sdp_core.privacy import bayesian_confidentiality
+from sdp_core.privacy import bayesian_confidentiality_report
 from sdp_core.text.dedup import duplicate_spans
 from sdp_core.text.encode import encode
 from sdp_core.text.redaction import MASK, redact
@@ -74,5 +74,6 @@ def crt(d: TrialData) -> MechanismPlan:
         units = [Record(t, g) for t, g in zip(texts, gold)]
         gamma = 1 - evaluate(units, pi_spans).recall.value
         delta2 = 1 - evaluate(units, [sorted({*a, *b}) for a, b in zip(pi_spans, pi_c_spans)]).recall.value
-        details["bayesian_confidentiality"] = bayesian_confidentiality(ledger.report(), gamma=gamma, delta2=delta2)
+        details["bayesian_confidentiality"] = bayesian_confidentiality_report(
+            list(ledger.plan), cfg.privacy.delta, cfg.privacy.accountant, gamma=gamma, delta2=delta2)
     return MechanismPlan(phases, ledger, details)

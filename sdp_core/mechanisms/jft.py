@@ -14,7 +14,7 @@ from sdp_core.detectors.audit import missing_rate, read_audit
 from sdp_core.detectors.evaluation import evaluate
 from sdp_core.errors import UserError
 from sdp_core.mechanisms.base import MechanismPlan, TrialData, calibrate, phase_events, private_phase, public_phase
-from sdp_core.privacy import light_noise_report
+from sdp_core.privacy import light_noise_epsilon
 from sdp_core.text.encode import encode
 from sdp_core.text.redaction import redact
 from sdp_core.train.loop import Phase
@@ -63,8 +63,8 @@ def jft(d: TrialData) -> MechanismPlan:
     fixed = phase_events(phase1, "jft", "all", sample_rate_factor=amplified)
     (phase2,), ledger = calibrate([private_phase("phase2", d.train, cfg, cfg.training.epochs)], cfg, notion="SDP",
                                   fixed=fixed)
-    report = light_noise_report(phase_events(phase1, "jft", "all"), phase_events(phase2, "jft", "all"),
-                                (rate.low, rate.high), cfg.privacy.delta, cfg.privacy.accountant)
+    report = light_noise_epsilon(phase_events(phase1, "jft", "all"), (rate.low, rate.high), cfg.privacy.delta,
+                                 cfg.privacy.accountant, other_events=ledger.plan[len(fixed):])
     return MechanismPlan([phase1, phase2], ledger, {"phase1_mode": "light_noise", "missing_rate": rate.value,
                                                    "missing_rate_interval": [rate.low, rate.high],
                                                    "missing_rate_source": source, "light_noise": report})

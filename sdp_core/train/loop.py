@@ -9,6 +9,7 @@ ledger, which refuses steps beyond the calibrated plan.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
@@ -19,6 +20,14 @@ from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClippi
 from torch import nn
 
 from sdp_core.train.data import LMData, per_record_loss
+
+# Opacus' hooks on the embedding see no input gradient (token ids are integers); torch warns on every step.
+warnings.filterwarnings("ignore", message="Full backward hook is firing", category=UserWarning)
+
+
+def ledger_key(phase: str, epoch: int) -> str:
+    """The ledger's name for one epoch of a private phase (each epoch may have its own σ)."""
+    return f"{phase}/epoch{epoch}"
 
 
 class StepRecorder(Protocol):
@@ -176,7 +185,7 @@ def run_phase(model: nn.Module, optimizer: torch.optim.Optimizer, phase: Phase, 
             for rows in batches:
                 ids, w = phase.data.input_ids[rows], phase.data.weights[rows]
                 if trainer is not None:
-                    ledger.record_steps(phase.name, 1)
+                    ledger.record_steps(ledger_key(phase.name, epoch), 1)
                     loss = trainer.step(ids, w, sigma)
                 else:
                     optimizer.zero_grad(set_to_none=True)

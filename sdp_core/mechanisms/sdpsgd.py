@@ -1,0 +1,365 @@
+"""Selective-DPSGD (Shi et al. 2022, Algorithm 1 and §4.1) for the recurrent language model.
+
+Which positions are private
+    Input position t of a row reads token t and its loss predicts token t+1 (weight `weights[t+1]`). It is
+    private when it reads a secret or predicts one:
+
+        private[t] = sensitive[t] or sensitive[t+1]
+
+    so a private segment starts at the token *before* its first sensitive token (L_{i-1} needs the secret x_i as
+    its target) and ends at its last sensitive token. A row's sequence is its tokens 0..n-1, where n-1 is its last
+    token of weight > 0 (the closing `<eos>`); padding belongs to no segment. The maximal runs of equal `private`
+    alternate public / private and concatenate back to the sequence. Each segment's loss covers its own input
+    positions, so the last loss of a segment predicts the first token of the next one.
+
+Slots
+    Row r with m_r private segments is laid out as slots 0..2K (K = max_r m_r, fixed before training): slot 2i is
+    its i-th public segment, slot 2i+1 its i-th private segment; a slot the row does not have is empty (public
+    slot 0 when the row starts private, every slot past 2·m_r).
+
+One Poisson batch (Algorithm 1, batched)
+    Every sampled row starts from the zero state. For slot j = 0, 1, ..., 2K, the rows whose slot j is non-empty
+    run that segment together as one packed sequence (`pack_padded_sequence`), from their carried state, so each
+    row's final (h, c) is taken at its own segment end; rows without slot j keep their state. Then
+      - public slot: one regular optimizer step on the mean segment loss (no noise, not accounted: it reads no
+        secret, and its input state is already noised);
+      - private slot: one DP-SGD step (Opacus: per-row gradient clipped to C, N(0, σ_g²C²) added to the sum,
+        divided by the expected batch size q·N), then each row's final state — h and c together as one vector —
+        is clipped to C_h and gets N(0, σ_h²C_h²) per coordinate. The carried state is always detached.
+    A private slot that no sampled row has still takes a noise-only step, so every batch takes exactly K private
+    steps whatever its sample.
+    Packed rows are sorted by descending segment length first: Opacus indexes the LSTM cells' per-sample gradients
+    in packed order and the embedding's and head's in batch order, which then coincide.
+
+Accounting
+    Each private step releases, computed on the same Poisson sample (rate q = B/N), the noised gradient sum
+    (sensitivity C, noise σ_g·C) and the noised hidden states (each row's slot holds its clipped state: sensitivity
+    C_h, noise σ_h·C_h). Together they are one subsampled Gaussian with σ_eff = (σ_g⁻² + σ_h⁻²)^(-1/2)
+    (`joint_noise_multiplier`). The ledger phase `sdpsgd_gradient+hidden` holds one such event per epoch; one
+    ledger step = one private slot of one batch (gradient *and* hidden-state release), K per batch. `calibrate`
+    scales σ_eff to the ε target; σ_g and σ_h = `hidden_noise_ratio`·σ_g are derived from it. Public steps are
+    free under the SDP notion (Shi et al., Theorem 2), so the ledger's notion is "SDP" and its events touch
+    "private" data only.
+
+    K and the slot layout come from the policy's masks (which are treated as public structure, as in the paper);
+    the divisor q·N of the DP step is a data-independent constant.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from sdp_core.errors import UserError
+from sdp_core.mechanisms.base import MechanismPlan, TrialData, calibrate
+from sdp_core.privacy import PrivacyLedger
+from sdp_core.train.data import LMData
+from sdp_core.train.loop import Phase, PhaseStats, PrivateTrainer, StepRecorder, ledger_key, poisson_batches
+
+PHASE_NAME = "sdpsgd_gradient+hidden"
+"""Ledger phase of S-DPSGD: each step is one private segment slot — its gradient and hidden-state releases."""
+HIDDEN_NOISE_RATIO = 1.0
+"""σ_h / σ_g. The paper adds σC to both (Algorithm 1, lines 17 and 23)."""
+
+State = tuple[torch.Tensor, torch.Tensor]  # (h, c), each [num_layers, rows, hidden]
+
+
+# ----------------------------------------------------------------------------------------- segmentation
+
+
+def private_positions(sensitive: torch.Tensor) -> torch.Tensor:
+    """private[..., t] = sensitive[..., t] or sensitive[..., t+1]: position t reads or predicts a secret."""
+    nxt = torch.zeros_like(sensitive)
+    nxt[..., :-1] = sensitive[..., 1:]
+    return sensitive | nxt
+
+
+def row_lengths(weights: torch.Tensor) -> torch.Tensor:
+    """n per row: one past its last token of weight > 0 (0 for a row with none)."""
+    t = weights.shape[-1]
+    last = torch.where(weights > 0, torch.arange(t), -1).max(dim=-1).values
+    return last + 1
+
+
+def split_segments(private: torch.Tensor, length: int) -> list[tuple[int, int, bool]]:
+    """Maximal runs (start, end, is_private) of `private[:length]`, in order."""
+    p = private[:length].tolist()
+    out, start = [], 0
+    for t in range(1, length + 1):
+        if t == length or p[t] != p[start]:
+            out.append((start, t, bool(p[start])))
+            start = t
+    return out
+
+
+@dataclass(frozen=True)
+class SegmentTable:
+    """Segment slots of every row: `bounds[r, j] = (start, end)` of slot j (2i public, 2i+1 private); empty
+    slots have start = end."""
+
+    bounds: torch.Tensor  # [N, 2K+1, 2] long
+
+    @property
+    def private_segments(self) -> int:
+        """K: the most private segments of any row, i.e. the private steps of every batch."""
+        return (self.bounds.shape[1] - 1) // 2
+
+    def private_fraction(self) -> float:
+        """Share of all rows' sequence positions that lie in private segments."""
+        lengths = self.bounds[..., 1] - self.bounds[..., 0]
+        return float(lengths[:, 1::2].sum() / lengths.sum().clamp_min(1))
+
+    def private_counts(self) -> torch.Tensor:
+        """m_r: private segments of each row."""
+        b = self.bounds[:, 1::2]
+        return (b[..., 1] > b[..., 0]).sum(1)
+
+
+def segment_table(data: LMData) -> SegmentTable:
+    private = private_positions(data.sensitive)
+    rows = [split_segments(p, int(n)) for p, n in zip(private, row_lengths(data.weights))]
+    slotted = []
+    for segs in rows:
+        slots: list[tuple[int, int]] = []
+        for start, end, is_private in segs:
+            if is_private and len(slots) % 2 == 0:  # starts private: public slot 0 is empty
+                slots.append((start, start))
+            slots.append((start, end))
+        slotted.append(slots)
+    k = max((len(s) // 2 for s in slotted), default=0)
+    bounds = torch.zeros(len(rows), 2 * k + 1, 2, dtype=torch.long)
+    for r, slots in enumerate(slotted):
+        if slots:
+            bounds[r, : len(slots)] = torch.tensor(slots)
+            bounds[r, len(slots):] = slots[-1][1]  # empty slots past the row's end
+    return SegmentTable(bounds)
+
+
+# ------------------------------------------------------------------------------------------------ phase
+
+
+@dataclass(frozen=True)
+class SelectivePhase(Phase):
+    """An S-DPSGD phase. `sigmas` hold σ_eff of each epoch; a *step* of this phase is one private step (one
+    ledger step), so `epoch_steps` is K × the batches of each epoch. `max_steps` caps the batches."""
+
+    segments: SegmentTable | None = None
+    hidden_clip: float = 1.0
+    hidden_noise_ratio: float = HIDDEN_NOISE_RATIO
+    runner: Callable[..., PhaseStats] | None = None
+
+    def epoch_batches(self) -> list[int]:
+        """Poisson batches of each epoch after the `max_steps` cap."""
+        left = self.epochs * self.steps_per_epoch
+        left = min(left, self.max_steps) if self.max_steps else left
+        out = []
+        for _ in range(self.epochs):
+            out.append(min(left, self.steps_per_epoch))
+            left -= out[-1]
+        return out
+
+    def epoch_steps(self) -> list[int]:
+        return [self.segments.private_segments * b for b in self.epoch_batches()]
+
+    @property
+    def total_steps(self) -> int:
+        return sum(self.epoch_steps())
+
+
+def split_sigma(sigma_eff: float, hidden_noise_ratio: float) -> tuple[float, float]:
+    """(σ_g, σ_h) with σ_h = ratio·σ_g and joint_noise_multiplier(σ_g, σ_h) = σ_eff."""
+    sigma_grad = sigma_eff * math.sqrt(1 + hidden_noise_ratio**-2)
+    return sigma_grad, hidden_noise_ratio * sigma_grad
+
+
+# ----------------------------------------------------------------------------------------------- pieces
+
+
+@dataclass(frozen=True)
+class SegmentBatch:
+    """Slot j of some rows, padded to the longest: inputs, next-token targets and their loss weights."""
+
+    ids: torch.Tensor  # [b, L]
+    lengths: torch.Tensor  # [b], descending
+    targets: torch.Tensor  # [b, L]
+    weights: torch.Tensor  # [b, L]: 0 past each row's segment end
+
+
+def gather_segments(data: LMData, rows: torch.Tensor, start: torch.Tensor, end: torch.Tensor) -> SegmentBatch:
+    lengths = end - start
+    t = data.input_ids.shape[1]
+    offset = torch.arange(int(lengths.max()))
+    pos = start[:, None] + offset
+    inside = offset < lengths[:, None]
+    nxt = (pos + 1).clamp(max=t - 1)
+    ids = data.input_ids[rows[:, None], pos.clamp(max=t - 1)]
+    weights = data.weights[rows[:, None], nxt] * (inside & (pos + 1 < t))
+    return SegmentBatch(ids, lengths, data.input_ids[rows[:, None], nxt], weights)
+
+
+def segment_forward(lm: nn.Module, seg: SegmentBatch, state: State) -> tuple[torch.Tensor, State]:
+    """`LSTMLM.forward_with_state` on packed segments: logits [b, L, V] and each row's state at its own end."""
+    x = lm.dropout(lm.embedding(seg.ids))
+    packed = pack_padded_sequence(x, seg.lengths.cpu(), batch_first=True, enforce_sorted=True)
+    out, state = lm.lstm(packed, state)
+    out, _ = pad_packed_sequence(out, batch_first=True, total_length=seg.ids.shape[1])
+    return lm.head(lm.dropout(out)), state
+
+
+def segment_loss(logits: torch.Tensor, seg: SegmentBatch) -> torch.Tensor:
+    """`per_record_loss` of each row's segment: Σ_t w_t·CE_t / #{t : w_t > 0}."""
+    b, length, v = logits.shape
+    ce = nn.functional.cross_entropy(logits.reshape(-1, v), seg.targets.reshape(-1), reduction="none").view(b, length)
+    return (ce * seg.weights).sum(1) / (seg.weights > 0).sum(1).clamp_min(1)
+
+
+def release_state(state: State, clip: float, sigma: float, generator: torch.Generator) -> State:
+    """Clip each row's (h, c), as one vector, to norm `clip`; add N(0, σ²·clip²) per coordinate (lines 20–23)."""
+    h, c = state
+    layers = h.shape[0]
+    both = torch.cat([h, c]).detach()  # [2·layers, b, H]
+    norms = both.transpose(0, 1).flatten(1).norm(dim=1)
+    both = both * (clip / (norms + 1e-6)).clamp(max=1.0)[None, :, None]
+    if sigma > 0:
+        both = both + sigma * clip * torch.randn(both.shape, generator=generator)
+    return both[:layers], both[layers:]
+
+
+def private_step(trainer: PrivateTrainer, lm: nn.Module, seg: SegmentBatch, state: State, sigma: float
+                 ) -> tuple[torch.Tensor, State]:
+    """Algorithm 1, lines 11–19: per-row gradients of the segment, clipped, summed, noised (Opacus)."""
+    trainer.optimizer.noise_multiplier = sigma
+    trainer.optimizer.zero_grad(set_to_none=True)
+    logits, state = segment_forward(lm, seg, state)
+    losses = segment_loss(logits, seg)
+    losses.sum().backward()  # module loss_reduction "sum": exact per-row gradients
+    trainer.optimizer.step()
+    return losses.detach(), state
+
+
+def public_step(trainer: PrivateTrainer, lm: nn.Module, seg: SegmentBatch, state: State) -> tuple[torch.Tensor, State]:
+    """Algorithm 1, lines 8–9: a regular step on the segments' mean loss, Opacus hooks off."""
+    trainer.optimizer.zero_grad(set_to_none=True)
+    trainer.module.disable_hooks()
+    try:
+        logits, state = segment_forward(lm, seg, state)
+        losses = segment_loss(logits, seg)
+        losses.mean().backward()
+    finally:
+        trainer.module.enable_hooks()
+    trainer.optimizer.original_optimizer.step()
+    return losses.detach(), state
+
+
+def train_batch(trainer: PrivateTrainer, phase: SelectivePhase, rows: torch.Tensor, sigma_grad: float,
+                sigma_hidden: float, ledger: StepRecorder, ledger_phase: str, state_noise: torch.Generator) -> float:
+    """One Poisson batch, slot by slot, each private slot counted as one step of `ledger_phase`; returns the
+    batch's token-weighted mean loss (nan if it has no loss token)."""
+    lm = trainer.module._module
+    bounds = phase.segments.bounds[rows]
+    shape = (lm.lstm.num_layers, len(rows), lm.lstm.hidden_size)
+    h, c = torch.zeros(shape), torch.zeros(shape)
+    loss_sum, tokens = 0.0, 0
+    for slot in range(bounds.shape[1]):
+        private = slot % 2 == 1
+        start, end = bounds[:, slot, 0], bounds[:, slot, 1]
+        lengths = end - start
+        active = torch.nonzero(lengths > 0).flatten()
+        active = active[torch.argsort(lengths[active], descending=True, stable=True)]
+        if private:
+            ledger.record_steps(ledger_phase, 1)
+            if len(active) == 0:  # nobody sampled has this private slot: the step (and its cost) still happens
+                trainer.step(phase.data.input_ids[:0], phase.data.weights[:0], sigma_grad)
+                continue
+        elif len(active) == 0:
+            continue
+        seg = gather_segments(phase.data, rows[active], start[active], end[active])
+        carried = (h[:, active], c[:, active])
+        if private:
+            losses, out = private_step(trainer, lm, seg, carried, sigma_grad)
+            out = release_state(out, phase.hidden_clip, sigma_hidden, state_noise)
+        else:
+            losses, out = public_step(trainer, lm, seg, carried)
+        h[:, active], c[:, active] = out[0].detach(), out[1].detach()
+        counts = (seg.weights > 0).sum(1)
+        loss_sum += float((losses * counts).sum())
+        tokens += int(counts.sum())
+    return loss_sum / tokens if tokens else float("nan")
+
+
+def run_selective_phase(model: nn.Module, optimizer: torch.optim.Optimizer, phase: SelectivePhase,
+                        ledger: StepRecorder | None, seed: int, grad_sample_mode: str = "hooks",
+                        on_step: Callable[[PhaseStats], None] | None = None) -> PhaseStats:
+    """`run_phase` for S-DPSGD: trains `model` (an `LSTMLM`) in place; counts K ledger steps per batch."""
+    if grad_sample_mode != "hooks":
+        raise UserError("Selective-DPSGD needs training.grad_sample_mode: hooks (per-sample gradients of the LSTM)")
+    start_time = time.perf_counter()
+    stats = PhaseStats(phase.name, phase.private)
+    sampling = torch.Generator().manual_seed(seed)
+    state_noise = torch.Generator().manual_seed(seed + 2)
+    model.train()
+    trainer = PrivateTrainer(model, optimizer, phase, grad_sample_mode, torch.Generator().manual_seed(seed + 1))
+    k = phase.segments.private_segments
+    try:
+        for epoch, batches in enumerate(phase.epoch_batches()):
+            sigma_grad, sigma_hidden = split_sigma(phase.sigmas[epoch], phase.hidden_noise_ratio)
+            if batches and k:
+                stats.sigmas.append(phase.sigmas[epoch])
+            for rows in poisson_batches(len(phase.data), phase.sample_rate, batches, sampling):
+                loss = train_batch(trainer, phase, rows, sigma_grad, sigma_hidden, ledger, ledger_key(phase.name, epoch),
+                                   state_noise)
+                stats.steps += k
+                stats.records_seen += len(rows)
+                if not math.isnan(loss):
+                    stats.losses.append(loss)
+                if on_step is not None:
+                    on_step(stats)
+    finally:
+        trainer.close()
+    stats.seconds = time.perf_counter() - start_time
+    return stats
+
+
+# -------------------------------------------------------------------------------------------- mechanism
+
+
+def selective_phase(name: str, data: LMData, segments: SegmentTable, cfg, epochs: int) -> SelectivePhase:
+    """The uncalibrated phase: relative σ_eff multipliers 1.0; private only if some row has a private segment."""
+    t = cfg.training
+    return SelectivePhase(name, data, private=segments.private_segments > 0, epochs=epochs,
+                          batch_size=t.batch_size, sigmas=(1.0,) * epochs, max_grad_norm=cfg.privacy.max_grad_norm,
+                          max_steps=t.max_steps, segments=segments, hidden_clip=cfg.privacy.max_grad_norm,
+                          hidden_noise_ratio=HIDDEN_NOISE_RATIO, runner=run_selective_phase)
+
+
+def sdpsgd(d: TrialData) -> MechanismPlan:
+    """Selective-DPSGD on the policy's sensitive tokens: (F, ε, δ)-S-DP (notion "SDP")."""
+    cfg = d.cfg
+    segments = segment_table(d.train)
+    phase = selective_phase(PHASE_NAME, d.train, segments, cfg, cfg.training.epochs)
+    k, counts = segments.private_segments, segments.private_counts().float()
+    if k:
+        phases, ledger = calibrate([phase], cfg, notion="SDP", touches="private")
+    else:  # the policy flags nothing: plain training, nothing to account
+        phases, ledger = [phase], PrivacyLedger("SDP", cfg.privacy.delta, cfg.privacy.accountant)
+    sigma_eff = phases[0].sigmas[0] if k else 0.0
+    sigma_grad, sigma_hidden = split_sigma(sigma_eff, phase.hidden_noise_ratio)
+    details = {
+        "private_steps_per_batch": k,
+        "mean_private_segments": float(counts.mean()) if len(counts) else 0.0,
+        "private_position_fraction": segments.private_fraction(),
+        "sigma_effective": sigma_eff,
+        "sigma_gradient": sigma_grad,
+        "sigma_hidden": sigma_hidden,
+        "hidden_clip": phase.hidden_clip,
+        "ledger_step": f"one step of phase {PHASE_NAME!r} = one private segment slot of one batch: the noised "
+                       "gradient and the noised hidden states, one subsampled Gaussian with σ_eff = "
+                       "(σ_gradient⁻² + σ_hidden⁻²)^(-1/2)",
+    }
+    return MechanismPlan(phases, ledger, details)

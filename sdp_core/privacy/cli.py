@@ -1,0 +1,50 @@
+"""`sdp-sweep epsilon`: ε for (q, σ, steps, δ), σ for a target ε, or the ε of a saved trial ledger."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from sdp_core.errors import UserError
+from sdp_core.privacy.commands import epsilon_command
+from sdp_core.privacy.ledger import epsilon_from_ledger
+
+
+def add_epsilon_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sample-rate", type=float, help="q: Poisson sampling rate of each step")
+    p.add_argument("--sigma", type=float, help="noise multiplier σ (omit with --target-epsilon)")
+    p.add_argument("--steps", type=int, help="number of DP-SGD steps")
+    p.add_argument("--delta", type=float, default=1e-5)
+    p.add_argument("--accountant", default="rdp", choices=["rdp", "prv", "pld"])
+    p.add_argument("--target-epsilon", type=float, help="calibrate σ for this ε instead of computing ε")
+    p.add_argument("--ledger", help="a trial's result.json (or a saved ledger): recompute its ε")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _ledger_dict(path: str) -> dict:
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise UserError(f"cannot read a ledger: {e}", path) from None
+    ledger = data.get("ledger", data) if isinstance(data, dict) else None
+    if not isinstance(ledger, dict):
+        raise UserError("no ledger in this file", path)
+    return ledger
+
+
+def run_epsilon(args: argparse.Namespace) -> int:
+    if args.ledger:
+        report = epsilon_from_ledger(_ledger_dict(args.ledger))
+    else:
+        if args.sample_rate is None or args.steps is None:
+            raise UserError("epsilon needs --sample-rate and --steps (or --ledger FILE)")
+        report = epsilon_command(args.sample_rate, args.sigma, args.steps, args.delta, args.accountant,
+                                 args.target_epsilon)
+    if args.json:
+        keys = ("epsilon", "delta", "sigma", "accountant", "notion")
+        print(json.dumps({k: report.get(k) for k in keys} | {k: v for k, v in report.items() if k not in keys and k != "plan"}))
+    else:
+        sigma = f", σ={report['sigma']:.4f}" if report.get("sigma") is not None else ""
+        print(f"ε = {report['epsilon']:.4f} ({report['notion']}, δ = {report['delta']:g}, {report['accountant']}{sigma})")
+    return 0

@@ -1,0 +1,88 @@
+"""One trial end to end, without Ray: result contents, privacy report, secrets kept out of the vocabulary."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from sdp_core.config import TrialConfig, parse_model
+from sdp_core.privacy import assert_no_bare_epsilon, epsilon_from_ledger
+from sdp_core.trial import prepare_trial_data, run_trial
+from tests.conftest import run_cli, small_trial_dict
+
+
+@pytest.fixture(scope="module")
+def dpsgd_result(tmp_path_factory):
+    out = tmp_path_factory.mktemp("trial")
+    cfg = parse_model(TrialConfig, small_trial_dict(mechanism={"name": "dpsgd"}))
+    return run_trial(cfg, out), out
+
+
+def test_result_states_epsilon_with_notion_delta_accountant_and_events(dpsgd_result):
+    result, out = dpsgd_result
+    saved = json.loads((out / "result.json").read_text())
+    assert_no_bare_epsilon(saved)
+    p = saved["privacy"]
+    assert p["notion"] == "DP" and p["accountant"] == "rdp" and p["delta"] == 1e-5
+    assert 0.995 * 3.0 <= p["epsilon"] <= 3.0
+    assert sum(e["steps"] for e in p["events"]) == saved["metrics"]["private_steps"] == 6
+    assert epsilon_from_ledger(saved["ledger"])["epsilon"] == pytest.approx(p["epsilon"], rel=1e-9)
+
+
+def test_result_has_metrics_timings_versions_and_a_reloadable_model(dpsgd_result):
+    from sdp_core.models.checkpoint import load_model
+
+    result, out = dpsgd_result
+    assert math.isfinite(result.metrics["val_perplexity"]) and result.metrics["val_private_perplexity"]
+    assert {"torch", "opacus", "sdp_sweep"} <= set(result.versions)
+    assert result.timings["total"] > 0
+    model, tok, meta = load_model(out / "model")
+    assert meta["vocab_size"] == len(tok)
+
+
+def test_trial_is_repeatable_with_its_seed(dpsgd_result, tmp_path):
+    result, _ = dpsgd_result
+    again = run_trial(parse_model(TrialConfig, small_trial_dict(mechanism={"name": "dpsgd"})))
+    assert again.metrics["val_perplexity"] == pytest.approx(result.metrics["val_perplexity"], rel=1e-6)
+
+
+def test_tokenizer_vocabulary_holds_no_gold_secret():
+    """No vocabulary entry of 4+ characters is a secret, or a word seen only inside secrets."""
+    from sdp_core.text.redaction import redact
+
+    cfg = parse_model(TrialConfig, small_trial_dict(data={"n_train": 400}, tokenizer={"vocab_size": 2000}))
+    data, _, _ = prepare_trial_data(cfg, {})
+    vocab = {t.replace("Ġ", " ").strip() for t in data.tokenizer.get_vocab()}
+    records = data.records.train
+    secrets = {s for r in records for s in r.secrets()}
+    public_words = {w for r in records for w in redact(r.text, r.spans).split()}
+    secret_only = {w.strip(".,") for s in secrets for w in s.split()} - public_words
+    leaked = [t for t in vocab if len(t) >= 4 and (t in secrets or t in secret_only)]
+    assert secrets and not leaked, f"{len(leaked)} vocabulary entries are secrets"
+
+
+@pytest.mark.parametrize("args,problem", [
+    (["--set", "privacy.target_epsilon=0"], "privacy.target_epsilon: must be > 0"),
+    (["--set", "training.bogus=1"], "training.bogus: unknown key"),
+])
+def test_bad_trial_config_is_one_line_exit_2(args, problem):
+    proc = run_cli("trial", *args)
+    assert proc.returncode == 2 and problem in proc.stderr and proc.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("content", [b"", b"\x00\x01\x02\x03"])
+def test_bad_trial_data_is_one_line_exit_2(tmp_path, content):
+    data = tmp_path / "data.jsonl"
+    data.write_bytes(content)
+    proc = run_cli("trial", "--data", str(data), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2 and str(data) in proc.stderr and proc.stderr.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_unreachable_epsilon_target_fails_loudly(tmp_path):
+    proc = run_cli("trial", "--set", "privacy.target_epsilon=1e-4", "--set", "data.n_train=200",
+                   "--set", "detector.policy=phone", "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2 and "unreachable" in proc.stderr
+    assert not (tmp_path / "out").exists()
