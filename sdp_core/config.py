@@ -158,6 +158,8 @@ class SDPSGDConfig(Strict):
     """Selective-DPSGD for recurrent models: public/private segments, noised hidden state."""
 
     name: Literal["sdpsgd"] = "sdpsgd"
+    hidden_clip: float | None = Field(None, gt=0, description="C_h for the hidden state; None = privacy.max_grad_norm")
+    hidden_noise_ratio: float = Field(1.0, gt=0, description="σ_h / σ_g (the paper uses 1)")
 
 
 MechanismConfig = Annotated[

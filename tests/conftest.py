@@ -8,8 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Two intra-op threads on a 2-core machine shared with Ray workers thrash (10x slower DPLSTM steps).
+torch.set_num_threads(1)
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -56,6 +56,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from sdp_core.config import TrialConfig
 from sdp_core.errors import UserError
 from sdp_core.mechanisms.base import MechanismPlan, TrialData, calibrate
 from sdp_core.privacy import PrivacyLedger
@@ -64,8 +65,6 @@ from sdp_core.train.loop import Phase, PhaseStats, PrivateTrainer, StepRecorder,
 
 PHASE_NAME = "sdpsgd_gradient+hidden"
 """Ledger phase of S-DPSGD: each step is one private segment slot — its gradient and hidden-state releases."""
-HIDDEN_NOISE_RATIO = 1.0
-"""σ_h / σ_g. The paper adds σC to both (Algorithm 1, lines 17 and 23)."""
 
 State = tuple[torch.Tensor, torch.Tensor]  # (h, c), each [num_layers, rows, hidden]
 
@@ -151,8 +150,7 @@ class SelectivePhase(Phase):
 
     segments: SegmentTable | None = None
     hidden_clip: float = 1.0
-    hidden_noise_ratio: float = HIDDEN_NOISE_RATIO
-    runner: Callable[..., PhaseStats] | None = None
+    hidden_noise_ratio: float = 1.0  # σ_h / σ_g; the paper adds σC to both (Algorithm 1, lines 17 and 23)
 
     def epoch_batches(self) -> list[int]:
         """Poisson batches of each epoch after the `max_steps` cap."""
@@ -312,8 +310,8 @@ def run_selective_phase(model: nn.Module, optimizer: torch.optim.Optimizer, phas
             if batches and k:
                 stats.sigmas.append(phase.sigmas[epoch])
             for rows in poisson_batches(len(phase.data), phase.sample_rate, batches, sampling):
-                loss = train_batch(trainer, phase, rows, sigma_grad, sigma_hidden, ledger, ledger_key(phase.name, epoch),
-                                   state_noise)
+                key = ledger_key(phase.name, epoch)
+                loss = train_batch(trainer, phase, rows, sigma_grad, sigma_hidden, ledger, key, state_noise)
                 stats.steps += k
                 stats.records_seen += len(rows)
                 if not math.isnan(loss):
@@ -329,13 +327,14 @@ def run_selective_phase(model: nn.Module, optimizer: torch.optim.Optimizer, phas
 # -------------------------------------------------------------------------------------------- mechanism
 
 
-def selective_phase(name: str, data: LMData, segments: SegmentTable, cfg, epochs: int) -> SelectivePhase:
+def selective_phase(name: str, data: LMData, segments: SegmentTable, cfg: TrialConfig, epochs: int) -> SelectivePhase:
     """The uncalibrated phase: relative σ_eff multipliers 1.0; private only if some row has a private segment."""
     t = cfg.training
     return SelectivePhase(name, data, private=segments.private_segments > 0, epochs=epochs,
                           batch_size=t.batch_size, sigmas=(1.0,) * epochs, max_grad_norm=cfg.privacy.max_grad_norm,
-                          max_steps=t.max_steps, segments=segments, hidden_clip=cfg.privacy.max_grad_norm,
-                          hidden_noise_ratio=HIDDEN_NOISE_RATIO, runner=run_selective_phase)
+                          max_steps=t.max_steps, segments=segments,
+                          hidden_clip=cfg.mechanism.hidden_clip or cfg.privacy.max_grad_norm,
+                          hidden_noise_ratio=cfg.mechanism.hidden_noise_ratio, runner=run_selective_phase)
 
 
 def sdpsgd(d: TrialData) -> MechanismPlan:
@@ -343,7 +342,7 @@ def sdpsgd(d: TrialData) -> MechanismPlan:
     cfg = d.cfg
     segments = segment_table(d.train)
     phase = selective_phase(PHASE_NAME, d.train, segments, cfg, cfg.training.epochs)
-    k, counts = segments.private_segments, segments.private_counts().float()
+    k, counts = segments.private_segments, segments.private_counts().double()
     if k:
         phases, ledger = calibrate([phase], cfg, notion="SDP", touches="private")
     else:  # the policy flags nothing: plain training, nothing to account

@@ -48,6 +48,7 @@ class Phase:
     sigmas: tuple[float, ...] = ()  # private: noise multiplier of each epoch
     max_grad_norm: float = 1.0
     max_steps: int | None = None
+    runner: Callable[..., "PhaseStats"] | None = None  # a mechanism's own phase runner (S-DPSGD's segments)
 
     @property
     def sample_rate(self) -> float:
@@ -164,6 +165,9 @@ def run_phase(model: nn.Module, optimizer: torch.optim.Optimizer, phase: Phase, 
               seed: int, grad_sample_mode: str = "hooks", on_step: Callable[[PhaseStats], None] | None = None) -> PhaseStats:
     """Train `model` in place for one phase. Private phases count every step in `ledger` before taking it."""
     import time
+
+    if phase.runner is not None:
+        return phase.runner(model, optimizer, phase, ledger, seed, grad_sample_mode, on_step)
 
     start = time.perf_counter()
     stats = PhaseStats(phase.name, phase.private)

@@ -1,0 +1,90 @@
+"""Non-private vs DP step time and peak memory on gpt2-tiny (Opacus hooks and ghost clipping), as ratios.
+
+Each variant runs in its own fresh process so its peak RSS is its own; steps are timed after warm-up.
+Usage: python benchmarks/train_step.py [--steps 20] [--batch 32] [--length 128] [--preset gpt2-tiny]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import resource
+import time
+
+VARIANTS = [("non-private", False, "hooks"), ("DP hooks", True, "hooks"), ("DP ghost", True, "ghost")]
+
+
+def measure(private: bool, mode: str, steps: int, batch: int, length: int, preset: str, vocab: int) -> dict:
+    import torch
+
+    from sdp_core.models.gpt2 import build_gpt2
+    from sdp_core.train.data import LMData
+    from sdp_core.train.loop import Phase, PrivateTrainer, make_optimizer, per_record_loss
+
+    torch.manual_seed(0)
+    n = batch * 4
+    ids = torch.randint(5, vocab, (n, length))
+    weights = torch.ones(n, length)
+    weights[:, 0] = 0
+    data = LMData(ids, weights, torch.zeros(n, length, dtype=torch.bool), torch.arange(n))
+    model = build_gpt2(preset, None, vocab, length, 0.0)
+    optimizer = make_optimizer(model, "adamw", 1e-3, 0.0)
+    base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if private:
+        phase = Phase("dp", data, True, 1, batch, sigmas=(1.0,), max_grad_norm=1.0)
+        trainer = PrivateTrainer(model, optimizer, phase, mode, torch.Generator().manual_seed(0))
+        step = lambda x, w: trainer.step(x, w, 1.0)  # noqa: E731
+    else:
+        def step(x, w):
+            optimizer.zero_grad(set_to_none=True)
+            per_record_loss(model(x), x, w).mean().backward()
+            optimizer.step()
+    rows = torch.arange(batch)  # fixed batch: compare the step itself, not Poisson size noise
+    for _ in range(3):
+        step(ids[rows], weights[rows])
+    start = time.perf_counter()
+    for _ in range(steps):
+        step(ids[rows], weights[rows])
+    seconds = (time.perf_counter() - start) / steps
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"step_s": seconds, "peak_mb": peak / 1024, "step_extra_mb": (peak - base_rss) / 1024}
+
+
+def _child(queue, *args):
+    queue.put(measure(*args))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--length", type=int, default=128)
+    parser.add_argument("--preset", default="gpt2-tiny")
+    parser.add_argument("--vocab", type=int, default=4000)
+    args = parser.parse_args()
+    ctx = mp.get_context("spawn")
+    results = {}
+    for name, private, mode in VARIANTS:
+        queue = ctx.Queue()
+        proc = ctx.Process(target=_child, args=(queue, private, mode, args.steps, args.batch, args.length, args.preset,
+                                                 args.vocab))
+        proc.start()
+        results[name] = queue.get()
+        proc.join()
+
+    from rich.console import Console
+    from rich.table import Table
+
+    base = results["non-private"]
+    table = Table(title=f"{args.preset}, batch {args.batch} x {args.length} tokens, {args.steps} timed steps (CPU)")
+    for col in ("variant", "step (s)", "steps/s", "time vs non-private", "peak RSS (MB)", "step memory (MB)",
+                "step memory vs non-private"):
+        table.add_column(col, justify="right")
+    for name, r in results.items():
+        table.add_row(name, f"{r['step_s']:.3f}", f"{1 / r['step_s']:.2f}", f"{r['step_s'] / base['step_s']:.2f}x",
+                      f"{r['peak_mb']:.0f}", f"{r['step_extra_mb']:.0f}", f"{r['step_extra_mb'] / base['step_extra_mb']:.2f}x")
+    Console().print(table)
+
+
+if __name__ == "__main__":
+    main()
