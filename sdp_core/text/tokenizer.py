@@ -15,8 +15,9 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
 from sdp_core.errors import UserError
+from sdp_core.text.redaction import MASK
 
-PAD, EOS, MASK = "<pad>", "<eos>", "<mask>"
+PAD, EOS = "<pad>", "<eos>"
 SPEAKER_TAGS = ("SYS:", "USR:")
 SPECIAL_TOKENS = [PAD, EOS, MASK, *SPEAKER_TAGS]
 

@@ -1,0 +1,182 @@
+"""Token-level evaluation of a policy against gold spans, in ONE token unit throughout.
+
+Units: per-record token offsets from any tokenizer, or by default `word_offsets` (regex `\\w+|[^\\w\\s]`: words and
+single punctuation marks). A token is sensitive under a span set iff it overlaps a span (`text.alignment`).
+JFT's released code mixed units across datasets; here every count of one evaluation uses the same offsets.
+
+Quantities (G = gold-sensitive tokens, P = detected tokens, N = all tokens):
+- recall |G∩P|/|G|, precision |G∩P|/|P|;
+- missing rate m = |G∖P|/N: the probability that a sampled token is a missed secret (Shi et al., JFT §3.1,
+  the quantity privacy amplification uses), and CRT's γ = 1 − recall (Zhao et al. 2022, Prop. 6);
+- redacted fraction |P|/N (`detection_stats`, which needs no gold);
+- per gold label: token recall, and secrets found (a gold span counts as found when all its tokens are detected).
+
+Intervals: 95 % Wilson score intervals (closed form, sensible at 0 and at 1, unlike the normal approximation).
+They treat tokens as independent draws; tokens of one secret are correlated, so read them as optimistic when a
+few secrets make up most sensitive tokens.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass
+from statistics import NormalDist
+from typing import Sequence
+
+import numpy as np
+
+from sdp_core.data.records import Record, Span
+from sdp_core.errors import DataError
+from sdp_core.text.alignment import token_mask
+
+WORD_PATTERN = re.compile(r"\w+|[^\w\s]")
+
+
+def word_offsets(text: str) -> np.ndarray:
+    """The default token units: (start, end) of every word and every punctuation mark."""
+    return np.asarray([m.span() for m in WORD_PATTERN.finditer(text)], dtype=np.int64).reshape(-1, 2)
+
+
+def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion k/n; (0, 1) when n is 0."""
+    if n == 0:
+        return 0.0, 1.0
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    p = k / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    # Exact ends at k = 0 and k = n (the closed form leaves rounding noise there).
+    return (0.0 if k == 0 else max(0.0, centre - half)), (1.0 if k == n else min(1.0, centre + half))
+
+
+@dataclass(frozen=True)
+class Rate:
+    """k out of n, with its Wilson interval."""
+
+    k: int
+    n: int
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, k: int, n: int, confidence: float = 0.95) -> "Rate":
+        return cls(int(k), int(n), *wilson_interval(int(k), int(n), confidence))
+
+    @property
+    def value(self) -> float:
+        return self.k / self.n if self.n else float("nan")
+
+    def __str__(self) -> str:
+        return f"{self.value:.4f} [{self.low:.4f}, {self.high:.4f}] ({self.k}/{self.n})"
+
+
+@dataclass(frozen=True)
+class LabelRecall:
+    label: str
+    tokens: Rate  # token recall of this gold label
+    secrets: Rate  # gold spans whose every token is detected
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    records: int
+    tokens: int
+    recall: Rate
+    precision: float
+    missing_rate: Rate
+    per_label: dict[str, LabelRecall]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class DetectionStats:
+    """What a policy flagged, without gold: counts and rates only, never the flagged strings."""
+
+    records: int
+    tokens: int
+    redacted_tokens: int
+    spans_per_label: dict[str, int]
+
+    @property
+    def redacted_fraction(self) -> float:
+        return self.redacted_tokens / self.tokens if self.tokens else 0.0
+
+
+def _offsets(records: Sequence[Record], offsets: Sequence[np.ndarray] | None) -> list[np.ndarray]:
+    if offsets is None:
+        return [word_offsets(r.text) for r in records]
+    if len(offsets) != len(records):
+        raise DataError(f"{len(offsets)} token offset lists for {len(records)} records")
+    return [np.asarray(o, dtype=np.int64).reshape(-1, 2) for o in offsets]
+
+
+def evaluate(
+    records: Sequence[Record],
+    detected: Sequence[Sequence[Span]],
+    offsets: Sequence[np.ndarray] | None = None,
+    confidence: float = 0.95,
+) -> Evaluation:
+    """Compare detected spans with the records' gold spans (records without gold spans are an error)."""
+    if len(detected) != len(records):
+        raise DataError(f"{len(detected)} detection lists for {len(records)} records")
+    if any(r.spans is None for r in records):
+        raise DataError("evaluation needs gold spans on every record")
+    n_tokens = gold_n = det_n = hit_n = 0
+    label_tokens: Counter = Counter()
+    label_hits: Counter = Counter()
+    label_secrets: Counter = Counter()
+    label_found: Counter = Counter()
+    for record, spans, offs in zip(records, detected, _offsets(records, offsets)):
+        det = token_mask(offs, spans, record.text)
+        gold = token_mask(offs, record.spans, record.text)
+        n_tokens += len(offs)
+        gold_n += int(gold.sum())
+        det_n += int(det.sum())
+        hit_n += int((gold & det).sum())
+        by_label: dict[str, list[Span]] = defaultdict(list)
+        for s in record.spans:
+            by_label[s.label].append(s)
+            covered = token_mask(offs, [s], record.text)
+            label_secrets[s.label] += 1
+            label_found[s.label] += bool(covered.any() and det[covered].all())
+        for label, group in by_label.items():
+            g = token_mask(offs, group, record.text)
+            label_tokens[label] += int(g.sum())
+            label_hits[label] += int((g & det).sum())
+    per_label = {
+        label: LabelRecall(
+            label,
+            Rate.of(label_hits[label], label_tokens[label], confidence),
+            Rate.of(label_found[label], label_secrets[label], confidence),
+        )
+        for label in sorted(label_secrets)
+    }
+    return Evaluation(
+        records=len(records),
+        tokens=n_tokens,
+        recall=Rate.of(hit_n, gold_n, confidence),
+        precision=hit_n / det_n if det_n else float("nan"),
+        missing_rate=Rate.of(gold_n - hit_n, n_tokens, confidence),
+        per_label=per_label,
+    )
+
+
+def detection_stats(
+    texts: Sequence[str], detected: Sequence[Sequence[Span]], offsets: Sequence[np.ndarray] | None = None
+) -> DetectionStats:
+    """Records, tokens, redacted tokens (same units as `evaluate`) and spans per detected label."""
+    if offsets is None:
+        offsets = [word_offsets(t) for t in texts]
+    tokens = redacted = 0
+    labels: Counter = Counter()
+    for text, spans, offs in zip(texts, detected, offsets, strict=True):
+        offs = np.asarray(offs, dtype=np.int64).reshape(-1, 2)
+        tokens += len(offs)
+        redacted += int(token_mask(offs, spans, text).sum())
+        labels.update(s.label for s in spans)
+    return DetectionStats(len(texts), tokens, redacted, dict(sorted(labels.items())))

@@ -1,0 +1,84 @@
+"""Detection cache: once per dataset × policy version, Parquet, atomic."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import pytest
+
+from sdp_core.config import DetectorConfig
+from sdp_core.data.records import Record, Span
+from sdp_core.detectors import Policy, detect_records, get_policy
+from sdp_core.detectors import spacy_tiers
+from sdp_core.detectors.cache import CACHE_ENV, default_cache_dir
+from sdp_core.errors import DataError
+
+
+class Counting(Policy):
+    def __init__(self, inner: Policy):
+        self.inner, self.calls = inner, 0
+        self.name, self.version = inner.name, inner.version
+
+    def detect(self, texts: Sequence[str]) -> list[list[Span]]:
+        self.calls += 1
+        return self.inner.detect(texts)
+
+
+TEXTS = ["call 555-123-4567 now", "nothing here", "", "order 535-13933-2871 and 555.123.4567"]
+
+
+def test_second_run_makes_no_policy_calls(tmp_path):
+    policy = Counting(get_policy("phone,order_number"))
+    first = detect_records([Record(t) for t in TEXTS], policy, tmp_path)
+    assert policy.calls == 1
+    second = detect_records(TEXTS, policy, tmp_path)  # plain strings are accepted too
+    assert policy.calls == 1 and second == first
+    assert first[1] == first[2] == [] and len(first[3]) == 2
+    assert [p.suffix for p in tmp_path.iterdir()] == [".parquet"]  # no temp files left behind
+
+
+def test_spacy_is_not_touched_when_warm(tmp_path, monkeypatch):
+    loads = []
+    real = spacy_tiers.load_spacy
+    monkeypatch.setattr(spacy_tiers, "load_spacy", lambda name: loads.append(name) or real(name))
+    texts = ["Barack Obama visited Paris.", "Nothing to see."]
+    first = detect_records(texts, get_policy("low_entity"), tmp_path)
+    assert len(loads) == 1
+    assert detect_records(texts, get_policy("low_entity"), tmp_path) == first
+    assert len(loads) == 1
+
+
+def test_other_data_or_other_version_is_a_miss(tmp_path):
+    policy = Counting(get_policy("digits"))
+    detect_records(["a 1"], policy, tmp_path)
+    detect_records(["a 2"], policy, tmp_path)
+    detect_records(["a 1", ""], policy, tmp_path)
+    assert policy.calls == 3
+    other = Counting(get_policy("digits", DetectorConfig(patterns={"digits": r"\d{2,}"})))
+    assert detect_records(["a 1"], other, tmp_path) == [[]] and other.calls == 1
+    detect_records(["a 1"], policy, tmp_path, use_cache=False)
+    assert policy.calls == 4
+
+
+def test_damaged_entry_is_recomputed(tmp_path):
+    policy = Counting(get_policy("digits"))
+    detect_records(["a 1"], policy, tmp_path)
+    [entry] = tmp_path.iterdir()
+    entry.write_bytes(b"not parquet")
+    assert detect_records(["a 1"], policy, tmp_path) == [[Span(2, 3, "digits")]]
+    assert policy.calls == 2
+
+
+def test_cache_location(tmp_path, monkeypatch):
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "root"))
+    assert default_cache_dir() == tmp_path / "root" / "detections"
+    detect_records(["a 1"], get_policy("digits"))
+    assert len(list((tmp_path / "root" / "detections").iterdir())) == 1
+    monkeypatch.delenv(CACHE_ENV)
+    monkeypatch.chdir(tmp_path)
+    assert default_cache_dir() == tmp_path / ".cache" / "detections"
+
+
+def test_non_text_record_is_a_data_error(tmp_path):
+    with pytest.raises(DataError, match="record 1 is not text"):
+        detect_records(["ok", 42], get_policy("digits"), tmp_path)

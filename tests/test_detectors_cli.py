@@ -1,0 +1,90 @@
+"""`sdp-sweep detect`: statistics without secrets, redacted examples, JSONL output, one-line errors."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+
+import pytest
+
+from sdp_core.data.customersim import generate_customersim
+from sdp_core.data.loaders import save_jsonl
+from sdp_core.detectors.cli import add_detect_arguments, run_detect
+from sdp_core.errors import UserError
+
+REGEX_POLICY = "phone,order_number,tracking_number,address"
+
+
+def run(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    add_detect_arguments(parser)
+    return run_detect(parser.parse_args(argv))
+
+
+@pytest.fixture
+def data(tmp_path):
+    records = generate_customersim(20, seed=5)
+    path = tmp_path / "dialogs.jsonl"
+    save_jsonl(records, path)
+    return records, path
+
+
+def test_statistics_recall_and_output(tmp_path, data, capsys):
+    records, path = data
+    out = tmp_path / "out.jsonl"
+    assert run([str(path), "--policy", REGEX_POLICY, "--out", str(out), "--cache-dir", str(tmp_path / "c")]) == 0
+    printed = capsys.readouterr().out
+    assert "records 20" in printed and "redacted tokens" in printed
+    for label in ("phone", "order_number", "tracking_number", "address", "name"):
+        assert f"recall {label}" in printed
+    assert re.search(r"recall tracking_number +tokens 1\.0000 \[0\.\d+, 1\.0000\] \(20/20\)", printed)
+    for secret in (s for r in records for s in r.secrets()):
+        assert secret not in printed
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 20 and set(rows[0]) == {"text", "redacted", "spans"}
+    assert rows[0]["text"] == records[0].text and rows[0]["spans"]
+    for row, record in zip(rows, records):
+        for s in record.spans:
+            if s.label != "name":  # names are not in this regex-only policy
+                assert record.text[s.start : s.end] not in row["redacted"]
+
+
+def test_show_prints_redacted_examples_only(tmp_path, data, capsys):
+    records, path = data
+    run([str(path), "--policy", REGEX_POLICY, "--show", "2", "--no-cache"])
+    examples = capsys.readouterr().out.split("---\n")[1:]
+    assert len(examples) == 2 and all("<mask>" in e for e in examples)
+    assert not any(s.label == "tracking_number" and records[0].text[s.start : s.end] in examples[0]
+                   for s in records[0].spans)
+
+
+def test_plain_text_without_gold_and_user_pattern(tmp_path, capsys):
+    path = tmp_path / "notes.txt"
+    path.write_text("badge EMP-0042 seen\nno badge here\n")
+    run([str(path), "--policy", "employee", "--pattern", r"employee=EMP-\d{4}", "--show", "1", "--no-cache"])
+    printed = capsys.readouterr().out
+    assert "records 2" in printed and "spans employee" in printed and "recall" not in printed
+    assert "badge <mask> seen" in printed and "EMP-0042" not in printed
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--policy", "nosuch"], "unknown policy 'nosuch'"),
+        (["--policy", "bad", "--pattern", "bad=(x"], "invalid regex for policy 'bad'"),
+        (["--show", "-1"], "--show must be >= 0"),
+    ],
+)
+def test_bad_input_is_a_one_line_user_error(data, argv, message):
+    _, path = data
+    with pytest.raises(UserError, match=message) as e:
+        run([str(path), *argv])
+    assert "\n" not in str(e.value)
+
+
+def test_record_that_is_not_text(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"text": 12}\n')
+    with pytest.raises(UserError, match="`text` must be a string"):
+        run([str(path), "--policy", "digits", "--no-cache"])

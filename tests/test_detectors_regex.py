@@ -1,0 +1,141 @@
+"""Regex policies, the registry, unions and bad input (no spaCy model is loaded here)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sdp_core.config import DetectorConfig
+from sdp_core.data.records import Span
+from sdp_core.detectors import BUILTIN_PATTERNS, RegexPolicy, UnionPolicy, get_policy
+from sdp_core.detectors.regex import luhn_valid
+from sdp_core.errors import UserError
+
+
+def found(policy_name: str, text: str, config: DetectorConfig | None = None) -> list[str]:
+    [spans] = get_policy(policy_name, config).detect([text])
+    return [text[s.start : s.end] for s in spans]
+
+
+POSITIVE = {
+    "digits": [("Born in 1987, room 4.", ["1987", "4"])],
+    "phone": [
+        ("Call (555) 123-4567 now", ["(555) 123-4567"]),
+        ("It is 781-565-9387.", ["781-565-9387"]),
+        ("dial 555.123.4567", ["555.123.4567"]),
+        ("or +1-555-123-4567x123 today", ["+1-555-123-4567x123"]),
+    ],
+    "email": [("Write to jane.doe+x@mail.example.co.uk.", ["jane.doe+x@mail.example.co.uk"])],
+    "ssn": [("SSN 123-45-6789 and 123 45 6789", ["123-45-6789", "123 45 6789"])],
+    "credit_card": [("card 4111 1111 1111 1111 ok", ["4111 1111 1111 1111"]), ("4012888888881881", ["4012888888881881"])],
+    "order_number": [("Sure, 535-13933-2871.", ["535-13933-2871"])],
+    "tracking_number": [
+        ("Your tracking number is FH6F6GMMF4.", ["FH6F6GMMF4"]),
+        ("parcel 12345ABCDE arrives", ["12345ABCDE"]),
+        # all letters: only recognised after "tracking number"
+        ("tracking number: QWERTYUIOP", ["QWERTYUIOP"]),
+    ],
+    "id": [("My ID is 341752", ["341752"]), ("account 5551234567", ["5551234567"])],
+    "address": [
+        ("USR: Yea sure, 2241 Fitzgerald Viaduct Brownview, OK 28304.", ["2241 Fitzgerald Viaduct Brownview, OK 28304"]),
+        ("It is 1965 Kelly Field Apt. 094, Jonesberg, FM 20102.", ["1965 Kelly Field Apt. 094, Jonesberg, FM 20102"]),
+        ("at 3245 Vang Coves, Chelseaborough, VT 39382", ["3245 Vang Coves, Chelseaborough, VT 39382"]),
+        ("I live at 12 Baker Street. Then we met.", ["12 Baker Street"]),
+        ("ship to 100 Main Street Lake Village, OK 12345", ["100 Main Street Lake Village, OK 12345"]),
+        ("mail PO Box 1234, Springfield, IL 62701", ["PO Box 1234, Springfield, IL 62701"]),
+        ("to PSC 1234, Box 5678 APO AA 12345", ["PSC 1234, Box 5678 APO AA 12345"]),
+    ],
+}
+
+NEGATIVE = {
+    "digits": ["no numbers here"],
+    "phone": ["order 604-87647-5938", "version 1.2.3", "12-345-6789", "5551234567"],
+    "email": ["user at example dot com", "@handle"],
+    "ssn": ["000-12-3456", "666-12-3456", "123-00-4567", "123-45 6789", "1123-45-6789"],
+    "credit_card": ["4111 1111 1111 1112", "1234 5678"],
+    "order_number": ["781-565-9387", "1604-87647-5938"],
+    "tracking_number": ["UNIVERSITY", "INCREDIBLE news", "1234567890", "ABCDE12345X", "abcde12345", "FH6F6-GMMF4"],
+    "id": ["pi is 3.141592", "12345", "1,234,567 people", "A1234567"],
+    "address": ["I have 3 big dogs", "We had 12 Park rangers", "Call 555-123-4567"],
+}
+
+
+@pytest.mark.parametrize("name,text,expected", [(n, t, e) for n, cases in POSITIVE.items() for t, e in cases])
+def test_regex_positive(name, text, expected):
+    assert found(name, text) == expected
+
+
+@pytest.mark.parametrize("name,text", [(n, t) for n, texts in NEGATIVE.items() for t in texts])
+def test_regex_negative(name, text):
+    assert found(name, text) == []
+
+
+def test_every_builtin_has_examples():
+    assert set(POSITIVE) == set(NEGATIVE) == set(BUILTIN_PATTERNS)
+
+
+def test_luhn():
+    assert luhn_valid("4111111111111111") and not luhn_valid("4111111111111112") and not luhn_valid("123")
+
+
+def test_spans_are_labelled_with_the_policy_name_and_sorted():
+    [spans] = get_policy("phone,order_number").detect(["a 535-13933-2871 b 781-565-9387"])
+    assert [s.label for s in spans] == ["order_number", "phone"]
+    assert spans == sorted(spans)
+
+
+def test_secret_group_limits_the_span_to_the_secret():
+    policy = RegexPolicy("my_id", [r"my ID is (?P<secret>\d+)"])
+    [spans] = policy.detect(["Note: my ID is 341752."])
+    assert spans == [Span(15, 21, "my_id")]
+
+
+def test_user_patterns_resolve_by_name_and_join_unions():
+    config = DetectorConfig(patterns={"employee": r"EMP-\d{4}"})
+    assert found("employee", "badge EMP-0042 ok", config) == ["EMP-0042"]
+    assert found("employee,phone", "EMP-0042 or 555-123-4567", config) == ["EMP-0042", "555-123-4567"]
+
+
+def test_user_pattern_shadows_builtin():
+    config = DetectorConfig(patterns={"phone": r"\+44 \d{4} \d{6}"})
+    assert found("phone", "+44 2071 838750 or 555-123-4567", config) == ["+44 2071 838750"]
+
+
+def test_union_keeps_overlaps_and_is_order_independent():
+    a, b = get_policy("digits,order_number"), get_policy(" order_number , digits ")
+    assert isinstance(a, UnionPolicy) and a.key == b.key
+    [spans] = a.detect(["535-13933-2871"])
+    assert Span(0, 14, "order_number") in spans and Span(0, 3, "digits") in spans  # overlaps kept
+
+
+def test_nested_unions_flatten_and_duplicates_collapse():
+    p = get_policy("phone,phone,digits")
+    assert [m.name for m in p.members] == ["digits", "phone"]
+    assert get_policy("phone").key == get_policy("phone,phone").key
+
+
+def test_versions_follow_behaviour():
+    a = get_policy("x", DetectorConfig(patterns={"x": r"\d+"}))
+    b = get_policy("x", DetectorConfig(patterns={"x": r"\d{2,}"}))
+    assert a.name == b.name and a.version != b.version
+    assert get_policy("phone").version == get_policy("phone").version
+
+
+def test_unknown_policy_is_a_user_error():
+    with pytest.raises(UserError, match="unknown policy 'phonez'"):
+        get_policy("phone,phonez")
+
+
+def test_empty_union_member_is_a_user_error():
+    with pytest.raises(UserError, match="empty name"):
+        get_policy("phone,,digits")
+
+
+def test_invalid_user_regex_is_a_user_error_even_when_unused():
+    config = DetectorConfig(patterns={"broken": "(unclosed"})
+    with pytest.raises(UserError, match="invalid regex for policy 'broken'") as e:
+        get_policy("phone", config)
+    assert "\n" not in str(e.value)
+
+
+def test_zero_width_matches_give_no_spans():
+    assert found("empty", "abc", DetectorConfig(patterns={"empty": r"x*"})) == []
