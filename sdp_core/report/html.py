@@ -1,0 +1,152 @@
+"""`index.html`: one self-contained page (inline CSS, plotly.js inlined once, no network) that leads with the answer."""
+
+from __future__ import annotations
+
+import html
+import time
+from dataclasses import dataclass
+
+from sdp_core.report.pareto import Analysis
+from sdp_core.report.plots import Plot, plotly_div
+from sdp_core.report.statement import CAVEATS, SweepCost
+from sdp_core.report.tables import (
+    EPSILON_COLUMN,
+    Table,
+    counts_line,
+    cost_table,
+    detector_table,
+    front_note,
+    frontier_table,
+    headline,
+    mechanism_name,
+    mechanism_table,
+    metric_label,
+    unfinished_table,
+)
+
+CSS = """
+:root { --ink: #1d2330; --muted: #5b6475; --line: #e3e6ec; --accent: #2456c7; --soft: #f5f7fb; }
+* { box-sizing: border-box; }
+body { margin: 0; background: #fff; color: var(--ink);
+  font: 15px/1.55 Inter, -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; }
+main { max-width: 1240px; margin: 0 auto; padding: 40px 32px 64px; }
+.eyebrow { text-transform: uppercase; letter-spacing: .08em; font-size: 12px; color: var(--muted); margin: 0; }
+h1 { font-size: 30px; margin: 4px 0 2px; letter-spacing: -.01em; }
+h2 { font-size: 20px; margin: 44px 0 6px; padding-top: 8px; border-top: 1px solid var(--line); }
+.meta, .caption { color: var(--muted); font-size: 13.5px; margin: 2px 0 12px; }
+.headline { background: var(--soft); border-left: 4px solid var(--accent); border-radius: 6px; padding: 18px 22px;
+  margin: 22px 0 8px; }
+.headline .lead { font-size: 18.5px; line-height: 1.5; margin: 0 0 8px; font-weight: 500; }
+.headline .counts { margin: 0; color: var(--muted); }
+nav { display: flex; flex-wrap: wrap; gap: 6px 18px; font-size: 14px; margin: 14px 0 0; }
+nav a, footer a { color: var(--accent); text-decoration: none; }
+nav a:hover, footer a:hover { text-decoration: underline; }
+/* Fixed columns: a plot takes its width when its script runs, before later plots join the grid. */
+.plots { display: grid; grid-template-columns: 1fr 1fr; gap: 18px; }
+@media (max-width: 1100px) { .plots { grid-template-columns: 1fr; } }
+.plot { border: 1px solid var(--line); border-radius: 8px; padding: 10px 12px 4px; min-width: 0; }
+.plot h3 { font-size: 15px; margin: 2px 4px 0; }
+.scroll { overflow-x: auto; }
+table { border-collapse: collapse; width: 100%; font-size: 13.5px; margin: 6px 0 4px; }
+th { text-align: left; font-weight: 600; color: var(--muted); border-bottom: 2px solid var(--line);
+  padding: 7px 10px; white-space: nowrap; }
+td { padding: 6px 10px; border-bottom: 1px solid var(--line); vertical-align: top; }
+tbody tr:nth-child(even) { background: #fafbfd; }
+td.nowrap { white-space: nowrap; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+code { font: 12.5px/1.4 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; background: var(--soft);
+  padding: 1px 5px; border-radius: 4px; }
+ul.notes { color: var(--muted); font-size: 13.5px; padding-left: 20px; }
+footer { margin-top: 48px; padding-top: 14px; border-top: 1px solid var(--line); color: var(--muted); font-size: 13px; }
+"""
+
+FILES = (("summary.md", "headline tables"), ("privacy_statement.md", "what was protected"),
+         ("trials.csv", "every trial"), ("trials.parquet", "every trial"), ("pareto.png", "static plots"),
+         ("frontier/", "re-runnable trial configs"))
+
+
+def _table(table: Table) -> str:
+    e = html.escape
+
+    def cls(column: str) -> str:
+        if column in table.numeric:
+            return ' class="num"'
+        return ' class="nowrap"' if column == EPSILON_COLUMN else ""
+
+    head = "".join(f"<th{cls(c)}>{e(c)}</th>" for c in table.columns)
+    body = "".join("<tr>" + "".join(f"<td{cls(c)}>{e(v)}</td>" for c, v in zip(table.columns, row)) + "</tr>"
+                   for row in table.rows)
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+@dataclass(frozen=True)
+class Section:
+    """One titled part of the page; `caption` and `body` are HTML."""
+
+    anchor: str
+    title: str
+    body: str
+    caption: str
+
+    def html(self) -> str:
+        return (f'<section id="{self.anchor}"><h2>{html.escape(self.title)}</h2>'
+                f'<p class="caption">{self.caption}</p>{self.body}</section>')
+
+
+def render(a: Analysis, plots: list[Plot], cost: SweepCost) -> str:
+    """The whole page as one string."""
+    e = html.escape
+    sweep = a.sweep
+    objectives = ", ".join(f"{metric_label(o.metric)} ({o.mode})" for o in sweep.config.objectives)
+    figures = "".join(f'<div class="plot"><h3>{e(p.title)}</h3>{plotly_div(p, a, include_plotlyjs=i == 0)}</div>'
+                      for i, p in enumerate(plots))
+    mechanisms = dict.fromkeys([*sweep.config.mechanisms, *(t.mechanism for t in sweep.trials)])
+    caveats = "".join(f"<li><b>{e(mechanism_name(m))}</b>: {e(CAVEATS[m])}</li>" for m in mechanisms if m in CAVEATS)
+    unfinished = unfinished_table(a)
+    detector = detector_table(a)
+    plots_body = (f'<div class="plots">{figures}</div>' if plots else
+                  "<p>No finished or early-stopped trial has the plotted metrics.</p>")
+    sections = [
+        Section("plots", "Pareto plots", plots_body,
+                "Colour: mechanism. ★ on the sweep's Pareto front; ● dominated; grey × stopped early (partial "
+                "metrics). Dashed: the best trade-off of the two plotted quantities alone. Hover a point for its "
+                "configuration; drag to zoom, double-click to reset."),
+        Section("frontier", "Pareto front", f"<p>{e(front_note(a))}</p>" if not a.front else _table(frontier_table(a)),
+                f"Finished trials no other finished trial beats on every objective ({e(objectives)}), best "
+                f"{e(metric_label(a.utility.metric))} first. Each re-runs with its seed: "
+                "<code>sdp-sweep trial frontier/&lt;trial&gt;.yaml</code>."),
+        Section("mechanisms", "Best model of each mechanism",
+                _table(mechanism_table(a)) + f'<ul class="notes">{caveats}</ul>',
+                f"Best finished trial of each mechanism by {e(metric_label(a.utility.metric))}, as in the papers' "
+                "tables; “finished” counts finished trials out of all trials of the mechanism."),
+    ]
+    if unfinished.rows:
+        sections.append(Section("unfinished", "Trials without comparable results", _table(unfinished),
+                                "Infeasible and failed trials have no metrics; early-stopped ones have partial "
+                                "metrics. None of them can be on the front."))
+    if detector.rows:
+        sections.append(Section("detector", "Detector", _table(detector),
+                                "Share of training tokens the policy redacts; recall against gold spans with 95 % "
+                                "Wilson intervals where the data has them."))
+    notes = "".join(f"<li>{e(n)}</li>" for n in cost.notes)
+    sections.append(Section(
+        "cost", "The sweep's own privacy cost",
+        (_table(cost_table(cost.bounds)) if cost.bounds else "") + f'<ul class="notes">{notes}</ul>',
+        f"Every ε above is one trial's guarantee and does not count the selection among {len(sweep.trials)} trials "
+        f"on the same data. These bounds do, under the stated conditions; {e(cost.source)}."))
+    nav = "".join(f'<a href="#{s.anchor}">{e(s.title)}</a>' for s in sections)
+    files = " · ".join(f'<a href="{f}">{f}</a> ({e(what)})' for f, what in FILES)
+    versions = sorted({", ".join(f"{k} {v}" for k, v in t.versions.items()) for t in sweep.trials if t.versions})
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{e(sweep.config.name)}: privacy–utility report</title><style>{CSS}</style></head>
+<body><main>
+<header><p class="eyebrow">sdp-sweep report</p><h1>{e(sweep.config.name)}</h1>
+<p class="meta">{len(sweep.trials)} trials of {e(", ".join(mechanism_name(m) for m in mechanisms))} · objectives:
+{e(objectives)} · generated {time.strftime("%Y-%m-%d %H:%M")}</p></header>
+<div class="headline"><p class="lead">{e(headline(a))}</p><p class="counts">{e(counts_line(a))}</p></div>
+<nav>{nav}</nav>
+{"".join(s.html() for s in sections)}
+<footer><p>Files: {files}</p><p>Versions: {e("; ".join(versions)) or "—"}</p></footer>
+</main></body></html>
+"""

@@ -1,0 +1,160 @@
+"""Read a sweep folder: `sweep.yaml`, `trials/<trial_id>.json` and, when present, `sweep_cost.json`.
+
+Only the fields the report uses are lifted out of each trial row (a whitelist), so anything else a row holds
+(for instance canary values or detector examples added by a later version) can never reach a report file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sdp_core.config import Objective, SweepConfig, parse_model
+from sdp_core.errors import UserError
+from sdp_core.io import read_yaml
+
+TRIAL_STATES = ("finished", "early_stopped", "infeasible", "failed")
+CANARY_FIELDS = ("format", "space_size", "count", "repeats", "missed_by_detector")
+"""What a report may say about canaries: their shape, never their values."""
+REPORT_FIELDS = ("epsilon", "delta", "notion", "accountant")
+
+
+def number(value: Any) -> float | None:
+    """A finite float, or None for anything else (missing, null, NaN, ±inf, text)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One trial row, as the report sees it."""
+
+    trial_id: str
+    state: str
+    seed: int | None
+    mechanism: str
+    params: dict[str, Any]  # dotted config path -> sampled value
+    metrics: dict[str, float]  # finite numbers only
+    privacy: dict[str, Any]  # epsilon, delta, notion, accountant, events
+    config: dict[str, Any]  # the full, re-runnable trial config
+    detector: dict[str, Any]
+    canaries: dict[str, Any] | None  # CANARY_FIELDS only
+    other_guarantees: dict[str, dict]  # further privacy reports of the mechanism (CRT's Bayesian confidentiality)
+    timings: dict[str, float]
+    versions: dict[str, str]
+    error: str | None
+
+    def metric(self, name: str) -> float | None:
+        """A measured metric; `epsilon` is the ε the trial spent (so it can be an axis or an objective)."""
+        return self.metrics.get(name, self.epsilon if name == "epsilon" else None)
+
+    @property
+    def mechanism_settings(self) -> dict[str, Any]:
+        """The mechanism's own hyper-parameters (config.mechanism without its name)."""
+        return {k: v for k, v in (self.config.get("mechanism") or {}).items() if k != "name"}
+
+    @property
+    def epsilon(self) -> float | None:
+        """The trial's finite ε, or None (no guarantee, or nothing was trained)."""
+        return number(self.privacy.get("epsilon"))
+
+    @property
+    def guaranteed(self) -> bool:
+        """A formal guarantee: a finite ε from at least one noised step. (Redacted's ε = 0 rests on a perfect
+        detector; No-DP has no ε.)"""
+        return self.epsilon is not None and any(
+            e.get("steps", 0) > 0 and e.get("sample_rate", 0) > 0 and e.get("noise_multiplier", 0) > 0
+            for e in self.privacy.get("events", []))
+
+    def eligible(self, objectives: list[Objective]) -> bool:
+        """May be on the Pareto front: finished (never stopped early) with every objective measured."""
+        return self.state == "finished" and all(self.metric(o.metric) is not None for o in objectives)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    directory: Path
+    config: SweepConfig
+    trials: list[Trial]
+    cost: dict[str, Any] | None  # sweep_cost.json, when the sweep wrote it
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, OSError) as e:
+        raise UserError(f"cannot read results file ({type(e).__name__})", str(path)) from None
+    except json.JSONDecodeError as e:
+        raise UserError(f"corrupt results file: line {e.lineno}: {e.msg}", str(path)) from None
+
+
+def _mapping(row: dict, key: str, path: Path) -> dict:
+    value = row.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise UserError(f"corrupt results file: `{key}` is not a mapping", str(path))
+    return value
+
+
+def other_guarantees(details: dict) -> dict[str, dict]:
+    """The privacy reports among a mechanism's details, by name: only their REPORT_FIELDS."""
+    return {name: {f: value[f] for f in REPORT_FIELDS} for name, value in details.items()
+            if isinstance(value, dict) and all(f in value for f in REPORT_FIELDS)}
+
+
+def parse_trial(row: Any, path: Path) -> Trial:
+    """A trial row from its JSON; a row without a known state is a corrupt file."""
+    if not isinstance(row, dict):
+        raise UserError("corrupt results file: expected a JSON object", str(path))
+    state = row.get("state")
+    if state not in TRIAL_STATES:
+        raise UserError(f"corrupt results file: state {state!r} (expected one of {', '.join(TRIAL_STATES)})", str(path))
+    config = _mapping(row, "config", path)
+    # Metrics first, then the objective values the sweep recorded (early-stopped trials may only have those).
+    values = {**_mapping(row, "objectives", path), **_mapping(row, "metrics", path)}
+    canaries = row.get("canaries")
+    seed = row.get("seed", config.get("seed"))
+    return Trial(
+        trial_id=str(row.get("trial_id") or path.stem),
+        state=state,
+        seed=seed if isinstance(seed, int) else None,
+        mechanism=str((config.get("mechanism") or {}).get("name", "unknown")),
+        params=_mapping(row, "params", path),
+        metrics={k: v for k, v in ((k, number(v)) for k, v in values.items()) if v is not None},
+        privacy=_mapping(row, "privacy", path),
+        config=config,
+        detector=_mapping(row, "detector", path),
+        canaries={k: canaries[k] for k in CANARY_FIELDS if k in canaries} if isinstance(canaries, dict) else None,
+        other_guarantees=other_guarantees(_mapping(row, "mechanism", path)),
+        timings={k: v for k, v in _mapping(row, "timings", path).items() if number(v) is not None},
+        versions={k: str(v) for k, v in _mapping(row, "versions", path).items()},
+        error=str(row["error"]) if row.get("error") else None,
+    )
+
+
+def load_sweep(sweep_dir: str | Path) -> Sweep:
+    """Read every stored result of a sweep; a missing or corrupt file is a one-line UserError."""
+    sweep_dir = Path(sweep_dir)
+    if not sweep_dir.is_dir():
+        raise UserError("no such sweep folder", str(sweep_dir))
+    config_path = sweep_dir / "sweep.yaml"
+    if not config_path.is_file():
+        raise UserError("no sweep.yaml: not a sweep folder", str(sweep_dir))
+    config = parse_model(SweepConfig, read_yaml(config_path), str(config_path))
+    files = sorted((sweep_dir / "trials").glob("*.json"))
+    if not files:
+        raise UserError("no trial results (trials/*.json): nothing to report", str(sweep_dir))
+    trials = [parse_trial(_read_json(f), f) for f in files]
+    ids = [t.trial_id for t in trials]
+    if len(set(ids)) != len(ids):
+        raise UserError("two results files hold the same trial_id", str(sweep_dir / "trials"))
+    cost_path = sweep_dir / "sweep_cost.json"
+    cost = _read_json(cost_path) if cost_path.is_file() else None
+    if cost is not None and not isinstance(cost, dict):
+        raise UserError("corrupt sweep cost file: expected a JSON object", str(cost_path))
+    return Sweep(sweep_dir, config, trials, cost)

@@ -1,0 +1,88 @@
+"""Non-dominated sort over any number of objectives, each minimised or maximised.
+
+Point a dominates point b when a is at least as good as b on every objective and strictly better on one.
+Equal points do not dominate each other, so duplicates on the front all stay on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from sdp_core.config import Objective
+from sdp_core.report.load import Sweep, Trial
+
+
+def non_dominated(points: np.ndarray | Sequence[Sequence[float]], modes: Sequence[str]) -> np.ndarray:
+    """Boolean mask of the points no other point dominates.
+
+    `points` is n × k (finite values), `modes` holds k entries "min" or "max".
+    """
+    p = np.asarray(points, dtype=float).reshape(len(points), len(modes))  # n × k, or ValueError
+    if not np.isfinite(p).all():
+        raise ValueError("points must be finite (filter missing metrics first)")
+    if any(m not in ("min", "max") for m in modes):
+        raise ValueError(f"modes must be 'min' or 'max', got {list(modes)}")
+    # Turn every objective into one to minimise.
+    p = p * np.where(np.asarray(modes) == "max", -1.0, 1.0)
+    front = np.ones(len(p), dtype=bool)
+    for i in range(len(p)):
+        no_worse = (p <= p[i]).all(axis=1)
+        better = (p < p[i]).any(axis=1)
+        front[i] = not (no_worse & better).any()
+    return front
+
+
+PRIVACY_OR_COST = ("exposure", "mia", "epsilon", "train_seconds")
+"""Metric-name prefixes that are not utility: the report's y axis is the first objective that is utility."""
+
+
+def utility_objective(objectives: list[Objective]) -> Objective:
+    return next((o for o in objectives if not o.metric.startswith(PRIVACY_OR_COST)),
+                Objective(metric="val_perplexity", mode="min"))
+
+
+def pareto_front(trials: list[Trial], objectives: list[Objective]) -> list[Trial]:
+    """The finished trials with every objective measured that no other such trial dominates."""
+    eligible = [t for t in trials if t.eligible(objectives)]
+    if not eligible:
+        return []
+    mask = non_dominated([[t.metric(o.metric) for o in objectives] for t in eligible], [o.mode for o in objectives])
+    return [t for t, keep in zip(eligible, mask) if keep]
+
+
+def ranked(trials: list[Trial], utility: Objective) -> list[Trial]:
+    """`trials` by utility, best first; trials without the utility metric last; ties by trial id."""
+    sign = 1.0 if utility.mode == "min" else -1.0
+
+    def key(t: Trial) -> tuple[bool, float, str]:
+        value = t.metric(utility.metric)
+        return value is None, 0.0 if value is None else sign * value, t.trial_id
+
+    return sorted(trials, key=key)
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """A sweep, its utility objective and its Pareto front (best utility first)."""
+
+    sweep: Sweep
+    utility: Objective
+    front: list[Trial]
+
+    def best_of(self, trials: list[Trial]) -> Trial | None:
+        """The finished trial with the best utility among `trials`."""
+        scored = [t for t in trials if t.state == "finished" and t.metric(self.utility.metric) is not None]
+        return next(iter(ranked(scored, self.utility)), None)
+
+    @property
+    def best(self) -> Trial | None:
+        """The headline model: best utility among finished trials with a formal guarantee."""
+        return self.best_of([t for t in self.sweep.trials if t.guaranteed])
+
+
+def analyse(sweep: Sweep) -> Analysis:
+    utility = utility_objective(sweep.config.objectives)
+    return Analysis(sweep, utility, ranked(pareto_front(sweep.trials, sweep.config.objectives), utility))

@@ -1,0 +1,249 @@
+"""Pareto plots: utility against canary exposure, ε spent and cost (plus any other objective), drawn twice from
+the same points: interactive plotly for `index.html`, matplotlib PNGs for terminals and papers.
+
+Markers: colour = mechanism; star = on the sweep's Pareto front; circle = dominated; grey × = stopped early
+(partial metrics). The dashed staircase is the front of the two plotted quantities alone.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import plotly.io as pio
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from PIL import Image
+
+from sdp_core.report.load import Trial
+from sdp_core.report.pareto import Analysis, non_dominated
+from sdp_core.report.tables import (
+    fmt,
+    fmt_accountant,
+    fmt_delta,
+    fmt_value,
+    format_epsilon,
+    mechanism_name,
+    metric_label,
+    sigma_text,
+)
+
+COLORS = {"nodp": "#8c564b", "redacted": "#e0a800", "dpsgd": "#1f77b4", "jft": "#d62728", "crt": "#2ca02c",
+          "atdp": "#9467bd", "sdpsgd": "#ff7f0e"}
+OTHER_COLOR = "#17becf"
+STOPPED_COLOR = "#a8a8a8"
+FONT = "Inter, -apple-system, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif"
+PNG_DPI = 130
+FRONT_LABEL = "Pareto front (all objectives)"
+X_AXES = ("exposure_mean", "epsilon", "train_seconds")
+"""Always plotted against utility when measured, after the sweep's own non-utility objectives."""
+
+
+@dataclass(frozen=True)
+class View:
+    """One plot: utility (y) against `x`; `mode` says whether smaller or larger x is better."""
+
+    x: str
+    mode: str
+
+    @property
+    def name(self) -> str:
+        return f"utility_vs_{self.x}"
+
+
+@dataclass(frozen=True)
+class Point:
+    trial: Trial
+    x: float
+    y: float
+    status: str  # front | dominated | early_stopped
+
+
+@dataclass(frozen=True)
+class Plot:
+    view: View
+    title: str
+    x_label: str
+    y_label: str
+    points: list[Point]
+    staircase: list[tuple[float, float]]  # the 2-D front of this view, by increasing x
+
+    def log_axis(self, axis: str) -> bool:
+        """Logarithmic when positive values span more than a factor 30 (perplexities of DP vs non-DP models)."""
+        values = [getattr(p, axis) for p in self.points]
+        return min(values) > 0 and max(values) / min(values) > 30
+
+
+def _axis_label(metric: str, mode: str, trials: list[Trial]) -> str:
+    better = "lower" if mode == "min" else "higher"
+    if metric != "epsilon":
+        return f"{metric_label(metric)} ({better} is better)"
+    # An ε axis names what its numbers mean: notions, δ and accountants of the plotted trials.
+    notions = sorted({str(t.privacy.get("notion")) for t in trials})
+    deltas = sorted({fmt_delta(t.privacy.get("delta")) for t in trials})
+    accountants = sorted({fmt_accountant(t.privacy.get("accountant")) for t in trials})
+    return f"ε spent ({' / '.join(notions)}, δ = {' / '.join(deltas)}, {' / '.join(accountants)})"
+
+
+def views(a: Analysis) -> list[View]:
+    modes = {o.metric: o.mode for o in a.sweep.config.objectives}
+    xs = dict.fromkeys([*(o.metric for o in a.sweep.config.objectives if o != a.utility), *X_AXES])
+    return [View(x, modes.get(x, "min")) for x in xs]
+
+
+def build_plot(a: Analysis, view: View) -> Plot | None:
+    """The points of one view (None when no trial has both values)."""
+    front = {t.trial_id for t in a.front}
+    points = []
+    for t in a.sweep.trials:
+        x, y = t.metric(view.x), t.metric(a.utility.metric)
+        if t.state in ("finished", "early_stopped") and x is not None and y is not None:
+            status = t.state if t.state == "early_stopped" else ("front" if t.trial_id in front else "dominated")
+            points.append(Point(t, x, y, status))
+    if not points:
+        return None
+    finished = [p for p in points if p.status != "early_stopped"]
+    staircase = []
+    if finished:
+        mask = non_dominated([[p.x, p.y] for p in finished], [view.mode, a.utility.mode])
+        staircase = sorted({(p.x, p.y) for p, keep in zip(finished, mask) if keep})
+    trials = [p.trial for p in points]
+    y_label = _axis_label(a.utility.metric, a.utility.mode, trials)
+    x_label = _axis_label(view.x, view.mode, trials)
+    title = f"{metric_label(a.utility.metric)} vs {metric_label(view.x)}"
+    return Plot(view, title, x_label, y_label, points, staircase)
+
+
+def build_plots(a: Analysis) -> list[Plot]:
+    return [p for p in (build_plot(a, v) for v in views(a)) if p is not None]
+
+
+def hover_text(t: Trial, a: Analysis, status: str) -> str:
+    """Everything needed to recognise and re-run a point: metrics, ε, σ, seed, hyper-parameters, mechanism."""
+    e = html.escape
+    where = {"front": "on the Pareto front", "dominated": "dominated", "early_stopped": "stopped early"}[status]
+    metrics = dict.fromkeys((a.utility.metric, "val_private_perplexity", "exposure_mean", "mia_auc", "train_seconds",
+                             *(o.metric for o in a.sweep.config.objectives)))
+    lines = [f"<b>{e(t.trial_id)} · {e(mechanism_name(t.mechanism))}</b> ({where})",
+             e(format_epsilon(t.privacy)) + f" · σ = {e(sigma_text(t.privacy.get('events', [])))}",
+             " · ".join(f"{e(metric_label(m))} {fmt(t.metric(m))}" for m in metrics
+                        if m != "epsilon" and t.metric(m) is not None),
+             f"seed {t.seed}"]
+    lines += [f"also {e(format_epsilon(g))}" for g in t.other_guarantees.values()]
+    lines += ["<i>hyper-parameters</i>"] + [f"  {e(k)} = {e(fmt_value(v))}" for k, v in t.params.items()]
+    settings = t.mechanism_settings
+    if settings:
+        lines += [f"<i>mechanism {e(t.mechanism)}</i>"] + [f"  {e(k)} = {e(fmt_value(v))}" for k, v in settings.items()]
+    return "<br>".join(lines)
+
+
+def _groups(plot: Plot, a: Analysis) -> list[tuple[str, str, str, list[Point]]]:
+    """(label, colour, status, points) per mechanism and status, early-stopped trials last, in one grey group."""
+    order = list(dict.fromkeys([*a.sweep.config.mechanisms, *(p.trial.mechanism for p in plot.points)]))
+    groups = []
+    for m in order:
+        for status in ("dominated", "front"):
+            pts = [p for p in plot.points if p.trial.mechanism == m and p.status == status]
+            if pts:
+                groups.append((mechanism_name(m), COLORS.get(m, OTHER_COLOR), status, pts))
+    stopped = [p for p in plot.points if p.status == "early_stopped"]
+    if stopped:
+        groups.append(("stopped early (partial)", STOPPED_COLOR, "early_stopped", stopped))
+    return groups
+
+
+# ------------------------------------------------------------------------------------------------- plotly
+
+def plotly_figure(plot: Plot, a: Analysis) -> dict:
+    """The figure as a plain dict (built without plotly's per-property validation, which is slow for 500 points)."""
+    traces = []
+    if len(plot.staircase) > 1:
+        xs, ys = zip(*plot.staircase)
+        traces.append(dict(type="scatter", x=xs, y=ys, mode="lines", name="best trade-off in this view",
+                           line=dict(color="#555", dash="dash", width=1.2, shape="hv"), hoverinfo="skip"))
+    shown = set()
+    for label, color, status, pts in _groups(plot, a):
+        marker = {"front": dict(symbol="star", size=15, line=dict(color="#111", width=1)),
+                  "dominated": dict(symbol="circle", size=8, opacity=0.6, line=dict(color="white", width=0.5)),
+                  "early_stopped": dict(symbol="x", size=8)}[status]
+        traces.append(dict(
+            type="scatter", x=[p.x for p in pts], y=[p.y for p in pts], mode="markers", name=label,
+            legendgroup=label, showlegend=label not in shown, marker=dict(color=color, **marker),
+            text=[hover_text(p.trial, a, status) for p in pts], hovertemplate="%{text}<extra></extra>"))
+        shown.add(label)
+    # A legend entry for the star itself (the per-mechanism entries show their colour).
+    traces.append(dict(type="scatter", x=[None], y=[None], mode="markers", name=FRONT_LABEL,
+                       marker=dict(symbol="star", size=13, color="white", line=dict(color="#111", width=1))))
+    layout = dict(
+        template=pio.templates["plotly_white"].to_plotly_json(), height=460, margin=dict(l=64, r=16, t=16, b=110),
+        font=dict(family=FONT, size=13, color="#222"), hoverlabel=dict(align="left", font=dict(family=FONT, size=12)),
+        legend=dict(orientation="h", yanchor="top", y=-0.17, x=0, font=dict(size=12)),
+        xaxis=dict(title=dict(text=plot.x_label), type="log" if plot.log_axis("x") else "linear", zeroline=False),
+        yaxis=dict(title=dict(text=plot.y_label), type="log" if plot.log_axis("y") else "linear", zeroline=False),
+    )
+    return dict(data=traces, layout=layout)
+
+
+def plotly_div(plot: Plot, a: Analysis, include_plotlyjs: bool) -> str:
+    """An HTML fragment; the first one on the page carries plotly.js inline (no CDN: the page works offline)."""
+    return pio.to_html(plotly_figure(plot, a), full_html=False, include_plotlyjs=include_plotlyjs, validate=False,
+                       div_id=plot.view.name, default_width="100%", default_height="460px",
+                       config={"displaylogo": False, "responsive": True,
+                               "modeBarButtonsToRemove": ["lasso2d", "select2d"]})
+
+
+# --------------------------------------------------------------------------------------------- matplotlib
+
+def draw(ax: Axes, plot: Plot, a: Analysis) -> None:
+    """Draw one view on matplotlib axes (the same encoding as the plotly figure)."""
+    if len(plot.staircase) > 1:
+        xs, ys = zip(*plot.staircase)
+        ax.step(xs, ys, where="post", color="#555", linestyle="--", linewidth=1, label="best trade-off in this view")
+    labelled = set()
+    for label, color, status, pts in _groups(plot, a):
+        style = {"front": dict(marker="*", s=170, edgecolors="#111", linewidths=0.8, zorder=3),
+                 "dominated": dict(marker="o", s=30, alpha=0.6, edgecolors="white", linewidths=0.4, zorder=2),
+                 "early_stopped": dict(marker="x", s=30, zorder=1)}[status]
+        ax.scatter([p.x for p in pts], [p.y for p in pts], color=color, label=None if label in labelled else label,
+                   **style)
+        labelled.add(label)
+    ax.scatter([], [], marker="*", s=120, color="white", edgecolors="#111", label=FRONT_LABEL)
+    ax.set_xscale("log" if plot.log_axis("x") else "linear")
+    ax.set_yscale("log" if plot.log_axis("y") else "linear")
+    ax.set_xlabel(plot.x_label, fontsize=9)
+    ax.set_ylabel(plot.y_label, fontsize=9)
+    ax.set_title(plot.title, fontsize=11)
+    ax.grid(True, color="#e5e5e5", linewidth=0.6)
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.legend(fontsize=8, frameon=False, loc="upper right")  # loc="best" is slow with many points
+
+
+def write_pngs(plots: list[Plot], a: Analysis, out_dir: Path) -> list[str]:
+    """`pareto.png` with every view, plus one PNG per view cropped from it. Returns the file names.
+
+    One render for all files: drawing a figure costs about half a second here, encoding a crop almost nothing.
+    """
+    cols = min(len(plots), 3) or 1
+    rows = math.ceil(len(plots) / cols) or 1
+    fig = Figure(figsize=(5.4 * cols, 4.3 * rows), dpi=PNG_DPI, layout="constrained")
+    canvas = FigureCanvasAgg(fig)
+    axes = [fig.add_subplot(rows, cols, i + 1) for i in range(len(plots))]
+    for ax, plot in zip(axes, plots):
+        draw(ax, plot, a)
+    fig.suptitle(f"{a.sweep.config.name}: {len(a.front)} Pareto-front trials of {len(a.sweep.trials)}", fontsize=12)
+    canvas.draw()
+    image = Image.fromarray(np.asarray(canvas.buffer_rgba())).convert("RGB")
+    image.save(out_dir / "pareto.png")
+    names = ["pareto.png"]
+    renderer = canvas.get_renderer()
+    for ax, plot in zip(axes, plots):
+        box = ax.get_tightbbox(renderer).padded(8)  # display pixels, origin at the bottom left
+        crop = (max(0, int(box.x0)), max(0, int(image.height - box.y1)),
+                min(image.width, int(box.x1)), min(image.height, int(image.height - box.y0)))
+        image.crop(crop).save(out_dir / f"{plot.view.name}.png")
+        names.append(f"{plot.view.name}.png")
+    return names

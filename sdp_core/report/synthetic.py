@@ -1,0 +1,127 @@
+"""A synthetic sweep folder with realistic trial rows, for the report's tests and benchmark (no training).
+
+Rows have the shapes `run_trial` and the sweep write: every state (finished, early_stopped, infeasible, failed),
+ledgers with events, canary and detector summaries. `secrets` are planted only in fields a report must never
+copy (canary values, detector examples, phase samples, mechanism details), so a test can scan for them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+
+import yaml
+
+from sdp_core.config import SweepConfig, TrialConfig
+
+MECHANISMS = ("dpsgd", "jft", "crt", "atdp", "redacted", "nodp")
+NOTION = {"dpsgd": "DP", "jft": "SDP", "crt": "confidentiality", "atdp": "SDP", "redacted": "SDP", "nodp": "none"}
+BASE_PPL = {"nodp": 18.0, "redacted": 24.0, "dpsgd": 60.0, "jft": 27.0, "crt": 33.0, "atdp": 30.0}
+BASE_EXPOSURE = {"nodp": 14.0, "redacted": 5.0, "dpsgd": 1.2, "jft": 1.8, "crt": 2.2, "atdp": 1.6}
+TRAIN_RECORDS = 2000
+
+
+def sweep_config(name: str, n_trials: int) -> SweepConfig:
+    return SweepConfig.model_validate({
+        "name": name,
+        "base": {"data": {"n_train": TRAIN_RECORDS, "canaries": {"format": "My ID is {dddddd}", "count": 1,
+                                                                 "repeats": 10}}},
+        "mechanisms": list(MECHANISMS),
+        "objectives": [{"metric": "val_perplexity", "mode": "min"}, {"metric": "exposure_mean", "mode": "min"}],
+        "search_space": {"parameters": {
+            "training.learning_rate": {"type": "loguniform", "low": 5e-4, "high": 5e-3},
+            "training.batch_size": {"type": "choice", "values": [16, 32, 64]}}},
+        "num_trials": n_trials,
+    })
+
+
+def _rate(k: int, n: int) -> dict:
+    half = 1.96 * math.sqrt(max(k * (n - k), 1) / n) / n
+    return {"value": k / n, "low": max(0.0, k / n - half), "high": min(1.0, k / n + half), "n": n}
+
+
+def _state(i: int, rng: random.Random) -> str:
+    # The first rows cover every state; then mostly finished.
+    fixed = {3: "infeasible", 5: "failed", 7: "early_stopped"}
+    if i in fixed:
+        return fixed[i]
+    return rng.choices(["finished", "early_stopped", "infeasible", "failed"], [0.8, 0.08, 0.06, 0.06])[0]
+
+
+def trial_row(cfg: SweepConfig, i: int, rng: random.Random, secrets: tuple[str, ...]) -> dict:
+    """One trial row as the sweep stores it in `trials/<trial_id>.json`."""
+    mechanism = MECHANISMS[i % len(MECHANISMS)]
+    state = _state(i, rng)
+    lr = math.exp(rng.uniform(math.log(5e-4), math.log(5e-3)))
+    batch = rng.choice([16, 32, 64])
+    trial_id = f"t{i:04d}"
+    base = cfg.base.model_dump(mode="json")
+    config = TrialConfig.model_validate({
+        **base, "name": f"{cfg.name}-{trial_id}", "seed": cfg.seed + i, "mechanism": {"name": mechanism},
+        "training": {**base["training"], "learning_rate": lr, "batch_size": batch},
+    }).model_dump(mode="json")
+    secret = secrets[i % len(secrets)] if secrets else "000000"
+    row = {
+        "trial_id": trial_id, "name": config["name"], "state": state, "seed": config["seed"], "config": config,
+        "params": {"training.learning_rate": lr, "training.batch_size": batch},
+        "metrics": {}, "objectives": {}, "privacy": {}, "mechanism": {"leaked_example": secret}, "phases": [],
+        "canaries": {"format": "My ID is {dddddd}", "space_size": 10**6, "count": 1, "repeats": 10,
+                     "records": [4, 17, 99], "missed_by_detector": False, "secrets": [secret]},
+        "detector": {"policy": config["detector"]["policy"], "policy_version": "1", "train_records": TRAIN_RECORDS,
+                     "redacted_token_fraction": 0.071, "examples": [f"call me at {secret}"],
+                     "recall": _rate(912, 1000), "missing_rate": _rate(88, 14000), "precision": 0.97,
+                     "recall_per_label": {"phone": _rate(400, 410), "address": _rate(512, 590)}},
+        "timings": {}, "versions": {"sdp_sweep": "0.1.0", "torch": "2.13.0", "opacus": "1.6.0", "python": "3.12"},
+        "error": None,
+    }
+    if state in ("infeasible", "failed"):
+        row["error"] = (f"PrivacyError: target ε=3 at δ=1e-05 is unreachable: even σ=50 spends ε={rng.uniform(3, 9):.4g} "
+                        "(rdp); raise the target or lower the sampling rate or the steps"
+                        if state == "infeasible" else "RuntimeError: loss is NaN at step 41")
+        row["canaries"] = None
+        return row
+
+    quality = 1.0 + 3.0 * (math.log(lr) - math.log(2e-3)) ** 2 / 5 + 0.04 * rng.random()
+    partial = 1.6 if state == "early_stopped" else 1.0
+    ppl = BASE_PPL[mechanism] * quality * partial
+    exposure = BASE_EXPOSURE[mechanism] * (0.6 + 0.8 * rng.random())
+    train = rng.uniform(60, 600) * (0.3 if state == "early_stopped" else 1.0)
+    row["metrics"] = {
+        "val_perplexity": ppl, "val_private_perplexity": ppl * 2.3, "val_public_perplexity": ppl * 0.9,
+        "val_accuracy": 0.6 / quality, "test_perplexity": ppl * 1.02, "exposure_mean": exposure,
+        "exposure_max": exposure * 1.4, "mia_auc": 0.5 + 0.02 * exposure, "private_steps": 60,
+        "train_seconds": train,
+    }
+    row["objectives"] = {"val_perplexity": ppl, "exposure_mean": exposure}
+    q = batch / TRAIN_RECORDS
+    noised = mechanism not in ("redacted", "nodp")
+    events = [{"sample_rate": q, "noise_multiplier": rng.uniform(0.8, 1.3), "steps": 60, "phase": "dp",
+               "mechanism": mechanism, "touches": "private" if mechanism == "crt" else "all"}] if noised else []
+    epsilon = {"nodp": math.inf, "redacted": 0.0}.get(mechanism, 3.0 - 1e-6)
+    row["privacy"] = {"epsilon": epsilon, "delta": 1e-5, "notion": NOTION[mechanism], "accountant": "rdp",
+                      "events": events, "complete": state == "finished"}
+    if mechanism == "crt":  # CRT also reports Bayesian confidentiality, with γ = 1 − recall of the policy
+        gamma = 0.088
+        row["mechanism"].update(units=5200, private_units=1900, public_units=3300, bayesian_confidentiality={
+            "epsilon": math.log1p(gamma * math.expm1(epsilon)), "delta": gamma * 1e-5 + 0.01,
+            "notion": "bayesian_confidentiality", "accountant": "rdp", "events": events, "gamma": gamma,
+            "delta2": 0.01})
+    row["phases"] = [{"name": "dp", "steps": 60, "sample_text": f"my number is {secret}"}]
+    row["timings"] = {"total": train * 1.2, "train": train}
+    return row
+
+
+def write_synthetic_sweep(directory: str | Path, n_trials: int = 40, seed: int = 0, name: str = "synthetic",
+                          secrets: tuple[str, ...] = ()) -> Path:
+    """Write `sweep.yaml` and `trials/t0000.json`, ... into `directory`; returns it."""
+    directory = Path(directory)
+    (directory / "trials").mkdir(parents=True, exist_ok=True)
+    cfg = sweep_config(name, n_trials)
+    (directory / "sweep.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+    rng = random.Random(seed)
+    for i in range(n_trials):
+        row = trial_row(cfg, i, rng, secrets)
+        (directory / "trials" / f"{row['trial_id']}.json").write_text(json.dumps(row, indent=1))
+    return directory

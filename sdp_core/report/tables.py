@@ -1,0 +1,315 @@
+"""Text formatting and the report's tables, shared by the HTML page, `summary.md` and the statement.
+
+Every ε is formatted by `format_epsilon`, which always names the notion, δ and accountant with it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import pandas as pd
+
+from sdp_core.report.load import Trial, number
+from sdp_core.report.pareto import Analysis
+
+MECHANISM_NAMES = {"nodp": "No-DP", "redacted": "Redacted", "dpsgd": "DP-SGD", "jft": "JFT", "crt": "CRT",
+                   "atdp": "ATDP", "sdpsgd": "Selective-DPSGD"}
+METRIC_LABELS = {
+    "val_perplexity": "val perplexity",
+    "val_private_perplexity": "private-token perplexity",
+    "val_public_perplexity": "public-token perplexity",
+    "val_accuracy": "val accuracy",
+    "test_perplexity": "test perplexity",
+    "test_accuracy": "test accuracy",
+    "exposure_mean": "canary exposure",
+    "exposure_max": "max canary exposure",
+    "mia_auc": "MIA AUC",
+    "train_seconds": "train time (s)",
+    "epsilon": "ε spent",
+}
+TABLE_METRICS = ("val_perplexity", "val_private_perplexity", "exposure_mean", "mia_auc")
+UNFINISHED_REASONS = {
+    "infeasible": "the ε target cannot be met with this configuration",
+    "failed": "the trial raised an error",
+    "early_stopped": "stopped early by the scheduler: partial metrics, not comparable",
+}
+DASH = "—"
+
+
+# ------------------------------------------------------------------------------------------ formatting
+
+def mechanism_name(name: str) -> str:
+    return MECHANISM_NAMES.get(name, name)
+
+
+def metric_label(name: str) -> str:
+    return METRIC_LABELS.get(name, name.replace("_", " "))
+
+
+def fmt(value: Any) -> str:
+    """A number for people: 3 significant digits (one decimal from 10), thousands grouped; non-numbers as text, missing as a dash."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return DASH
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if math.isinf(value):
+        return "∞" if value > 0 else "−∞"
+    if isinstance(value, int) or abs(value) >= 1e4:
+        return f"{value:,.0f}"
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.3g}"
+
+
+def fmt_seconds(seconds: float | None) -> str:
+    if seconds is None:
+        return DASH
+    if seconds < 90:
+        return f"{seconds:.1f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def fmt_delta(delta: Any) -> str:
+    """δ in the papers' style: 1e-5, 4e-4, 1.7e-4, 0.01."""
+    d = number(delta)
+    if d is None:
+        return DASH
+    if d == 0 or d >= 1e-3:
+        return f"{d:.3g}"
+    mantissa, exponent = f"{d:.1e}".split("e")
+    return f"{mantissa.removesuffix('.0')}e{int(exponent)}"
+
+
+def fmt_accountant(name: Any) -> str:
+    """rdp -> RDP; basic_composition -> basic composition."""
+    name = str(name or "?")
+    return name.upper() if name in ("rdp", "prv", "pld") else name.replace("_", " ")
+
+
+def privacy_qualifier(privacy: dict) -> str:
+    """`SDP, δ = 1e-5, RDP`: what an ε means."""
+    return f"{privacy.get('notion', '?')}, δ = {fmt_delta(privacy.get('delta'))}, {fmt_accountant(privacy.get('accountant'))}"
+
+
+def format_epsilon(privacy: dict | None) -> str:
+    """`ε = 3 (SDP, δ = 1e-5, RDP)`; a trial without a finite ε has no DP guarantee."""
+    if not privacy:
+        return DASH
+    eps = number(privacy.get("epsilon"))
+    if eps is None:
+        return "no DP guarantee"
+    return f"ε = {eps:.3g} ({privacy_qualifier(privacy)})"
+
+
+def sigma_text(events: Iterable[dict]) -> str:
+    """The calibrated noise multipliers of a trial's private events, per phase: `0.93` or `phase1 0.5 · phase2 0.93`."""
+    by_phase: dict[str, list[float]] = defaultdict(list)
+    for e in events:
+        if e.get("steps", 0) > 0 and e.get("sample_rate", 0) > 0 and number(e.get("noise_multiplier")) is not None:
+            by_phase[str(e.get("phase", ""))].append(float(e["noise_multiplier"]))
+    parts = []
+    for phase, sigmas in by_phase.items():
+        lo, hi = min(sigmas), max(sigmas)
+        value = f"{lo:.3g}" if math.isclose(lo, hi, rel_tol=1e-3) else f"{lo:.3g}–{hi:.3g}"
+        parts.append(f"{phase} {value}" if len(by_phase) > 1 and phase else value)
+    return " · ".join(parts) or DASH
+
+
+def fmt_value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+def params_text(trial: Trial) -> str:
+    """The sampled hyper-parameters, by the last part of their dotted path: `learning_rate=0.0012, batch_size=32`
+    (the sampled mechanism has its own column)."""
+    return ", ".join(f"{path.rsplit('.', 1)[-1]}={fmt_value(v)}" for path, v in trial.params.items()
+                     if path != "mechanism.name") or DASH
+
+
+def wall_time(trial: Trial) -> float | None:
+    return trial.timings.get("total", trial.metric("train_seconds"))
+
+
+def headline(a: Analysis) -> str:
+    """One sentence: the best model with a DP guarantee, with its ε, utility and empirical privacy."""
+    t = a.best
+    if t is None:
+        return f"No trial finished with a formal privacy guarantee and a measured {metric_label(a.utility.metric)}."
+    facts = [f"{metric_label(m)} {fmt(t.metric(m))}" for m in dict.fromkeys((a.utility.metric, *TABLE_METRICS))
+             if t.metric(m) is not None]
+    return (f"At {format_epsilon(t.privacy)}, the best model is {mechanism_name(t.mechanism)} "
+            f"(trial {t.trial_id}; {params_text(t)}; σ = {sigma_text(t.privacy.get('events', []))}): "
+            f"{', '.join(facts)}.")
+
+
+def front_note(a: Analysis) -> str:
+    """Why the front is empty (no finished trial measured every objective), or nothing."""
+    if a.front:
+        return ""
+    finished = [t for t in a.sweep.trials if t.state == "finished"]
+    missing = [o.metric for o in a.sweep.config.objectives if not any(t.metric(o.metric) is not None for t in finished)]
+    what = f"measured {', '.join(map(metric_label, missing))}" if missing else "measured every objective"
+    return f"No Pareto front: no finished trial {what}."
+
+
+def counts_line(a: Analysis) -> str:
+    by_state = {s: sum(t.state == s for t in a.sweep.trials) for s in ("finished", "early_stopped", "infeasible", "failed")}
+    objectives = " and ".join(f"{metric_label(o.metric)} {'↓' if o.mode == 'min' else '↑'}"
+                              for o in a.sweep.config.objectives)
+    return (f"{len(a.sweep.trials)} trials: {by_state['finished']} finished ({len(a.front)} on the Pareto front of "
+            f"{objectives}), {by_state['early_stopped']} stopped early, {by_state['infeasible']} infeasible, "
+            f"{by_state['failed']} failed.")
+
+
+# ------------------------------------------------------------------------------------------------ tables
+
+EPSILON_COLUMN = "ε (notion, δ, accountant)"
+
+
+@dataclass
+class Table:
+    """A table of display strings; `numeric` names the columns to right-align. An ε column never wraps."""
+
+    columns: list[str]
+    rows: list[list[str]]
+    numeric: set[str] = field(default_factory=set)
+
+    def markdown(self) -> str:
+        def cell(text: str) -> str:
+            return text.replace("|", "\\|").replace("\n", " ")
+
+        align = ["---:" if c in self.numeric else "---" for c in self.columns]
+        lines = [self.columns, align, *self.rows]
+        return "\n".join("| " + " | ".join(cell(c) for c in line) + " |" for line in lines)
+
+
+def _metric_columns(a: Analysis, trials: list[Trial]) -> list[str]:
+    """The standard metric columns plus the sweep's objectives, without columns no trial has."""
+    names = dict.fromkeys((a.utility.metric, *TABLE_METRICS, *(o.metric for o in a.sweep.config.objectives)))
+    return [m for m in names if m != "epsilon" and any(t.metric(m) is not None for t in trials)]
+
+
+def _trial_table(a: Analysis, trials: list[Trial], first: list[str], first_cells: Callable[[Trial], list[str]]
+                 ) -> Table:
+    """Rows of trials: the `first` columns, then σ, ε, the metric columns and wall time."""
+    metrics = _metric_columns(a, trials)
+    columns = [*first, "σ", EPSILON_COLUMN, *map(metric_label, metrics), "wall time"]
+    rows = [[*first_cells(t), sigma_text(t.privacy.get("events", [])), format_epsilon(t.privacy),
+             *(fmt(t.metric(m)) for m in metrics), fmt_seconds(wall_time(t))] for t in trials]
+    return Table(columns, rows, numeric={"σ", *map(metric_label, metrics), "wall time"})
+
+
+def frontier_table(a: Analysis) -> Table:
+    return _trial_table(a, a.front, ["trial", "mechanism", "hyper-parameters"],
+                        lambda t: [t.trial_id, mechanism_name(t.mechanism), params_text(t)])
+
+
+def mechanism_table(a: Analysis) -> Table:
+    """The best finished trial of each mechanism (by the utility objective), as in the papers' tables."""
+    names = dict.fromkeys([*a.sweep.config.mechanisms, *(t.mechanism for t in a.sweep.trials)])
+    best = {m: a.best_of([t for t in a.sweep.trials if t.mechanism == m]) for m in names}
+    shown = [m for m in names if best[m] is not None]
+
+    def first_cells(t: Trial) -> list[str]:
+        mine = [u for u in a.sweep.trials if u.mechanism == t.mechanism]
+        return [mechanism_name(t.mechanism), f"{sum(u.state == 'finished' for u in mine)}/{len(mine)}", t.trial_id]
+
+    table = _trial_table(a, [best[m] for m in shown], ["mechanism", "finished", "best trial"], first_cells)
+    for m in names:
+        if best[m] is None:  # keep every mechanism visible, even one whose trials all failed
+            mine = [u for u in a.sweep.trials if u.mechanism == m]
+            table.rows.append([mechanism_name(m), f"0/{len(mine)}", DASH] + [DASH] * (len(table.columns) - 3))
+    return table
+
+
+def unfinished_table(a: Analysis) -> Table:
+    order = {"infeasible": 0, "failed": 1, "early_stopped": 2}
+    trials = sorted((t for t in a.sweep.trials if t.state != "finished"), key=lambda t: (order[t.state], t.trial_id))
+    rows = [[t.trial_id, mechanism_name(t.mechanism), t.state.replace("_", " "), t.error or UNFINISHED_REASONS[t.state],
+             params_text(t)] for t in trials]
+    return Table(["trial", "mechanism", "state", "reason", "hyper-parameters"], rows)
+
+
+def fmt_rate(d: Any) -> str:
+    """A rate with its interval, `{value, low, high, ...}`: `0.912 [0.894, 0.930]`."""
+    values = [number(d.get(k)) for k in ("value", "low", "high")] if isinstance(d, dict) else [None]
+    return DASH if None in values else "{:.3f} [{:.3f}, {:.3f}]".format(*values)
+
+
+def detector_table(a: Analysis) -> Table:
+    """Per detector policy: redacted token fraction, and token recall (overall, per gold label) with 95 % intervals
+    when the data has gold spans."""
+    by_policy: dict[str, list[Trial]] = defaultdict(list)
+    for t in a.sweep.trials:
+        if t.detector:
+            by_policy[str(t.detector.get("policy", "?"))].append(t)
+    rows = []
+    for policy, trials in by_policy.items():
+        d = trials[0].detector  # one dataset × policy: every trial of the policy shares these numbers
+        fractions = [f for f in (number(t.detector.get("redacted_token_fraction")) for t in trials) if f is not None]
+        rows.append([policy, str(len(trials)), fmt(sum(fractions) / len(fractions)) if fractions else DASH,
+                     "all", fmt_rate(d.get("recall")), fmt_rate(d.get("missing_rate"))])
+        per_label = d.get("recall_per_label")
+        for label, rate in (per_label.items() if isinstance(per_label, dict) else ()):
+            rows.append(["", "", "", str(label), fmt_rate(rate), DASH])
+    return Table(["policy", "trials", "redacted token fraction", "label", "recall [95% CI]", "missing rate [95% CI]"],
+                 rows, numeric={"trials", "redacted token fraction", "recall [95% CI]", "missing rate [95% CI]"})
+
+
+def cost_table(cost: dict[str, dict]) -> Table:
+    """The sweep's own privacy cost: one row per bound, with the conditions under which it holds."""
+    rows = [[name, format_epsilon(entry), fmt(entry.get("trials", entry.get("mean_trials"))),
+             str(entry.get("conditions", DASH))] for name, entry in cost.items()]
+    return Table(["bound", EPSILON_COLUMN, "trials", "holds when"], rows, numeric={"trials"})
+
+
+# ------------------------------------------------------------------------------------- trials.parquet
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def trial_record(t: Trial, on_front: bool) -> dict[str, Any]:
+    """One flat row: state, Pareto flag, hyper-parameters, ledger, metrics, detector, canary shape, timings, versions."""
+    p = t.privacy
+    eps = p.get("epsilon")
+    return {
+        "trial_id": t.trial_id, "state": t.state, "pareto": on_front, "mechanism": t.mechanism, "seed": t.seed,
+        **{f"param.{k}": v for k, v in t.params.items()},
+        **{f"mechanism.{k}": v for k, v in t.mechanism_settings.items()},
+        **{f"metric.{k}": v for k, v in t.metrics.items()},
+        "privacy.epsilon": float(eps) if isinstance(eps, (int, float)) else None,
+        "privacy.delta": number(p.get("delta")), "privacy.notion": p.get("notion"),
+        "privacy.accountant": p.get("accountant"), "privacy.sigma": sigma_text(p.get("events", [])),
+        "privacy.events": _json(p.get("events", [])),
+        "detector.policy": t.detector.get("policy"),
+        "detector.redacted_token_fraction": number(t.detector.get("redacted_token_fraction")),
+        **{f"canaries.{k}": v for k, v in (t.canaries or {}).items()},
+        **{f"timings.{k}": v for k, v in t.timings.items()},
+        **{f"version.{k}": v for k, v in t.versions.items()},
+        "error": t.error, "config": _json(t.config),
+    }
+
+
+def _arrow_safe(column: pd.Series) -> pd.Series:
+    """Lists, mappings and mixed-type columns (a choice of 16 or "auto") become JSON text, so Parquet can hold them."""
+    if column.dtype != object:
+        return column
+    kinds = {type(v) for v in column if v is not None and not (isinstance(v, float) and math.isnan(v))}
+    if len(kinds) <= 1 and not kinds & {list, dict}:
+        return column
+    return column.map(lambda v: None if v is None else (v if isinstance(v, str) else _json(v)))
+
+
+def trials_frame(a: Analysis) -> pd.DataFrame:
+    front = {t.trial_id for t in a.front}
+    frame = pd.DataFrame([trial_record(t, t.trial_id in front) for t in a.sweep.trials])
+    return frame.apply(_arrow_safe)

@@ -1,0 +1,228 @@
+"""The sweep report built from stored trial results: files, front, secrets, ε labels, CLI, atomicity."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from PIL import Image
+
+from sdp_core.config import load_trial_config
+from sdp_core.report import build_report
+from sdp_core.report.cli import add_report_arguments, run_report
+from sdp_core.report.synthetic import write_synthetic_sweep
+
+SECRETS = ("482913", "555-0134", "ZQ7XK2")
+N_TRIALS = 40
+NOTIONS = "DP|SDP|confidentiality|bayesian_confidentiality"
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory) -> Path:
+    return write_synthetic_sweep(tmp_path_factory.mktemp("sweep") / "synthetic", N_TRIALS, secrets=SECRETS)
+
+
+@pytest.fixture(scope="module")
+def report(sweep_dir, tmp_path_factory) -> Path:
+    return build_report(sweep_dir, tmp_path_factory.mktemp("reports") / "synthetic")
+
+
+def raw_rows(sweep_dir: Path) -> list[dict]:
+    return [json.loads(f.read_text()) for f in sorted((sweep_dir / "trials").glob("*.json"))]
+
+
+def brute_force_front(rows: list[dict], objectives: list[dict]) -> set[str]:
+    """Finished trials with every objective, that no other such trial is at least as good as everywhere and
+    strictly better than somewhere."""
+    sign = {"min": 1.0, "max": -1.0}
+    pts = {r["trial_id"]: tuple(sign[o["mode"]] * r["metrics"][o["metric"]] for o in objectives)
+           for r in rows if r["state"] == "finished" and all(o["metric"] in r["metrics"] for o in objectives)}
+    return {i for i, p in pts.items()
+            if not any(all(a <= b for a, b in zip(q, p)) and q != p for q in pts.values())}
+
+
+def run(*argv: str) -> int:
+    parser = argparse.ArgumentParser()
+    add_report_arguments(parser)
+    return run_report(parser.parse_args(list(argv)))
+
+
+def test_every_file_exists_and_parses(report, sweep_dir):
+    html = (report / "index.html").read_text()
+    assert html.startswith("<!doctype html>") and html.rstrip().endswith("</html>")
+    assert html.count('class="plotly-graph-div') == 3
+    assert "At ε = 3 (" in html
+    # Offline: no script or stylesheet from the network; plotly.js is inlined once.
+    assert not re.search(r'<(script|link)[^>]+(src|href)="(https?:)?//', html)
+    assert html.count("plotly.js v") == 1 or html.count("window.PlotlyConfig") == 1
+    for name in ("pareto.png", "utility_vs_exposure_mean.png", "utility_vs_epsilon.png", "utility_vs_train_seconds.png"):
+        with Image.open(report / name) as im:
+            assert im.format == "PNG" and im.width > 300 and im.height > 200
+
+    frame = pd.read_parquet(report / "trials.parquet")
+    csv = pd.read_csv(report / "trials.csv")
+    assert len(frame) == len(csv) == N_TRIALS
+    assert set(frame["state"]) == {"finished", "early_stopped", "infeasible", "failed"}
+    for column in ("trial_id", "pareto", "seed", "mechanism", "param.training.learning_rate", "param.training.batch_size",
+                   "privacy.epsilon", "privacy.delta", "privacy.notion", "privacy.accountant", "privacy.events",
+                   "metric.val_perplexity", "metric.exposure_mean", "version.torch", "config"):
+        assert column in frame.columns, column
+    finished = frame[frame["state"] == "finished"]
+    assert all(isinstance(json.loads(e), list) for e in finished["privacy.events"])
+    assert frame["config"].map(lambda c: json.loads(c)["seed"]).tolist() == frame["seed"].tolist()
+
+    summary = (report / "summary.md").read_text()
+    assert summary.startswith("# Sweep `synthetic`") and "| mechanism | finished |" in summary
+    statement = (report / "privacy_statement.md").read_text()
+    assert "## The sweep's own selection" in statement and "does **not** count" in statement
+    assert "basic composition" in statement and "Papernot" in statement
+
+
+def test_front_is_exactly_the_non_dominated_finished_trials(report, sweep_dir):
+    rows = raw_rows(sweep_dir)
+    objectives = yaml.safe_load((sweep_dir / "sweep.yaml").read_text())["objectives"]
+    expected = brute_force_front(rows, objectives)
+    assert expected  # the synthetic sweep has a front
+    assert {p.stem for p in (report / "frontier").glob("*.yaml")} == expected
+    frame = pd.read_parquet(report / "trials.parquet")
+    assert set(frame.loc[frame["pareto"], "trial_id"]) == expected
+    assert not frame.loc[frame["state"] != "finished", "pareto"].any()
+
+
+def test_frontier_configs_rerun_with_their_seed(report, sweep_dir):
+    rows = {r["trial_id"]: r for r in raw_rows(sweep_dir)}
+    for path in (report / "frontier").glob("*.yaml"):
+        cfg = load_trial_config(path)  # a valid trial config, as `sdp-sweep trial` reads it
+        assert cfg.model_dump(mode="json") == rows[path.stem]["config"]
+        assert cfg.seed == rows[path.stem]["seed"]
+
+
+def test_no_secret_reaches_any_report_file(report, sweep_dir):
+    planted = json.dumps(raw_rows(sweep_dir))
+    assert all(s in planted for s in SECRETS)  # the rows do hold them (canary values, detector examples, ...)
+    files = [p for p in report.rglob("*") if p.is_file()]
+    assert len(files) > 8
+    for path in files:
+        if path.suffix == ".parquet":  # compressed: look at the values
+            text = pd.read_parquet(path).astype(str).to_csv()
+        else:
+            text = path.read_bytes().decode("utf-8", errors="replace")
+        for secret in SECRETS:
+            assert secret not in text, f"{secret!r} leaked into {path.name}"
+
+
+def test_every_epsilon_carries_notion_delta_and_accountant(report):
+    qualified = re.compile(rf"ε = [0-9.e+-]+ \(({NOTIONS}), δ = [0-9.e+-]+, [A-Za-z ]+\)")
+    for name in ("summary.md", "privacy_statement.md", "index.html"):
+        text = (report / name).read_text()
+        if name == "index.html":
+            text = re.sub(r"<script.*?</script>", "", text, flags=re.S)  # the page's prose, not plotly.js
+        mentions = re.findall(r"ε = [0-9.e+-]+[^\n<|]*", text)
+        assert mentions, name
+        for m in mentions:
+            assert qualified.match(m), f"{name}: {m!r}"
+
+
+def test_unfinished_trials_are_listed_with_their_reason(report, sweep_dir):
+    html = (report / "index.html").read_text()
+    for row in raw_rows(sweep_dir):
+        if row["state"] in ("infeasible", "failed"):
+            assert f"<td>{row['trial_id']}</td>" in html
+            assert row["error"].split(":")[0] in html
+
+
+def test_sweep_cost_file_is_used_when_present(sweep_dir, tmp_path):
+    cost = {"basic": {"epsilon": 120.0, "delta": 4e-4, "notion": "SDP", "accountant": "basic_composition",
+                      "events": [], "trials": 40, "conditions": "any trials, all released"},
+            "random_search": {"epsilon": 7.5, "delta": 1e-5, "notion": "SDP", "accountant": "rdp", "events": [],
+                              "mean_trials": 40, "conditions": "Poisson number of trials, only the best released"}}
+    copy = tmp_path / "sweep"
+    copy.mkdir()
+    (copy / "sweep.yaml").write_text((sweep_dir / "sweep.yaml").read_text())
+    (copy / "trials").mkdir()
+    for f in (sweep_dir / "trials").glob("*.json"):
+        (copy / "trials" / f.name).write_text(f.read_text())
+    (copy / "sweep_cost.json").write_text(json.dumps(cost))
+    out = build_report(copy, tmp_path / "report")
+    html = (out / "index.html").read_text()
+    assert "ε = 120 (SDP, δ = 4e-4, basic composition)" in html
+    assert "ε = 7.5 (SDP, δ = 1e-5, RDP)" in html and "written by the sweep" in html
+
+
+def test_cli_rebuilds_the_report(sweep_dir, tmp_path, capsys):
+    assert run(str(sweep_dir), "--out", str(tmp_path / "again")) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "again" / "index.html")
+    assert (tmp_path / "again" / "trials.parquet").is_file()
+
+
+@pytest.mark.parametrize("damage", ["no_folder", "no_results", "corrupt_json", "bad_state"])
+def test_missing_or_corrupt_results_are_one_line_exit_2(damage, sweep_dir, tmp_path, capsys):
+    broken = tmp_path / "broken"
+    if damage != "no_folder":
+        (broken / "trials").mkdir(parents=True)
+        (broken / "sweep.yaml").write_text((sweep_dir / "sweep.yaml").read_text())
+    if damage == "corrupt_json":
+        (broken / "trials" / "t0001.json").write_text('{"state": "finished", "metrics": {')
+    if damage == "bad_state":
+        (broken / "trials" / "t0001.json").write_text('{"state": "exploded"}')
+    assert run(str(broken), "--out", str(tmp_path / "out")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert not (tmp_path / "out").exists()
+    if damage in ("corrupt_json", "bad_state"):
+        assert "t0001.json" in err
+
+
+def test_report_folder_is_complete_or_absent(sweep_dir, tmp_path, monkeypatch):
+    out = build_report(sweep_dir, tmp_path / "report")
+    before = sorted(p.name for p in out.iterdir())
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr("sdp_core.report.write_pngs", crash)
+    with pytest.raises(RuntimeError):
+        build_report(sweep_dir, out)
+    assert sorted(p.name for p in out.iterdir()) == before  # the previous report is intact
+    assert [p.name for p in tmp_path.iterdir()] == ["report"]  # no half-written folder left beside it
+
+
+def test_default_report_folder_is_inside_the_sweep_folder(sweep_dir, tmp_path):
+    copy = tmp_path / "sweep"
+    copy.mkdir()
+    (copy / "sweep.yaml").write_text((sweep_dir / "sweep.yaml").read_text())
+    (copy / "trials").mkdir()
+    for f in list((sweep_dir / "trials").glob("*.json"))[:10]:
+        (copy / "trials" / f.name).write_text(f.read_text())
+    assert run(str(copy)) == 0
+    assert (copy / "report" / "index.html").is_file() and len(list((copy / "trials").iterdir())) == 10
+
+
+@pytest.mark.parametrize("where", ["sweep_folder", "parent_of_sweep", "other_folder"])
+def test_report_never_replaces_results_or_other_folders(where, sweep_dir, tmp_path, capsys):
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "keep.txt").write_text("mine")
+    out = {"sweep_folder": sweep_dir, "parent_of_sweep": sweep_dir.parent, "other_folder": other}[where]
+    assert run(str(sweep_dir), "--out", str(out)) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert len(list((sweep_dir / "trials").glob("*.json"))) == N_TRIALS
+    assert (other / "keep.txt").read_text() == "mine"
+
+
+def test_a_sweep_where_nothing_finished_still_reports(sweep_dir, tmp_path):
+    broken = tmp_path / "sweep"
+    (broken / "trials").mkdir(parents=True)
+    (broken / "sweep.yaml").write_text((sweep_dir / "sweep.yaml").read_text())
+    for row in raw_rows(sweep_dir):
+        if row["state"] in ("infeasible", "failed"):
+            (broken / "trials" / f"{row['trial_id']}.json").write_text(json.dumps(row))
+    out = build_report(broken, tmp_path / "report")
+    assert "No trial finished with a formal privacy guarantee" in (out / "summary.md").read_text()
+    assert list((out / "frontier").iterdir()) == []
+    assert (out / "pareto.png").is_file() and not pd.read_parquet(out / "trials.parquet")["pareto"].any()

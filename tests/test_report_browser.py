@@ -1,0 +1,79 @@
+"""`index.html` in headless Chromium, offline: the plots render, the console stays clean, a screenshot is saved."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sdp_core.report import build_report
+from sdp_core.report.synthetic import write_synthetic_sweep
+
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--host-resolver-rules=MAP * ~NOTFOUND",  # no network: anything not inlined fails to load
+         "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000", "--window-size=1400,2000"]
+
+
+def _apt(*args: str, timeout: int) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    return subprocess.run(["apt-get", *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Debian's chromium; installed with apt when missing. Skips only when apt itself cannot be reached."""
+    path = shutil.which("chromium")
+    if path:
+        return path
+    if shutil.which("apt-get") is None:
+        pytest.skip("chromium is missing and there is no apt-get")
+    try:
+        update = _apt("update", timeout=300)
+    except subprocess.TimeoutExpired:
+        pytest.skip("apt-get update timed out: package mirrors unreachable")
+    if update.returncode != 0:
+        pytest.skip(f"apt-get update failed: {update.stderr.strip().splitlines()[-1:]}")
+    install = _apt("install", "-y", "chromium", timeout=900)
+    assert install.returncode == 0, install.stderr
+    return shutil.which("chromium")
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("browser")
+    return build_report(write_synthetic_sweep(root / "sweep", 60, seed=3), root / "report") / "index.html"
+
+
+def open_page(chromium: str, page: Path, tmp_path: Path, *action: str) -> subprocess.CompletedProcess:
+    profile = tmp_path / f"profile-{len(list(tmp_path.iterdir()))}"
+    return subprocess.run([chromium, *FLAGS, f"--user-data-dir={profile}", *action, page.as_uri()],
+                          capture_output=True, text=True, timeout=180)
+
+
+def test_plots_render_offline_without_console_errors(chromium, page, tmp_path):
+    result = open_page(chromium, page, tmp_path, "--dump-dom")
+    dom = result.stdout
+    assert result.returncode == 0, result.stderr[-2000:]
+    graphs = re.findall(r'<div id="(utility_vs_\w+)" class="plotly-graph-div js-plotly-plot"', dom)
+    assert graphs == ["utility_vs_exposure_mean", "utility_vs_epsilon", "utility_vs_train_seconds"]
+    # Plotly drew every graph: an SVG per graph, scatter traces and their markers.
+    assert dom.count('<svg class="main-svg"') >= 2 * len(graphs)
+    assert dom.count('class="point"') >= 60
+    assert "Pareto front" in dom and "At ε = 3 (" in dom
+    console = [line for line in result.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+    assert not console, console
+
+
+def test_screenshot(chromium, page, tmp_path):
+    shot = tmp_path / "report.png"
+    result = open_page(chromium, page, tmp_path, f"--screenshot={shot}", "--hide-scrollbars")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert shot.is_file() and shot.stat().st_size > 50_000  # a blank page is a few kB
+    keep = os.environ.get("SDP_REPORT_SCREENSHOT")
+    if keep:  # for a person to look at: SDP_REPORT_SCREENSHOT=/tmp/report.png pytest tests/test_report_browser.py
+        shutil.copy(shot, keep)
