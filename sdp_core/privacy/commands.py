@@ -1,0 +1,34 @@
+"""What `sdp-sweep epsilon` computes: ε of a DP-SGD run, or the σ that meets a target ε."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sdp_core.errors import UserError
+from sdp_core.privacy.calibration import calibrate_noise
+from sdp_core.privacy.events import GaussianEvent
+from sdp_core.privacy.report import account
+
+
+def epsilon_command(
+    sample_rate: float,
+    sigma: float | None,
+    steps: int,
+    delta: float,
+    accountant: str = "rdp",
+    target_epsilon: float | None = None,
+) -> dict[str, Any]:
+    """Either ε of `steps` DP-SGD steps at (`sample_rate`, `sigma`), or (σ = None) the σ calibrated to
+    `target_epsilon` with the ε it actually spends.
+
+    Returns the privacy report (`epsilon, delta, notion="DP", accountant, events`) plus `sigma`, `sample_rate`,
+    `steps` and `target_epsilon`.
+    """
+    if (sigma is None) == (target_epsilon is None):
+        raise UserError("give exactly one of --sigma (to compute ε) or --target-epsilon (to calibrate σ)")
+    if sigma is None:
+        sigma = calibrate_noise([(sample_rate, steps)], target_epsilon, delta, accountant)
+    event = GaussianEvent(sample_rate, sigma, steps, phase="dpsgd", mechanism="dpsgd")
+    return account(
+        [event], delta, "DP", accountant, sigma=sigma, sample_rate=sample_rate, steps=steps, target_epsilon=target_epsilon
+    )

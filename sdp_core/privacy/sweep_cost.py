@@ -1,0 +1,113 @@
+"""The privacy cost of the sweep itself: many trials trained on the same data leak more than one.
+
+- `basic_composition`: k trials with (ε_i, δ_i) together are (Σε_i, Σδ_i)-DP (Dwork et al. 2006); holds for
+  any trials, adaptively chosen, all of them released.
+- `composed_sweep_cost`: the accountant's composition of every trial's events (tighter than basic).
+- `random_search_cost`: Papernot & Steinke 2022 ("Hyperparameter Tuning with Renyi Differential Privacy",
+  Thm 2 for the truncated negative binomial, Thm 6 for the Poisson number of runs): if the number of trials K
+  is random with the given distribution and only the best trial is released, the whole search costs roughly
+  one trial plus a term logarithmic in E[K], not E[K] trials. The RDP of one run is the pointwise maximum of
+  the candidate trials' RDP curves (each trial draws its hyper-parameters, hence its schedule, independently
+  of the data), and the bound is dp_accounting's `RepeatAndSelectDpEvent` formula applied to it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any, Literal, Mapping, Sequence
+
+import numpy as np
+from dp_accounting.rdp import compute_epsilon
+from dp_accounting.rdp.rdp_privacy_accountant import _compute_rdp_repeat_and_select
+
+from sdp_core.errors import PrivacyError
+from sdp_core.privacy.accountants import RDPAccountant
+from sdp_core.privacy.accountants.base import check_delta
+from sdp_core.privacy.events import GaussianEvent, events_from_dicts
+from sdp_core.privacy.report import account, privacy_report
+
+TRIAL_DISTRIBUTIONS = ("poisson", "truncated_negative_binomial")
+
+
+def _tagged(trial_events: Sequence[Sequence[GaussianEvent]]) -> list[GaussianEvent]:
+    """Every trial's events, with the trial's index in front of each phase name."""
+    return [replace(e, phase=f"trial{i}/{e.phase}") for i, events in enumerate(trial_events) for e in events]
+
+
+def basic_composition(trial_reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """(Σ ε_i, Σ δ_i) over the trials' privacy reports (which must share one notion)."""
+    if not trial_reports:
+        raise PrivacyError("no trial to compose")
+    notions = {r["notion"] for r in trial_reports}
+    if len(notions) != 1:
+        raise PrivacyError(f"cannot compose trials under different notions: {', '.join(sorted(notions))}")
+    return privacy_report(
+        math.fsum(r["epsilon"] for r in trial_reports),
+        math.fsum(r["delta"] for r in trial_reports),
+        notions.pop(),
+        "basic_composition",
+        _tagged([events_from_dicts(r.get("events", [])) for r in trial_reports]),
+        trials=len(trial_reports),
+        conditions="holds for any k trials on the same data, chosen adaptively, all released (basic composition)",
+    )
+
+
+def composed_sweep_cost(
+    trial_events: Sequence[Sequence[GaussianEvent]], delta: float, accountant: str = "rdp", notion: str = "DP"
+) -> dict[str, Any]:
+    """The accountant's composition of every trial's events at `delta`."""
+    return account(
+        _tagged(trial_events),
+        delta,
+        notion,
+        accountant,
+        trials=len(trial_events),
+        conditions="holds for these trials' schedules fixed in advance, all trials released",
+    )
+
+
+def random_search_cost(
+    trial_events: Sequence[Sequence[GaussianEvent]],
+    delta: float,
+    mean_trials: float,
+    distribution: Literal["poisson", "truncated_negative_binomial"] = "poisson",
+    shape: float | None = None,
+) -> dict[str, Any]:
+    """Papernot–Steinke bound for random search with a random number of trials, only the best one released.
+
+    `trial_events` are the candidate trials' schedules (one list per trial; one list when all trials share it).
+    `shape` is η of the truncated negative binomial (η = 1 geometric, η → 0 logarithmic); Poisson takes none.
+    """
+    check_delta(delta)
+    if distribution not in TRIAL_DISTRIBUTIONS:
+        raise PrivacyError(f"unknown trial-count distribution {distribution!r} (known: {', '.join(TRIAL_DISTRIBUTIONS)})")
+    if distribution == "poisson" and shape is not None:
+        raise PrivacyError("the Poisson number of trials takes no shape")
+    if distribution == "truncated_negative_binomial" and (shape is None or not 0 <= shape < math.inf):
+        raise PrivacyError(f"truncated_negative_binomial needs a shape η in [0, inf), got {shape}")
+    if not mean_trials >= 1:
+        raise PrivacyError(f"mean number of trials must be >= 1, got {mean_trials}")
+    if not trial_events:
+        raise PrivacyError("no trial schedule given")
+    eta = math.inf if distribution == "poisson" else float(shape)
+    rdp = RDPAccountant()
+    one_run = np.max([rdp.curve(events) for events in trial_events], axis=0)
+    search = _compute_rdp_repeat_and_select(rdp.orders, one_run, mean_trials, eta)
+    name = "Poisson" if distribution == "poisson" else f"truncated negative binomial (η={eta:g})"
+    return privacy_report(
+        compute_epsilon(rdp.orders, search, delta)[0],
+        delta,
+        "DP",
+        "rdp",
+        _tagged(trial_events),
+        mean_trials=mean_trials,
+        distribution=distribution,
+        shape=None if distribution == "poisson" else eta,
+        conditions=(
+            f"holds for random search whose number of trials is drawn from a {name} distribution with mean "
+            f"{mean_trials:g}, independently of the data; each trial's hyper-parameters are drawn independently "
+            "of the data and of other trials (not adaptive search such as TPE); only the selected trial's model "
+            "and score are released, not the other trials' results (Papernot & Steinke 2022)"
+        ),
+    )
