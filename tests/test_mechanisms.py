@@ -1,0 +1,144 @@
+"""Each mechanism's defining property, on the real data path (CustomerSim, real detector policies, real Opacus)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from sdp_core.config import TrialConfig, parse_model
+from sdp_core.detectors import get_policy
+from sdp_core.errors import UserError
+from sdp_core.mechanisms import MECHANISMS
+from sdp_core.mechanisms.atdp import rise_reset_multipliers
+from sdp_core.text.redaction import MASK
+from sdp_core.train.data import per_record_loss
+from sdp_core.trial import prepare_trial_data, run_trial
+from tests.conftest import small_trial_dict
+
+
+@pytest.fixture(scope="module")
+def trial_data():
+    cfg = parse_model(TrialConfig, small_trial_dict())
+    data, _, _ = prepare_trial_data(cfg, {})
+    return data
+
+
+def _with(data, **mechanism):
+    """The same prepared data under another mechanism config."""
+    cfg = parse_model(TrialConfig, {**data.cfg.model_dump(mode="json"), "mechanism": mechanism})
+    return type(data)(**{**data.__dict__, "cfg": cfg})
+
+
+def _texts(data, lm) -> list[str]:
+    """Decoded rows of a phase's data, as the model sees them (`<mask>` kept, framing removed)."""
+    tok = data.tokenizer
+    return [tok.decode([i for i in row.tolist() if i not in (tok.pad_token_id, tok.eos_token_id)])
+            for row in lm.input_ids]
+
+
+def test_jft_phase1_holds_no_detected_secret(trial_data):
+    plan = MECHANISMS["jft"](_with(trial_data, name="jft"))
+    phase1, phase2 = plan.phases
+    assert not phase1.private and phase2.private
+    policy = get_policy(trial_data.cfg.detector.policy, trial_data.cfg.detector)
+    texts = _texts(trial_data, phase1.data)
+    found = policy.detect([t.replace(MASK, " ") for t in texts])
+    assert not any(found), "a phase-1 record still holds a secret the policy detects"
+    assert any(MASK in t for t in texts)
+    # The mask token never enters the loss.
+    mask_id = trial_data.tokenizer.mask_token_id
+    assert (phase1.data.weights[phase1.data.input_ids == mask_id] == 0).all()
+    assert phase2.data is trial_data.train  # phase 2 sees the original text, under DP
+
+
+def test_crt_never_mixes_public_and_private_records(trial_data):
+    d = _with(trial_data, name="crt")
+    plan = MECHANISMS["crt"](d)
+    cfg = d.cfg.detector
+    flags = get_policy(f"{cfg.policy},{cfg.conservative_policy}", cfg)
+    for phase in plan.phases:
+        texts = [t.replace(MASK, " ") for t in _texts(d, phase.data)]
+        flagged = [bool(s) for s in flags.detect(texts)]
+        has_mask = [MASK in t for t in _texts(d, phase.data)]
+        if phase.private:
+            assert all(f or m for f, m in zip(flagged, has_mask)), "a DP step would read a public record"
+        else:
+            assert not any(flagged) and not any(has_mask), "an SGD step would read a private record"
+    assert plan.ledger.report()["notion"] == "confidentiality"
+    assert all(e["touches"] == "private" for e in plan.ledger.report()["plan"]["events"])
+
+
+def test_crt_with_no_private_records_is_a_clear_error(trial_data):
+    from sdp_core.data.records import Record, Splits
+
+    lines = ["SYS: hello there.", "USR: hi.", "SYS: how can I help?", "USR: just browsing."]
+    plain = Splits([Record(t) for t in lines], [], [])
+    d = _with(trial_data, name="crt")
+    d = type(d)(**{**d.__dict__, "records": plain, "train_spans": [[] for _ in range(4)]})
+    with pytest.raises(UserError, match="no private records"):
+        MECHANISMS["crt"](d)
+
+
+def test_atdp_gradient_is_the_weighted_sum_of_token_gradients(trial_data):
+    from sdp_core.models.gpt2 import build_gpt2
+
+    plan = MECHANISMS["atdp"](_with(trial_data, name="atdp", w=0.3))
+    data = plan.phases[0].data
+    w = data.weights[0]
+    assert torch.allclose(w[w > 0].unique(), torch.tensor([0.3, 1.0]))
+    assert (w[data.sensitive[0] & (w > 0)] == 1.0).all()  # every sensitive token keeps full weight
+    torch.manual_seed(0)
+    model = build_gpt2("gpt2-tiny", None, len(trial_data.tokenizer), 128, 0.0)
+    params = list(model.parameters())
+    ids, weights = data.input_ids[:1, :24], data.weights[:1, :24]  # a prefix keeps 24 backward passes cheap
+    record_grad = torch.autograd.grad(per_record_loss(model(ids), ids, weights).sum(), params)
+    ce = torch.nn.functional.cross_entropy(model(ids)[0, :-1], ids[0, 1:], reduction="none")
+    w = weights[0, 1:]
+    token_sum = [torch.zeros_like(p) for p in params]
+    for t in torch.nonzero(w).flatten():
+        for acc, g in zip(token_sum, torch.autograd.grad(ce[t], params, retain_graph=True)):
+            acc += w[t] / (w > 0).sum() * g
+    for a, b in zip(record_grad, token_sum):
+        assert torch.allclose(a, b, atol=1e-6)
+    assert any(a.abs().sum() > 0 for a in record_grad)
+
+
+def test_atdp_sigma_schedule_rises_resets_and_is_what_the_ledger_composes(trial_data):
+    m = rise_reset_multipliers(12, escalation=1.3, jitter=0.1, ceiling=2.0, seed=0)
+    assert m[0] == 1.0
+    for prev, cur in zip(m, m[1:]):
+        assert cur == 1.0 or prev * 1.3 * 0.9 - 1e-12 <= cur <= prev * 1.3 * 1.1 + 1e-12
+    assert m.count(1.0) >= 2 and max(m) <= 2.0  # at least one reset, never above the ceiling
+    d = _with(trial_data, name="atdp", escalation=1.3, jitter=0.1, ceiling=2.0)
+    d = type(d)(**{**d.__dict__, "cfg": d.cfg.model_copy(update={"training": d.cfg.training.model_copy(
+        update={"epochs": 6, "max_steps": None})})})
+    plan = MECHANISMS["atdp"](d)
+    phase = plan.phases[-1]
+    expected = rise_reset_multipliers(6, 1.3, 0.1, 2.0, d.cfg.seed)
+    sigma0 = phase.sigmas[0]
+    assert phase.sigmas == pytest.approx(tuple(sigma0 * x for x in expected))
+    assert [e["noise_multiplier"] for e in plan.ledger.report()["plan"]["events"]] == pytest.approx(list(phase.sigmas))
+
+
+def test_atdp_weight_outside_the_unit_interval_is_rejected(trial_data):
+    with pytest.raises(UserError, match=r"outside \(0, 1\]"):
+        MECHANISMS["atdp"](_with(trial_data, name="atdp", r_target=0.05))
+
+
+@pytest.mark.parametrize("mechanism", [
+    {"name": "nodp"}, {"name": "redacted"}, {"name": "dpsgd"}, {"name": "jft"},
+    {"name": "jft", "phase1_mode": "light_noise"}, {"name": "crt"}, {"name": "atdp", "base": "redacted"},
+])
+def test_every_mechanism_trains_from_a_trial_config_and_writes_its_ledger(mechanism):
+    cfg = parse_model(TrialConfig, small_trial_dict(mechanism=mechanism, training={"max_steps": 2}))
+    result = run_trial(cfg)
+    p = result.privacy
+    assert result.state == "finished" and p["complete"]
+    expected_notion = {"nodp": "none", "redacted": "SDP", "dpsgd": "DP", "jft": "SDP", "crt": "confidentiality",
+                       "atdp": "SDP"}[mechanism["name"]]
+    assert p["notion"] == expected_notion
+    if any(e["noise_multiplier"] > 0 for e in p["events"]):
+        assert 0.995 * 3 <= p["epsilon"] <= 3
+    if mechanism.get("phase1_mode") == "light_noise":
+        light = result.mechanism["light_noise"]
+        assert light["guarantee"] == "empirical estimate" and light["at_low"]["epsilon"] <= light["at_high"]["epsilon"]
