@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from sdp_core import __version__
+from sdp_core.attacks import canary_exposures, empirical_epsilon, membership_inference
 from sdp_core.config import TrialConfig
 from sdp_core.data.canaries import CanaryPlan
 from sdp_core.data.prepare import prepare_data
@@ -48,6 +49,7 @@ class TrialResult:
     mechanism: dict = field(default_factory=dict)
     phases: list[dict] = field(default_factory=list)
     canaries: dict | None = None
+    attacks: dict = field(default_factory=dict)  # exposure, membership inference, empirical ε lower bound
     detector: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
     versions: dict = field(default_factory=dict)
@@ -154,6 +156,28 @@ def detector_summary(policy, records: list[Record], spans: list[list[Span]], dat
     return summary
 
 
+# (attack section, its key, the metric name in a trial row)
+ATTACK_METRICS = [("exposure", "exposure_mean", "exposure_mean"), ("exposure", "exposure_max", "exposure_max"),
+                  ("membership_inference", "auc", "mia_auc"), ("membership_inference", "group_auc", "mia_group_auc"),
+                  ("empirical_epsilon", "epsilon_lower_bound", "empirical_epsilon_lower_bound")]
+
+
+def run_attacks(model, data: TrialData, plan: CanaryPlan | None) -> dict:
+    """Canary exposure (+ the empirical ε lower bound it implies) and membership inference on gold secrets."""
+    ev, p = data.cfg.evaluation, data.cfg.privacy
+    out: dict = {}
+    if ev.exposure and plan is not None:
+        out["exposure"] = canary_exposures(model, data.tokenizer, plan, method=ev.exposure_method, limit=ev.exposure_limit)
+        out["empirical_epsilon"] = empirical_epsilon(out["exposure"]["exposures"], out["exposure"]["reference_exposures"],
+                                                     delta=p.delta, group_size=plan.summary()["repeats"])
+    train = data.records.train[: ev.max_eval_records]
+    if ev.mia and all(r.spans is not None for r in train) and data.test.sensitive.any():
+        members = encode([r.text for r in train], [list(r.spans) for r in train], data.tokenizer, data.cfg.data.max_length)
+        out["membership_inference"] = membership_inference(model, members, data.test)
+    model.train()
+    return out
+
+
 def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool = False,
               on_step: Callable[[PhaseStats], None] | None = None) -> TrialResult:
     """Train and evaluate one configuration. Raises `PrivacyError` if the ε target cannot be met."""
@@ -184,6 +208,10 @@ def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool
     t0 = time.perf_counter()
     metrics = {**utility_metrics(model, data.validation, "val"), **utility_metrics(model, data.test, "test")}
     timings["evaluate"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    attacks = run_attacks(model, data, canary_plan)
+    metrics.update({metric: attacks[name][key] for name, key, metric in ATTACK_METRICS if name in attacks})
+    timings["attacks"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - start
     metrics["private_steps"] = sum(s.steps for s in phase_stats if s.private)
     metrics["train_seconds"] = timings["train"]
@@ -191,7 +219,7 @@ def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool
     result = TrialResult(
         name=cfg.name, state="finished", seed=cfg.seed, config=cfg.model_dump(mode="json"), metrics=metrics,
         privacy=plan.ledger.report(), ledger=plan.ledger.to_dict(), mechanism=plan.details, phases=[s.to_dict() for s in phase_stats],
-        canaries=canary_plan.summary() if canary_plan else None, detector=detector,
+        canaries=canary_plan.summary() if canary_plan else None, attacks=attacks, detector=detector,
         timings={k: round(v, 3) for k, v in timings.items()}, versions=versions(),
     )
     if out_dir is not None:

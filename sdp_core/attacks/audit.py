@@ -1,0 +1,117 @@
+"""Empirical lower bounds on ε from canary scores of one trained model.
+
+Input: attack scores (higher = "more likely inserted", e.g. canary exposure) of *member* canaries, which were
+inserted into training, and *non-member* canaries of the same format, which were not. Two analyses:
+
+- `one_run` (default; Steinke, Nasr & Jagielski 2023, *Privacy Auditing with One (1) Training Run*, Thm. 3.1
+  and its (ε, δ) extension): the auditor guesses "in" for the k highest scores and "out" for the k lowest,
+  abstaining on the rest. If training is (ε, δ)-DP and each of the m canaries of the pool was inserted
+  independently with probability 1/2, the number W of correct guesses among r = 2k satisfies, with
+  q = e^ε/(1+e^ε) and B ~ Binom(r, q),
+      P[W ≥ v] ≤ P[B ≥ v] + 2m·δ·max_{1≤i≤v} P[v > B ≥ v − i]/i.
+  The bound is the largest ε whose p-value is still below 1 − `confidence`.
+- `clopper_pearson` (Jagielski, Ullman & Oprea 2020): a threshold test with false-positive and false-negative
+  rates FPR, FNR has ε ≥ ln((1 − δ − FPR)/FNR) and ln((1 − δ − FNR)/FPR) under (ε, δ)-DP; the rates are
+  replaced by Clopper–Pearson upper bounds. That analysis assumes independent trials (one training run per
+  canary); using many canaries of one run as trials is the common shortcut, not a theorem.
+
+Both try several guesses / thresholds on the same scores; a Bonferroni correction over them keeps the result a
+valid bound at the stated confidence. Assumptions: member and non-member canaries are drawn alike (ours are
+independent uniform secrets of one format; which were inserted is a uniformly random split, which `one_run`
+treats as independent halves); scores are computed from the final model only. A canary inserted in n records
+is a group of n: the bound is on that group's ε (≤ n·ε for record-level ε-DP, with δ grown to
+n·e^{(n−1)ε}·δ), and `group_size` records n.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal, Sequence
+
+import numpy as np
+from scipy import optimize, special, stats
+
+from sdp_core.errors import UserError
+
+Method = Literal["one_run", "clopper_pearson"]
+
+
+def one_run_p_value(m: int, guesses: int, correct: int, epsilon: float, delta: float) -> float:
+    """P-value of `correct` right guesses out of `guesses` among m canaries under (ε, δ)-DP (Steinke et al. 2023)."""
+    q = special.expit(epsilon)  # accuracy of ε-DP randomized response: the best any guess can do
+    tail = stats.binom.sf(correct - 1, guesses, q)  # P[Binom(r, q) ≥ v]
+    if delta == 0 or correct == 0:
+        return float(tail)
+    i = np.arange(1, correct + 1)
+    slack = np.max((stats.binom.sf(correct - i - 1, guesses, q) - tail) / i)
+    return float(min(1.0, tail + 2 * m * delta * slack))
+
+
+def _largest_rejected(p_value, alpha: float) -> float:
+    """sup{ε ≥ 0 : p_value(ε) ≤ alpha} for a p-value increasing in ε (0 when even ε = 0 is not rejected)."""
+    if p_value(0.0) > alpha:
+        return 0.0
+    hi = 1.0
+    while p_value(hi) <= alpha:  # ends: the p-value tends to 1 as ε grows
+        hi *= 2
+    return float(optimize.brentq(lambda e: p_value(e) - alpha, hi / 2 if hi > 1 else 0.0, hi, xtol=1e-6))
+
+
+def _one_run(members: np.ndarray, nonmembers: np.ndarray, delta: float, alpha: float,
+             rng: np.random.Generator) -> dict:
+    scores = np.concatenate([members, nonmembers])
+    inserted = np.concatenate([np.ones(len(members), bool), np.zeros(len(nonmembers), bool)])
+    # Ties are broken at random: an order that depends on the input layout would leak who is a member.
+    order = np.lexsort((rng.permutation(len(scores)), -scores))
+    m = len(scores)
+    ks = sorted({max(1, m // 2 >> j) for j in range(int(math.log2(max(m // 2, 1))) + 1)})
+    best = {"epsilon_lower_bound": 0.0, "guesses": 0, "correct": 0}
+    for k in ks:
+        correct = int(inserted[order[:k]].sum() + (~inserted[order[m - k :]]).sum())
+        eps = _largest_rejected(lambda e: one_run_p_value(m, 2 * k, correct, e, delta), alpha / len(ks))
+        if eps > best["epsilon_lower_bound"]:
+            best = {"epsilon_lower_bound": eps, "guesses": 2 * k, "correct": correct}
+    return best
+
+
+def _clopper_pearson_upper(k: np.ndarray, n: int, alpha: float) -> np.ndarray:
+    return np.where(k < n, stats.beta.ppf(1 - alpha, k + 1, np.maximum(n - k, 1)), 1.0)
+
+
+def _clopper_pearson(members: np.ndarray, nonmembers: np.ndarray, delta: float, alpha: float) -> dict:
+    thresholds = np.concatenate([np.unique(np.concatenate([members, nonmembers])), [np.inf]])
+    fn = np.searchsorted(np.sort(members), thresholds, side="left")  # members below the threshold
+    fp = len(nonmembers) - np.searchsorted(np.sort(nonmembers), thresholds, side="left")
+    a = alpha / (2 * len(thresholds))
+    fnr, fpr = _clopper_pearson_upper(fn, len(members), a), _clopper_pearson_upper(fp, len(nonmembers), a)
+    with np.errstate(divide="ignore"):  # 1 − δ − rate ≤ 0: that side proves nothing (−inf)
+        eps = np.maximum(np.log(np.maximum(1 - delta - fpr, 0) / fnr), np.log(np.maximum(1 - delta - fnr, 0) / fpr))
+    best = int(np.argmax(eps))
+    return {"epsilon_lower_bound": max(0.0, float(eps[best])), "tpr": float(1 - fn[best] / len(members)),
+            "fpr": float(fp[best] / len(nonmembers))}
+
+
+def empirical_epsilon(member_scores: Sequence[float], nonmember_scores: Sequence[float], delta: float = 1e-5,
+                      confidence: float = 0.95, method: Method = "one_run", group_size: int = 1,
+                      seed: int = 0) -> dict:
+    """Lower bound on ε that holds with probability ≥ `confidence` (see the module docstring for assumptions).
+
+    Returns `epsilon_lower_bound`, `delta`, `confidence`, `notion` ("empirical lower bound"), `accountant`
+    ("audit:<method>"), `method`, `members`, `nonmembers`, `group_size`, and the attack's operating point
+    (`guesses`, `correct` for one_run; `tpr`, `fpr` for clopper_pearson).
+    """
+    members, nonmembers = np.asarray(member_scores, float), np.asarray(nonmember_scores, float)
+    if len(members) == 0 or len(nonmembers) == 0:
+        raise UserError("an ε audit needs scores of both inserted (member) and non-inserted canaries")
+    if not 0 < confidence < 1:
+        raise UserError(f"audit confidence must be in (0, 1), got {confidence}")
+    alpha = 1 - confidence
+    if method not in ("one_run", "clopper_pearson"):
+        raise UserError(f"audit method must be one_run or clopper_pearson, not {method!r}")
+    if method == "one_run":
+        result = _one_run(members, nonmembers, delta, alpha, np.random.default_rng(seed))
+    else:
+        result = _clopper_pearson(members, nonmembers, delta, alpha)
+    return {**result, "delta": delta, "confidence": confidence, "notion": "empirical lower bound",
+            "accountant": f"audit:{method}", "method": method, "members": len(members),
+            "nonmembers": len(nonmembers), "group_size": group_size}

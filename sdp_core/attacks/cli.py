@@ -1,0 +1,100 @@
+"""`sdp-sweep audit MODEL_DIR --canary FORMAT [--secret VALUE ...] [--method exact|estimate] [--json]`.
+
+A saved model directory holds no training text, so the canary values come from the user (`--secret`, repeatable;
+they are never printed: canaries are reported as #1, #2, ... in the order given). Without `--secret`, the exact
+enumeration still says whether the model singles out one candidate of the format: the probability share of its
+top candidate among all |R| (1/|R| for an indifferent model) and the exposure that candidate would have. The top
+candidate itself is never printed either: it may well be a memorised secret.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+from sdp_core.attacks.candidates import secret_chars
+from sdp_core.attacks.estimate import estimate_exposures
+from sdp_core.attacks.exposure import check_enumerable, rank_secrets, score_space, space_summary
+from sdp_core.data.canaries import CanaryFormat
+from sdp_core.errors import UserError
+
+
+def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model_dir", help="a trial's saved model directory")
+    parser.add_argument("--canary", required=True, help="canary format, e.g. 'My ID is {dddddd}'")
+    parser.add_argument("--secret", action="append", default=[], metavar="VALUE",
+                        help="an inserted canary value (repeatable); never printed")
+    parser.add_argument("--method", choices=["exact", "estimate"], default="exact",
+                        help="exact: enumerate every candidate (trie); estimate: skew-normal fit to a sample")
+    parser.add_argument("--limit", type=int, default=1_000_000, help="largest secret space enumerated exactly")
+    parser.add_argument("--sample-size", type=int, default=10_000, help="candidates sampled by --method estimate")
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _exact_scores(args: argparse.Namespace, model, tokenizer, fmt: CanaryFormat):
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn("enumerating candidates"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("", total=fmt.space_size)
+        return score_space(model, tokenizer, fmt, batch_size=args.batch_size, limit=args.limit,
+                           progress=lambda n: bar.advance(task, n))
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    """Run the audit; a `UserError` (bad format, secret not fitting it, space above --limit) propagates to the
+    main CLI, which prints it as one line and exits 2."""
+    from sdp_core.models.checkpoint import load_model
+
+    fmt = CanaryFormat.parse(args.canary)
+    secret_chars(fmt, args.secret)  # reject a malformed secret before the model is loaded
+    if args.method == "estimate" and not args.secret:
+        raise UserError("--method estimate needs the canary values (--secret): it has no enumeration to summarise")
+    if args.method == "exact":
+        check_enumerable(fmt, args.limit)
+    model, tokenizer, _ = load_model(args.model_dir)
+    out: dict = {"model_dir": str(args.model_dir), "format": fmt.template, "method": args.method,
+                 "space_size": fmt.space_size, "max_exposure": math.log2(fmt.space_size)}
+    if args.method == "estimate":
+        results, out["fit"] = estimate_exposures(model, tokenizer, fmt, args.secret, sample_size=args.sample_size,
+                                                 seed=args.seed, batch_size=args.batch_size)
+    else:
+        scores = _exact_scores(args, model, tokenizer, fmt)
+        out["summary"] = space_summary(scores)
+        results = rank_secrets(scores, fmt, args.secret)
+    if results:
+        out["ranks"] = [r["rank"] for r in results]
+        out["exposures"] = [r["exposure"] for r in results]
+        out["exposure_mean"] = sum(out["exposures"]) / len(results)
+        out["exposure_max"] = max(out["exposures"])
+    if args.json:
+        print(json.dumps(out))
+    else:
+        _print_table(out)
+    return 0
+
+
+def _print_table(out: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"canary exposure: {out['format']} ({out['method']}, |R| = {out['space_size']:,})")
+    table.add_column("canary")
+    table.add_column("rank", justify="right")
+    table.add_column("exposure (bits)", justify="right")
+    for n, (rank, exposure) in enumerate(zip(out.get("ranks", []), out.get("exposures", [])), 1):
+        table.add_row(f"#{n}", f"{rank:,.0f}", f"{exposure:.2f}")
+    if "exposures" in out:
+        table.add_row("mean", "", f"{out['exposure_mean']:.2f}")
+        table.add_row("max", "", f"{out['exposure_max']:.2f}", end_section=True)
+    if "summary" in out:
+        s = out["summary"]
+        table.add_row("top candidate (unnamed)", "", f"{s['top_exposure']:.2f}")
+        table.add_row("  its probability share", "", f"{s['top_share']:.3g} (uniform {s['uniform_share']:.1g})")
+        table.add_row("  lead over the 2nd (bits)", "", f"{s['top_gap_bits']:.2f}")
+    table.caption = f"max possible exposure log2|R| = {out['max_exposure']:.2f}"
+    Console().print(table)

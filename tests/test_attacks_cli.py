@@ -1,0 +1,71 @@
+"""`sdp-sweep audit`: exposures of given canary values from a saved model, never printing the values."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+from test_attacks_helpers import digit_tokenizer, one_thread  # noqa: F401
+
+from sdp_core.attacks import exposure_exact
+from sdp_core.attacks.cli import add_audit_arguments, run_audit
+from sdp_core.config import ModelConfig
+from sdp_core.data.canaries import CanaryFormat
+from sdp_core.errors import UserError
+from sdp_core.models import build_model
+from sdp_core.models.checkpoint import save_model
+
+FORMAT = "My ID is {dddd}"
+SECRETS = ["1234", "9081"]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    tok = digit_tokenizer()
+    cfg = ModelConfig(arch="gpt2", preset="gpt2-tiny")
+    return save_model(tmp_path_factory.mktemp("model"), build_model(cfg, len(tok), 64), tok, cfg, 64)
+
+
+def _audit(*argv: str) -> int:
+    parser = argparse.ArgumentParser()
+    add_audit_arguments(parser)
+    return run_audit(parser.parse_args(list(argv)))
+
+
+def test_json_reports_exposures_without_the_values(model_dir, capsys):
+    args = [str(model_dir), "--canary", FORMAT, "--json"] + [a for s in SECRETS for a in ("--secret", s)]
+    assert _audit(*args) == 0
+    out = capsys.readouterr().out
+    report = json.loads(out)
+    assert not any(s in out for s in SECRETS)
+    from sdp_core.models.checkpoint import load_model
+
+    model, tok, _ = load_model(model_dir)
+    expected = [exposure_exact(model, tok, CanaryFormat.parse(FORMAT), s)["exposure"] for s in SECRETS]
+    assert report["exposures"] == pytest.approx(expected)
+    assert report["space_size"] == 10**4 and report["exposure_max"] == max(report["exposures"])
+    assert 0 < report["summary"]["top_share"] < 1
+
+
+def test_table_without_secrets_summarises_the_enumeration(model_dir, capsys):
+    assert _audit(str(model_dir), "--canary", FORMAT) == 0
+    out = capsys.readouterr().out
+    assert "top candidate" in out and "13.29" in out  # log2(10^4) in the caption
+
+
+def test_estimate_mode(model_dir, capsys):
+    assert _audit(str(model_dir), "--canary", FORMAT, "--method", "estimate", "--secret", "1234",
+                  "--sample-size", "500", "--json") == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["method"] == "estimate" and len(report["exposures"]) == 1
+
+
+def test_user_errors_come_before_loading_the_model(tmp_path):
+    missing = str(tmp_path / "nothing")
+    with pytest.raises(UserError, match="use method estimate"):
+        _audit(missing, "--canary", "ID {dddddddd}")
+    with pytest.raises(UserError, match="needs the canary values"):
+        _audit(missing, "--canary", FORMAT, "--method", "estimate")
+    with pytest.raises(UserError, match="does not fit"):
+        _audit(missing, "--canary", FORMAT, "--secret", "12")
