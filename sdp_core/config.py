@@ -41,6 +41,19 @@ class CanaryConfig(Strict):
     )
 
 
+# Defaults that depend on the data source, filled in only where the YAML leaves the key out.
+SOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "synthetic_classification": {"n_train": 2_000, "n_validation": 200, "n_test": 200, "max_length": 96},
+}
+
+
+def _value_defaults(data: Any, key: str, defaults: dict[str, dict[str, Any]]) -> Any:
+    """A `before` validator's helper: add the defaults of `data[key]`'s value for the keys `data` does not set."""
+    if isinstance(data, dict) and isinstance(data.get(key), str) and data[key] in defaults:
+        return {**data, **{k: v for k, v in defaults[data[key]].items() if k not in data}}
+    return data
+
+
 class DataConfig(Strict):
     source: Literal["customersim", "file", "hf", "synthetic_classification"] = "customersim"
     path: str | None = Field(None, description="JSONL / Parquet / text file, for source=file")
@@ -53,6 +66,11 @@ class DataConfig(Strict):
     validation_fraction: float = Field(0.1, gt=0, lt=1, description="held out of a file dataset without splits")
     max_length: int = Field(128, ge=8, description="tokens per record; longer records are truncated")
     canaries: CanaryConfig | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _source_defaults(cls, data: Any) -> Any:
+        return _value_defaults(data, "source", SOURCE_DEFAULTS)
 
     @model_validator(mode="after")
     def _source_needs(self) -> "DataConfig":
@@ -91,11 +109,28 @@ class TokenizerConfig(Strict):
 # ---------------------------------------------------------------------------------------------- model
 
 
+# What each architecture learns: next-token language modelling, or sequence classification (one label per record).
+ARCH_TASKS = {"gpt2": "lm", "lstm": "lm", "roberta": "classification"}
+ARCH_DEFAULTS: dict[str, dict[str, Any]] = {"lstm": {"preset": "lstm-200"}, "roberta": {"preset": "roberta-tiny"}}
+
+
 class ModelConfig(Strict):
     arch: Literal["gpt2", "lstm", "roberta"] = "gpt2"
-    preset: str | None = Field("gpt2-tiny", description="gpt2-tiny | gpt2-small | lstm-200 | roberta-tiny")
+    preset: str | None = Field("gpt2-tiny", description="gpt2-tiny | gpt2-small | lstm-200 | roberta-tiny | "
+                               "roberta-base; defaults to the arch's smallest")
     name_or_path: str | None = Field(None, description="HF from_pretrained name or local path (overrides preset)")
     dropout: float = Field(0.0, ge=0, lt=1)
+    num_labels: int = Field(2, ge=2, description="classes of a classifier (model.arch roberta); 3 for MNLI")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _arch_defaults(cls, data: Any) -> Any:
+        return _value_defaults(data, "arch", ARCH_DEFAULTS)
+
+    @property
+    def task(self) -> str:
+        """`lm` or `classification` (ARCH_TASKS)."""
+        return ARCH_TASKS[self.arch]
 
 
 # ---------------------------------------------------------------------------------------------- mechanisms
@@ -169,6 +204,8 @@ MechanismConfig = Annotated[
     Field(discriminator="name"),
 ]
 MECHANISM_NAMES = ("nodp", "dpsgd", "redacted", "jft", "crt", "atdp", "sdpsgd")
+# CRT splits records into lines and ATDP / S-DPSGD weight or segment tokens: all three are language-model methods.
+CLASSIFICATION_MECHANISMS = ("nodp", "dpsgd", "redacted", "jft")
 
 
 # ------------------------------------------------------------------------------------------- privacy
@@ -196,6 +233,9 @@ class TrainingConfig(Strict):
 
 
 class EvaluationConfig(Strict):
+    """Canary exposure and membership inference attack a language model's token likelihoods: for a classifier
+    (model.arch roberta) they do not apply and are skipped, whatever these flags say."""
+
     exposure: bool = True
     exposure_method: Literal["exact", "estimate"] = "exact"
     exposure_limit: int = Field(1_000_000, ge=1, description="largest secret space enumerated exactly")
@@ -224,7 +264,26 @@ class TrialConfig(Strict):
             raise ValueError("mechanism sdpsgd needs model.arch: lstm (it noises a recurrent hidden state)")
         if self.model.arch == "lstm" and self.training.grad_sample_mode == "ghost":
             raise ValueError("ghost clipping is for the transformer models, not the LSTM")
+        if self.model.task == "classification":
+            self._check_classification()
         return self
+
+    def _check_classification(self) -> None:
+        """What a classifier can be trained with: labelled data, and the mechanisms that need no token structure."""
+        arch = f"model.arch {self.model.arch} (a classifier)"
+        if self.mechanism.name not in CLASSIFICATION_MECHANISMS:
+            raise ValueError(f"mechanism {self.mechanism.name} is for language models; {arch} supports "
+                             f"{', '.join(CLASSIFICATION_MECHANISMS)}")
+        if isinstance(self.mechanism, JFTConfig) and self.mechanism.phase1_mode == "screened":
+            raise ValueError(f"jft phase1_mode=screened is for language models (an audit holds no class labels); "
+                             f"{arch}")
+        if self.data.source == "customersim":
+            raise ValueError(f"{arch} needs labelled data: data.source synthetic_classification, hf (glue/...) or file")
+        if self.data.canaries is not None:
+            raise ValueError(f"data.canaries measure a language model's exposure; {arch} has none")
+        if (self.tokenizer.kind == "pretrained") != bool(self.model.name_or_path):
+            raise ValueError(f"{arch}: a pretrained model needs its own tokenizer (tokenizer.kind pretrained) and a "
+                             "preset one the BPE tokenizer, which fix the pad id it masks")
 
 
 # -------------------------------------------------------------------------------------- search space
@@ -307,10 +366,10 @@ class SweepConfig(Strict):
 # ------------------------------------------------------------------------------------------ loading
 
 _MESSAGES = {
-    "greater_than": "must be > {gt}",
-    "greater_than_equal": "must be >= {ge}",
-    "less_than": "must be < {lt}",
-    "less_than_equal": "must be <= {le}",
+    "greater_than": "must be > {gt:g}",
+    "greater_than_equal": "must be >= {ge:g}",
+    "less_than": "must be < {lt:g}",
+    "less_than_equal": "must be <= {le:g}",
     "extra_forbidden": "unknown key",
     "missing": "required",
 }

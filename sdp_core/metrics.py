@@ -1,4 +1,5 @@
-"""Utility metrics: perplexity (all / private-only / public-only tokens) and top-1 next-token accuracy.
+"""Utility metrics: perplexity (all / private-only / public-only tokens) and top-1 next-token accuracy for a
+language model; cross-entropy loss and accuracy for a classifier (`{prefix}_accuracy` in both cases).
 
 All metrics are computed on the *original* (unredacted) text over every real token, so mechanisms that train
 on redacted data are judged on what users will feed them.
@@ -7,6 +8,7 @@ on redacted data are judged on what users will feed them.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import torch
 from torch import nn
@@ -38,7 +40,7 @@ def _ppl(nll: float, n: float) -> float | None:
     return math.exp(min(nll / n, 50.0)) if n else None
 
 
-def utility_metrics(model: nn.Module, data: LMData, prefix: str) -> dict[str, float | None]:
+def language_model_metrics(model: nn.Module, data: LMData, prefix: str) -> dict[str, float | None]:
     """`{prefix}_perplexity`, `{prefix}_private_perplexity`, `{prefix}_public_perplexity`, `{prefix}_accuracy`."""
     t = token_statistics(model, data)
     return {
@@ -47,3 +49,27 @@ def utility_metrics(model: nn.Module, data: LMData, prefix: str) -> dict[str, fl
         f"{prefix}_public_perplexity": _ppl(t["nll_public"], t["n_public"]),
         f"{prefix}_accuracy": t["correct"] / t["n_all"] if t["n_all"] else None,
     }
+
+
+@torch.no_grad()
+def classification_metrics(model: nn.Module, data: LMData, prefix: str, batch_size: int = 64) -> dict[str, float]:
+    """`{prefix}_loss` (mean cross-entropy) and `{prefix}_accuracy` (top-1) of a classifier on labelled rows."""
+    model.eval()
+    nll, correct = 0.0, 0
+    for i in range(0, len(data), batch_size):
+        logits, labels = model(data.input_ids[i : i + batch_size]), data.labels[i : i + batch_size]
+        nll += torch.nn.functional.cross_entropy(logits, labels, reduction="sum").item()
+        correct += (logits.argmax(-1) == labels).sum().item()
+    model.train()
+    return {f"{prefix}_loss": nll / len(data), f"{prefix}_accuracy": correct / len(data)}
+
+
+TASK_METRICS: dict[str, Callable[[nn.Module, LMData, str], dict[str, float | None]]] = {
+    "lm": language_model_metrics,
+    "classification": classification_metrics,
+}
+
+
+def utility_metrics(model: nn.Module, data: LMData, prefix: str) -> dict[str, float | None]:
+    """The utility metrics of the data's task (`TASK_METRICS`), each named `{prefix}_...`."""
+    return TASK_METRICS[data.task](model, data, prefix)

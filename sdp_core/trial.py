@@ -20,6 +20,7 @@ from sdp_core import __version__
 from sdp_core.attacks import canary_exposures, empirical_epsilon, membership_inference
 from sdp_core.config import TrialConfig
 from sdp_core.data.canaries import CanaryPlan
+from sdp_core.data.classification import class_labels
 from sdp_core.data.prepare import prepare_data
 from sdp_core.data.records import Record, Span
 from sdp_core.detectors import detect_records, get_policy
@@ -63,9 +64,10 @@ class TrialResult:
         eps = p.get("epsilon")
         privacy = (f"ε={eps:.3f} ({p.get('notion')}, δ={p.get('delta'):g}, {p.get('accountant')})"
                    if isinstance(eps, (int, float)) and eps != float("inf") else f"no DP guarantee ({p.get('notion')})")
-        ppl = m.get("val_perplexity")
+        utility = (f"val ppl {m['val_perplexity']:.2f}" if m.get("val_perplexity") else
+                   f"val acc {m['val_accuracy']:.3f}" if m.get("val_accuracy") is not None else None)
         return (f"{self.name}: {self.state}; {self.config['mechanism']['name']}; {privacy}; "
-                f"val ppl {ppl:.2f}; {self.timings.get('total', 0):.0f}s" if ppl else f"{self.name}: {self.state}")
+                f"{utility}; {self.timings.get('total', 0):.0f}s" if utility else f"{self.name}: {self.state}")
 
 
 def versions() -> dict:
@@ -129,15 +131,19 @@ def prepare_trial_data(cfg: TrialConfig, timings: dict) -> tuple[TrialData, Cana
         clean = (redact(r.text, _known_secrets(r, s)) for r, s in zip(splits.train, train_spans))
         tokenizer = train_bpe_tokenizer(clean, cfg.tokenizer.vocab_size)
     L = cfg.data.max_length
+    classify = cfg.model.task == "classification"
+    labels = {name: class_labels(recs, cfg.model.num_labels, f"{name} data") if classify else None
+              for name, recs in (("train", splits.train), ("validation", splits.validation), ("test", splits.test))}
     data = TrialData(
         cfg=cfg,
         records=splits,
         train_spans=train_spans,
-        train=encode([r.text for r in splits.train], train_spans, tokenizer, L),
+        train=encode([r.text for r in splits.train], train_spans, tokenizer, L, labels["train"]),
         train_redacted=encode([redact(r.text, s) for r, s in zip(splits.train, train_spans)],
-                              [[] for _ in splits.train], tokenizer, L),
-        validation=encode([r.text for r in splits.validation], eval_spans["validation"], tokenizer, L),
-        test=encode([r.text for r in splits.test], eval_spans["test"], tokenizer, L),
+                              [[] for _ in splits.train], tokenizer, L, labels["train"]),
+        validation=encode([r.text for r in splits.validation], eval_spans["validation"], tokenizer, L,
+                          labels["validation"]),
+        test=encode([r.text for r in splits.test], eval_spans["test"], tokenizer, L, labels["test"]),
         tokenizer=tokenizer,
     )
     timings["tokenize"] = time.perf_counter() - t0
@@ -163,7 +169,12 @@ ATTACK_METRICS = [("exposure", "exposure_mean", "exposure_mean"), ("exposure", "
 
 
 def run_attacks(model, data: TrialData, plan: CanaryPlan | None) -> dict:
-    """Canary exposure (+ the empirical ε lower bound it implies) and membership inference on gold secrets."""
+    """Canary exposure (+ the empirical ε lower bound it implies) and membership inference on gold secrets.
+
+    Both attack a language model's token likelihoods; a classifier has none, so it gets no attacks.
+    """
+    if data.train.task == "classification":
+        return {}
     ev, p = data.cfg.evaluation, data.cfg.privacy
     out: dict = {}
     if ev.exposure and plan is not None:

@@ -1,7 +1,7 @@
-"""Models: GPT-2 family (preset config or pretrained path) and the DPLSTM language model.
+"""Models: GPT-2 family (preset config or pretrained path), the DPLSTM language model, and RoBERTa classifiers.
 
 Every language model maps input ids [B, T] to next-token logits [B, T, V], so the training loop, metrics and
-attacks treat them alike.
+attacks treat them alike; a classifier maps them to class logits [B, C] (the loss follows the data's labels).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from sdp_core.config import ModelConfig
 from sdp_core.errors import UserError
 from sdp_core.models.gpt2 import GPT2_PRESETS, GPT2LM, build_gpt2
 from sdp_core.models.lstm import LSTM_PRESETS, LSTMLM
+from sdp_core.models.roberta import ROBERTA_PRESETS, RobertaClassifier, build_roberta
 
 
 def _lstm(cfg: ModelConfig, vocab_size: int, max_length: int) -> LSTMLM:
@@ -26,13 +27,19 @@ def _gpt2(cfg: ModelConfig, vocab_size: int, max_length: int) -> GPT2LM:
     return build_gpt2(cfg.preset, cfg.name_or_path, vocab_size, max_length, cfg.dropout)
 
 
-MODEL_BUILDERS: dict[str, Callable[[ModelConfig, int, int], nn.Module]] = {"gpt2": _gpt2, "lstm": _lstm}
+def _roberta(cfg: ModelConfig, vocab_size: int, max_length: int) -> RobertaClassifier:
+    return build_roberta(cfg.preset, cfg.name_or_path, vocab_size, max_length, cfg.dropout, cfg.num_labels)
+
+
+MODEL_BUILDERS: dict[str, Callable[[ModelConfig, int, int], nn.Module]] = {"gpt2": _gpt2, "lstm": _lstm,
+                                                                            "roberta": _roberta}
 
 
 def build_model(cfg: ModelConfig, vocab_size: int, max_length: int) -> nn.Module:
     if cfg.arch not in MODEL_BUILDERS:
-        raise UserError(f"model.arch {cfg.arch!r} is not a language model here (known: {', '.join(MODEL_BUILDERS)})")
+        raise UserError(f"model.arch {cfg.arch!r} is not a known model here (known: {', '.join(MODEL_BUILDERS)})")
     return MODEL_BUILDERS[cfg.arch](cfg, vocab_size, max_length)
 
 
-__all__ = ["build_model", "GPT2LM", "LSTMLM", "GPT2_PRESETS", "LSTM_PRESETS", "MODEL_BUILDERS"]
+__all__ = ["build_model", "GPT2LM", "LSTMLM", "RobertaClassifier", "GPT2_PRESETS", "LSTM_PRESETS", "ROBERTA_PRESETS",
+           "MODEL_BUILDERS"]

@@ -13,10 +13,11 @@ from sdp_core.train.data import LMData
 
 
 def encode(texts: Sequence[str], spans: Sequence[Sequence[Span]], tokenizer: PreTrainedTokenizerFast,
-           max_length: int) -> LMData:
+           max_length: int, labels: Sequence[int] | None = None) -> LMData:
     """Row r = `<eos> tokens(texts[r]) <eos> <pad>...`; `sensitive` marks tokens overlapping `spans[r]`.
 
-    Weights are 1 on every real token after the leading `<eos>` and 0 on padding and `<mask>`.
+    Weights are 1 on every real token after the leading `<eos>` and 0 on padding and `<mask>`. With `labels`
+    (one class id per text) the rows are classification data; a classifier reads the leading `<eos>`.
     """
     eos, pad, mask = tokenizer.eos_token_id, tokenizer.pad_token_id, tokenizer.mask_token_id
     enc = tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=True, truncation=True,
@@ -33,4 +34,5 @@ def encode(texts: Sequence[str], spans: Sequence[Sequence[Span]], tokenizer: Pre
             sensitive[r, 1 : k + 1] = torch.from_numpy(token_mask(offsets, spans[r], texts[r]))
     weights = ((input_ids != pad) & (input_ids != mask)).float()
     weights[:, 0] = 0.0
-    return LMData(input_ids, weights, sensitive, torch.arange(n))
+    y = None if labels is None else torch.tensor(list(labels), dtype=torch.long)
+    return LMData(input_ids, weights, sensitive, torch.arange(n), y)

@@ -3,6 +3,9 @@
 Row r of `input_ids` is `<eos> tokens... <eos> <pad>...` truncated to `max_length`. `weights[r, t]` is the loss
 weight of *predicting* token t (0 for padding, `<mask>` and the leading `<eos>`), so a mechanism changes what is
 learned by changing weights only: redaction zeroes `<mask>`, ATDP down-weights non-sensitive tokens.
+
+Rows that carry class `labels` are sequence-classification data: the loss is then the cross-entropy of each row's
+class logits against its label (token weights play no part), and the same loop, mechanisms and phases apply.
 """
 
 from __future__ import annotations
@@ -18,13 +21,20 @@ class LMData:
     weights: torch.Tensor  # [N, T] float: loss weight of predicting token t
     sensitive: torch.Tensor  # [N, T] bool: token overlaps a sensitive span (policy or gold, as built)
     record_index: torch.Tensor  # [N] long: which source record each row is
+    labels: torch.Tensor | None = None  # [N] long: class of each row (classification data); None for LM data
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
 
+    @property
+    def task(self) -> str:
+        """`lm` or `classification`: what a model trained on these rows predicts."""
+        return "lm" if self.labels is None else "classification"
+
     def subset(self, rows: torch.Tensor | list[int]) -> "LMData":
         rows = torch.as_tensor(rows, dtype=torch.long)
-        return LMData(self.input_ids[rows], self.weights[rows], self.sensitive[rows], self.record_index[rows])
+        return LMData(self.input_ids[rows], self.weights[rows], self.sensitive[rows], self.record_index[rows],
+                      None if self.labels is None else self.labels[rows])
 
     def with_weights(self, weights: torch.Tensor) -> "LMData":
         return replace(self, weights=weights)
@@ -43,3 +53,16 @@ def per_record_loss(logits: torch.Tensor, input_ids: torch.Tensor, weights: torc
     ).view(b, t - 1)
     w = weights[:, 1:]
     return (ce * w).sum(1) / (w > 0).sum(1).clamp_min(1)
+
+
+def per_record_classification_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of each record's class logits [B, C] against its label [B]."""
+    return torch.nn.functional.cross_entropy(logits, labels, reduction="none")
+
+
+def record_losses(output: torch.Tensor, input_ids: torch.Tensor, weights: torch.Tensor,
+                  labels: torch.Tensor | None = None) -> torch.Tensor:
+    """The task's per-record loss: `per_record_loss` on LM rows, `per_record_classification_loss` on labelled rows."""
+    if labels is None:
+        return per_record_loss(output, input_ids, weights)
+    return per_record_classification_loss(output, labels)

@@ -1,5 +1,7 @@
 """The one training loop: public steps (plain optimizer) and private steps (Opacus DP-SGD) over `LMData`.
 
+The loss is the data's task's (`record_losses`): next-token LM loss, or classification loss on labelled rows.
+
 A private phase samples each record independently with probability q = B/N per step (Poisson sampling, the
 sampling the accountant assumes), clips each record's gradient to C and adds N(0, σ²C²) once per step
 (Abadi et al. 2016, Algorithm 1). σ may change per epoch (ATDP's schedule); every step is recorded in the
@@ -19,7 +21,7 @@ from opacus.optimizers import get_optimizer_class
 from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClipping
 from torch import nn
 
-from sdp_core.train.data import LMData, per_record_loss
+from sdp_core.train.data import LMData, record_losses
 
 # Opacus' hooks on the embedding see no input gradient (token ids are integers); torch warns on every step.
 warnings.filterwarnings("ignore", message="Full backward hook is firing", category=UserWarning)
@@ -133,14 +135,15 @@ class PrivateTrainer:
             generator=noise_generator,
         )
 
-    def step(self, input_ids: torch.Tensor, weights: torch.Tensor, sigma: float) -> float:
+    def step(self, input_ids: torch.Tensor, weights: torch.Tensor, sigma: float,
+             labels: torch.Tensor | None = None) -> float:
         self.optimizer.noise_multiplier = sigma
         self.optimizer.zero_grad(set_to_none=True)
         if len(input_ids) == 0:
             self._empty_batch()
             self.optimizer.step()
             return float("nan")
-        losses = per_record_loss(self.module(input_ids), input_ids, weights)
+        losses = record_losses(self.module(input_ids), input_ids, weights, labels)
         if self.mode == "ghost":
             DPTensorFastGradientClipping(self.module, self.optimizer, losses, "sum").backward()
         else:
@@ -187,13 +190,13 @@ def run_phase(model: nn.Module, optimizer: torch.optim.Optimizer, phase: Phase, 
             else:
                 batches = shuffled_batches(len(phase.data), min(phase.batch_size, len(phase.data)), steps, sampling)
             for rows in batches:
-                ids, w = phase.data.input_ids[rows], phase.data.weights[rows]
+                batch = phase.data.subset(rows)
                 if trainer is not None:
                     ledger.record_steps(ledger_key(phase.name, epoch), 1)
-                    loss = trainer.step(ids, w, sigma)
+                    loss = trainer.step(batch.input_ids, batch.weights, sigma, batch.labels)
                 else:
                     optimizer.zero_grad(set_to_none=True)
-                    losses = per_record_loss(model(ids), ids, w)
+                    losses = record_losses(model(batch.input_ids), batch.input_ids, batch.weights, batch.labels)
                     losses.mean().backward()
                     optimizer.step()
                     loss = losses.mean().item()
