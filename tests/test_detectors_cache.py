@@ -75,8 +75,9 @@ def test_cache_location(tmp_path, monkeypatch):
     detect_records(["a 1"], get_policy("digits"))
     assert len(list((tmp_path / "root" / "detections").iterdir())) == 1
     monkeypatch.delenv(CACHE_ENV)
-    monkeypatch.chdir(tmp_path)
-    assert default_cache_dir() == tmp_path / ".cache" / "detections"
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)  # the default does not depend on the working directory (Ray trials change it)
+    assert default_cache_dir() == tmp_path / "home" / ".cache" / "sdp-sweep" / "detections"
 
 
 def test_non_text_record_is_a_data_error(tmp_path):

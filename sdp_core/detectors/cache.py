@@ -1,7 +1,7 @@
 """Detection cache: a policy runs once per (dataset fingerprint, policy name + version), stored as Parquet.
 
-Location: `cache_dir` argument, else `$SDP_CACHE_DIR/detections`, else `.cache/detections` under the working
-directory. One file per key with flat columns `record, start, end, label` (records without spans have no rows;
+Location: `cache_dir` argument, else `$SDP_CACHE_DIR/detections`, else `~/.cache/sdp-sweep/detections`: an
+absolute, per-user place, so Ray trials (each in its own working directory) share one entry per dataset. One file per key with flat columns `record, start, end, label` (records without spans have no rows;
 the record count is in the file's metadata). Files are written atomically (temp file + `os.replace`), so a
 crashed or concurrent run never leaves a half-written entry; an unreadable entry is recomputed.
 """
@@ -24,7 +24,7 @@ CHUNK = 1000  # texts per detect call: bounds memory and drives the progress bar
 
 def default_cache_dir() -> Path:
     root = os.environ.get(CACHE_ENV)
-    return Path(root) / "detections" if root else Path.cwd() / ".cache" / "detections"
+    return (Path(root).resolve() if root else Path.home() / ".cache" / "sdp-sweep") / "detections"
 
 
 def texts_of(records: Sequence[Record | str]) -> list[str]:

@@ -30,7 +30,7 @@ def add_detect_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pattern", type=_pattern, action="append", default=[], metavar="NAME=REGEX",
                         help="a user regex policy (repeatable); use NAME in --policy")
     parser.add_argument("--spacy-model", default=defaults.spacy_model)
-    parser.add_argument("--cache-dir", help="detection cache (default $SDP_CACHE_DIR/detections or .cache/detections)")
+    parser.add_argument("--cache-dir", help="detection cache (default $SDP_CACHE_DIR/detections or ~/.cache/sdp-sweep/detections)")
     parser.add_argument("--no-cache", action="store_true", help="neither read nor write the detection cache")
 
 
