@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 quickstart: $(STAMP)
-	$(BIN)/sdp-sweep trial sweeps/quickstart_trial.yaml --out reports/quickstart
+	$(BIN)/sdp-sweep run sweeps/quickstart.yaml --out reports/quickstart --overwrite
 
 test: $(STAMP)
 	$(BIN)/python -m pytest tests

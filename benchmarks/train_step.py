@@ -19,7 +19,8 @@ def measure(private: bool, mode: str, steps: int, batch: int, length: int, prese
 
     from sdp_core.models.gpt2 import build_gpt2
     from sdp_core.train.data import LMData
-    from sdp_core.train.loop import Phase, PrivateTrainer, make_optimizer, per_record_loss
+    from sdp_core.train.data import per_record_loss
+    from sdp_core.train.loop import Phase, PrivateTrainer, make_optimizer
 
     torch.manual_seed(0)
     n = batch * 4

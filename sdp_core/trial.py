@@ -10,6 +10,7 @@ import platform
 import random
 import time
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -212,8 +213,17 @@ def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool
                 if on_step is not None:
                     on_step(stats)
 
-            phase_stats.append(run_phase(model, optimizer, phase, plan.ledger, cfg.seed * 1000 + i,
-                                         t.grad_sample_mode, step_hook))
+            seed = cfg.seed * 1000 + i
+            if phase.private and t.workers > 1:  # Ray Train: DDP over `workers`, noise added once per step
+                from sdp_core.train.distributed import run_private_phase_distributed
+
+                make = partial(make_optimizer, name=t.optimizer, lr=t.learning_rate, weight_decay=t.weight_decay)
+                state, stats = run_private_phase_distributed(model, make, phase, plan.ledger, seed,
+                                                             t.grad_sample_mode, t.workers)
+                model.load_state_dict(state)
+                phase_stats.append(stats)
+            else:
+                phase_stats.append(run_phase(model, optimizer, phase, plan.ledger, seed, t.grad_sample_mode, step_hook))
     timings["train"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()

@@ -1,0 +1,128 @@
+"""`sdp-sweep run` and `sdp-sweep resume`: argument parsing and the steps around the driver.
+
+Everything a user can get wrong (config, search space, address) is checked before the output folder is
+created, so a rejected sweep leaves nothing behind. Ray is imported only once a sweep really starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import shutil
+from pathlib import Path
+
+from sdp_core.config import SweepConfig, load_search_space, load_sweep_config
+from sdp_core.errors import UserError
+from sdp_core.sweep.space import check_space
+from sdp_core.sweep.store import SweepStore
+
+EXPOSURE_METRICS = ("exposure_mean", "exposure_max")
+
+
+def _add_cluster_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--address", help="Ray cluster to join (host:port, ray://host:port or auto); default: "
+                                     "RAY_ADDRESS, else a new local Ray. Inside `ray job submit`: the job's cluster")
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("sweep", help="sweep YAML (see sweeps/)")
+    p.add_argument("--data", help="JSONL / Parquet / text file for every trial (base.data.source=file)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                   help="override a sweep field, e.g. base.training.epochs=2 or num_trials=3; repeatable")
+    p.add_argument("--out", help="output folder (default: reports/<sweep name>; must be absolute inside a Ray job)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing sweep folder at --out")
+    _add_cluster_arguments(p)
+
+
+def add_resume_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dir", help="the sweep's output folder (holds sweep.yaml and optuna.journal)")
+    _add_cluster_arguments(p)
+
+
+def check_objectives(cfg: SweepConfig) -> None:
+    """Objectives no trial of this sweep can measure would leave the Pareto front empty: refuse them now."""
+    for o in cfg.objectives:
+        if o.metric in EXPOSURE_METRICS and not (cfg.base.evaluation.exposure and cfg.base.data.canaries):
+            raise UserError(f"objective {o.metric} needs canaries: set base.data.canaries and base.evaluation.exposure")
+        if o.metric == "mia_auc" and not cfg.base.evaluation.mia:
+            raise UserError("objective mia_auc needs base.evaluation.mia: true")
+
+
+def resolve_sweep(path: str, overrides: list[str]) -> SweepConfig:
+    """The sweep with overrides applied and its search space inlined (what `OUT/sweep.yaml` stores)."""
+    cfg = load_sweep_config(path, overrides)
+    space = load_search_space(cfg.search_space, Path(path).parent)
+    check_space(cfg, space, path)
+    check_objectives(cfg)
+    return cfg.model_copy(update={"search_space": space})
+
+
+def output_folder(out: str | None, cfg: SweepConfig, overwrite: bool) -> Path:
+    from sdp_core.sweep.jobs import in_ray_job
+
+    if in_ray_job() and not (out and Path(out).is_absolute()):
+        raise UserError("inside `ray job submit` pass --out with an absolute path: the job's working directory "
+                        "is a temporary copy")
+    folder = Path(out or Path("reports") / cfg.name).resolve()
+    if folder.exists() and any(folder.iterdir()) and not overwrite:
+        hint = "continue it with `sdp-sweep resume`" if (folder / "sweep.yaml").exists() else "choose another --out"
+        raise UserError(f"output folder is not empty ({hint}, or pass --overwrite)", str(folder))
+    return folder
+
+
+def _report(folder: Path) -> Path:
+    """Build the report when the report layer provides `build_report`; the path to show the user."""
+    report = importlib.import_module("sdp_core.report") if importlib.util.find_spec("sdp_core.report") else None
+    if not hasattr(report, "build_report"):
+        return folder
+    index = report.build_report(folder) / "index.html"
+    return index if index.exists() else folder
+
+
+def _sweep(store: SweepStore, cfg: SweepConfig) -> int:
+    """Run the sweep to completion on the connected Ray with the live view, then report; the exit code."""
+    import ray
+
+    from sdp_core.sweep.driver import run_sweep
+    from sdp_core.sweep.live import LiveView
+
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # the live view is the output: Tune's reporter stays quiet
+    try:
+        with LiveView(store, cfg.num_trials) as view:
+            rows = run_sweep(cfg, cfg.search_space, store, callbacks=[view])
+    finally:
+        ray.shutdown()
+    counts = {s: sum(r["state"] == s for r in rows.values()) for s in ("finished", "early_stopped", "infeasible", "failed")}
+    print(f"{len(rows)}/{cfg.num_trials} trials: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
+    if len(rows) < cfg.num_trials:
+        print(f"the sweep stopped early; continue it with: sdp-sweep resume {store.root}")
+    print(_report(store.root))
+    return 0 if len(rows) == cfg.num_trials else 1
+
+
+def run_run(args: argparse.Namespace) -> int:
+    data = ["base.data.source=file", f"base.data.path={Path(args.data).resolve()}"] if args.data else []
+    cfg = resolve_sweep(args.sweep, data + list(args.overrides))
+    folder = output_folder(args.out, cfg, args.overwrite)
+    from sdp_core.sweep.jobs import connect_ray
+
+    connect_ray(args.address)  # an address that does not answer fails here, before the folder exists
+    if args.overwrite and folder.exists():
+        shutil.rmtree(folder)
+    store = SweepStore(folder)
+    store.create(cfg)
+    return _sweep(store, cfg)
+
+
+def run_resume(args: argparse.Namespace) -> int:
+    store = SweepStore(Path(args.dir).resolve())
+    cfg = store.load_config()
+    if isinstance(cfg.search_space, str):
+        raise UserError("sweep.yaml has no inline search space (not written by `sdp-sweep run`)", str(store.config_file))
+    from sdp_core.sweep.jobs import connect_ray
+
+    if len(store.rows()) < cfg.num_trials:  # a finished sweep only gets its report rebuilt
+        connect_ray(args.address)
+    return _sweep(store, cfg)

@@ -1,0 +1,276 @@
+"""Run a sweep: Ray Tune schedules the trials, Optuna (through `OptunaSearch`) chooses their hyper-parameters.
+
+- Each trial is `run_trial` on one sampled config inside a Tune function trial; `run_trial` calibrates the
+  trial's noise to the sweep's ε target itself. The trial reports a row; the driver writes it to
+  `OUT/trials/<trial_id>.json` and then tells Optuna, in that order (a crash in between is repaired on resume).
+- Multi-objective: the sweep's objectives become `OptunaSearch(metric=[...], mode=[...])`.
+- What Optuna is told, per stored state: `finished` -> COMPLETE with the objective values (FAIL instead when
+  one is missing or not finite, e.g. an infinite ε); `infeasible` (the ε target cannot be met: `PrivacyError`)
+  and `failed` -> FAIL, so samplers skip them and the study goes on (`OptunaSearch` passes no constraints
+  through, and an infeasible trial has no objective values to constrain); `early_stopped` -> PRUNED, never
+  COMPLETE with partial values. The state, trial id and error also go into the Optuna trial's user attributes.
+- When several mechanisms are compared, the first trials take each mechanism once (enqueued in a new study),
+  so every mechanism is on the report whatever the sampler prefers; TPE chooses freely after them.
+- Early stopping (optional) is ASHA on the training loss, with the cumulative optimizer step as its clock.
+- Resume is rebuilt from the study's journal and the trial files, not from Tune's snapshot: a trial with a
+  row is done; a trial Optuna still lists as running without a row is re-run with the same parameters, id and
+  seed; new trials fill up to exactly `num_trials`. Nothing is lost or counted twice whenever the driver died.
+- Each sweep's study is named `<sweep name>-<hash of its resolved config>` in `OUT/optuna.journal`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from functools import partial
+from typing import Any
+
+import optuna
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+from optuna.trial import FrozenTrial, TrialState
+from ray import tune
+from ray.tune.schedulers import ASHAScheduler, TrialScheduler
+from ray.tune.search.optuna import OptunaSearch
+
+from sdp_core.config import SearchSpace, SweepConfig, TrialConfig, parse_model
+from sdp_core.errors import PrivacyError
+from sdp_core.sweep.space import MECHANISM_PARAM, sample, trial_config_dict, trial_id
+from sdp_core.sweep.store import SweepStore
+from sdp_core.trial import TrialResult, run_trial
+
+ASHA_MAX_T = 1_000_000
+"""ASHA's clock is the cumulative optimizer step; its `max_t` stops a trial that reaches it, so it is set far
+beyond any trial's steps (trials end on their own, and only the rungs below matter)."""
+
+OPTUNA_STATES = {"finished": TrialState.COMPLETE, "early_stopped": TrialState.PRUNED,
+                 "failed": TrialState.FAIL, "infeasible": TrialState.FAIL}
+
+
+# --------------------------------------------------------------------------------------------- rows
+
+
+def objective_value(row: dict, metric: str) -> Any:
+    """A row's value of an objective: a metric, or `epsilon` (the ε the trial spent)."""
+    if metric == "epsilon":
+        return (row.get("privacy") or {}).get("epsilon")
+    return (row.get("metrics") or {}).get(metric)
+
+
+def stub_row(config: dict, state: str, error: str | None, metrics: dict | None = None) -> dict:
+    """The row of a trial that produced no TrialResult (infeasible, failed, early-stopped)."""
+    trial = config["trial"]
+    return TrialResult(name=trial.get("name", config["trial_id"]), state=state, seed=trial.get("seed", 0),
+                       config=trial, metrics=metrics or {}, error=error).to_dict()
+
+
+def finish_row(row: dict, config: dict) -> dict:
+    """Add what the sweep knows to a trial's row: its id, sampled parameters and objective values."""
+    objectives = {m: objective_value(row, m) for m in config["objectives"]}
+    return {**row, "trial_id": config["trial_id"], "params": config["params"], "objectives": objectives,
+            "error": row.get("error")}
+
+
+def record_in_study(ot_trial: optuna.Trial, row: dict, objectives: list[str]) -> None:
+    """Tell Optuna how a stored trial ended (see the module docstring for the mapping)."""
+    state = OPTUNA_STATES[row["state"]]
+    values = [row["objectives"].get(m) for m in objectives]
+    if state == TrialState.COMPLETE and not all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
+        state = TrialState.FAIL
+        ot_trial.set_user_attr("reason", f"objective values {values} are not all finite numbers")
+    ot_trial.set_user_attr("trial_id", row["trial_id"])
+    ot_trial.set_user_attr("state", row["state"])
+    if row.get("error"):
+        ot_trial.set_user_attr("error", row["error"][:500])
+    ot_trial.study.tell(ot_trial, values if state == TrialState.COMPLETE else None, state=state)
+
+
+# -------------------------------------------------------------------------------------------- trial
+
+
+def sweep_trial(config: dict) -> None:
+    """A Tune function trial: train one sampled config and report its row as the final result.
+
+    Reports after every optimizer step (`step`, `train_loss`: ASHA's clock and metric; the live view's
+    progress) and once at the end with `final: True` and the row as JSON (a string, so Tune's flattening of
+    results leaves it intact). A trial's own failure never raises: it becomes a `failed` or `infeasible` row.
+    """
+    steps, loss = 0, float("nan")
+
+    def report(row: dict | None = None) -> None:
+        tune.report({**{m: objective_value(row, m) if row else None for m in config["objectives"]},
+                     "step": steps, "train_loss": loss, "final": row is not None,
+                     **({"row": json.dumps(row, default=str)} if row else {})})
+
+    def on_step(stats) -> None:
+        nonlocal steps, loss
+        steps += 1
+        loss = stats.losses[-1] if stats.losses else loss
+        report()
+
+    try:
+        cfg = parse_model(TrialConfig, config["trial"], config["trial_id"])
+        row = run_trial(cfg, None, on_step=on_step).to_dict()
+    except PrivacyError as e:
+        row = stub_row(config, "infeasible", str(e))
+    except Exception as e:  # any other failure is this trial's: record it, the sweep goes on
+        row = stub_row(config, "failed", f"{type(e).__name__}: {e}")
+    report(row)
+
+
+# ------------------------------------------------------------------------------------ search + stop
+
+
+class StopRecordingASHA(ASHAScheduler):
+    """ASHA that remembers which trials it stopped, so their rows say `early_stopped` (not `finished`, and not
+    mistaken for trials interrupted by a crash or Ctrl-C, which resume re-runs)."""
+
+    def __init__(self, stopped: set[str], **kwargs: Any):
+        super().__init__(**kwargs)
+        self.stopped = stopped
+
+    def on_trial_result(self, tune_controller, trial, result: dict) -> str:
+        decision = super().on_trial_result(tune_controller, trial, result)
+        if decision == TrialScheduler.STOP and not result.get("final"):
+            self.stopped.add(trial.trial_id)
+        return decision
+
+
+class SweepSearch(OptunaSearch):
+    """`OptunaSearch` over the sweep's define-by-run space that also owns the trial rows.
+
+    `suggest` hands Tune the trial's id, parameters and full trial config; `on_trial_complete` writes the row and
+    then tells Optuna. Trials left running by a crash (`orphans`) are handed out again before new ones are asked.
+    The TPE sampler is seeded with `sampler_seed` (the sweep's seed plus the trials already in the study, so a
+    resumed sweep does not replay the first run's random draws).
+    """
+
+    def __init__(self, cfg: SweepConfig, space: SearchSpace, store: SweepStore, storage: JournalStorage,
+                 orphans: list[FrozenTrial], stopped_by_scheduler: set[str], sampler_seed: int):
+        super().__init__(space=partial(sample, space=space, mechanisms=cfg.mechanisms),
+                         metric=[o.metric for o in cfg.objectives], mode=[o.mode for o in cfg.objectives],
+                         sampler=optuna.samplers.TPESampler(seed=sampler_seed), study_name=study_name(cfg),
+                         storage=storage)
+        self._cfg, self._store = cfg, store
+        self._orphans = list(orphans)
+        self._stopped = stopped_by_scheduler
+        self._configs: dict[str, dict] = {}  # Tune trial id -> what the trainable got
+
+    def suggest(self, tune_trial_id: str) -> dict:
+        if tune_trial_id not in self._ot_trials:
+            orphan = self._orphans.pop(0) if self._orphans else None
+            # FrozenTrial keeps its storage id private; optuna.Trial(study, id) is how a live trial is reopened.
+            self._ot_trials[tune_trial_id] = (optuna.Trial(self._ot_study, orphan._trial_id) if orphan
+                                              else self._ot_study.ask())
+        ot_trial = self._ot_trials[tune_trial_id]
+        params = self._suggest_from_define_by_run_func(self._space, ot_trial)  # an orphan gets its old values
+        config = {"trial_id": trial_id(ot_trial.number), "params": params, "objectives": self.metric,
+                  "trial": trial_config_dict(self._cfg, params, ot_trial.number)}
+        self._configs[tune_trial_id] = config
+        return config
+
+    def on_trial_complete(self, tune_trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        config = self._configs.get(tune_trial_id)
+        if config is None or tune_trial_id in self._completed_trials:
+            return
+        if result and result.get("final"):
+            row = json.loads(result["row"])
+        elif result and tune_trial_id in self._stopped:
+            row = stub_row(config, "early_stopped", None, {"train_loss": result.get("train_loss"),
+                                                           "steps": result.get("step")})
+        elif error:
+            row = stub_row(config, "failed", "the trial's Ray worker died (details in OUT/.tune)")
+        else:
+            return  # interrupted (Ctrl-C, driver stopping): still running in the study, so resume re-runs it
+        row = finish_row(row, config)
+        self._store.write_row(row)
+        record_in_study(self._ot_trials[tune_trial_id], row, self.metric)
+        self._completed_trials.add(tune_trial_id)
+
+    def save(self, checkpoint_path: str) -> None:
+        """Nothing to save for Tune: resume rebuilds from the Optuna journal and the trial files."""
+
+    def __getstate__(self) -> dict:
+        """`Tuner` pickles its search algorithm (for `Tuner.restore`, unused here); the study, whose journal
+        storage holds a lock, stays behind."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_ot_study", "_storage", "_ot_trials")}
+
+
+# -------------------------------------------------------------------------------------------- sweep
+
+
+def study_name(cfg: SweepConfig) -> str:
+    """`<sweep name>-<hash of the resolved config>`: one study per sweep, even in a shared storage."""
+    digest = hashlib.sha256(json.dumps(cfg.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+    return f"{cfg.name}-{digest[:10]}"
+
+
+def open_study(cfg: SweepConfig, store: SweepStore) -> tuple[optuna.Study, JournalStorage]:
+    """The sweep's study in `OUT/optuna.journal`, created on first use.
+
+    A driver killed in the middle of an append leaves a partial last line, which later appends would bury in
+    the middle of the file (unreadable): it is cut off first, as if that write never happened.
+    """
+    if store.journal_file.is_file():
+        journal = store.journal_file.read_bytes()
+        if journal and not journal.endswith(b"\n"):
+            store.journal_file.write_bytes(journal[:journal.rfind(b"\n") + 1])
+    storage = JournalStorage(JournalFileBackend(str(store.journal_file)))
+    study = optuna.create_study(storage=storage, study_name=study_name(cfg), load_if_exists=True,
+                                directions=["minimize" if o.mode == "min" else "maximize" for o in cfg.objectives])
+    return study, storage
+
+
+def reconcile(study: optuna.Study, store: SweepStore, objectives: list[str]) -> list[FrozenTrial]:
+    """After a crash: tell Optuna about rows it never heard of; return the running trials without a row."""
+    rows = store.rows()
+    orphans = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        row = rows.get(trial_id(t.number))
+        if row is None:
+            orphans.append(t)
+        else:
+            record_in_study(optuna.Trial(study, t._trial_id), row, objectives)
+    return orphans
+
+
+def grace_period(cfg: SweepConfig) -> int:
+    """ASHA's first rung: a quarter of the step cap (or 10 steps without one)."""
+    return max(1, (cfg.base.training.max_steps or 40) // 4)
+
+
+def run_sweep(cfg: SweepConfig, space: SearchSpace, store: SweepStore, callbacks: list | None = None) -> dict[str, dict]:
+    """Run (or continue) the sweep in `store` until it holds exactly `num_trials` rows; Ray must be up.
+
+    Returns every row by trial id.
+    """
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study, storage = open_study(cfg, store)
+    if not study.trials and len(cfg.mechanisms) > 1:
+        for mechanism in cfg.mechanisms[:cfg.num_trials]:
+            study.enqueue_trial({MECHANISM_PARAM: mechanism})
+    objectives = [o.metric for o in cfg.objectives]
+    orphans = reconcile(study, store, objectives)
+    remaining = cfg.num_trials - len(store.rows())
+    if remaining <= 0:
+        return store.rows()
+    stopped: set[str] = set()
+    scheduler = (StopRecordingASHA(stopped, time_attr="step", metric="train_loss", mode="min",
+                                   grace_period=grace_period(cfg), reduction_factor=2, max_t=ASHA_MAX_T)
+                 if cfg.early_stopping else None)
+    resources = {"cpu": cfg.resources.cpu, "gpu": cfg.resources.gpu}
+    attempt = len(list(store.tune_dir.glob("attempt-*"))) if store.tune_dir.is_dir() else 0
+    tuner = tune.Tuner(
+        tune.with_resources(sweep_trial, resources),
+        tune_config=tune.TuneConfig(
+            search_alg=SweepSearch(cfg, space, store, storage, orphans[:remaining], stopped,
+                                   sampler_seed=cfg.seed + len(study.trials)),
+            scheduler=scheduler, num_samples=remaining, max_concurrent_trials=cfg.concurrency,
+            reuse_actors=True,  # trials share warm processes: torch and the tokenizers load once
+            trial_name_creator=lambda t: t.config["trial_id"], trial_dirname_creator=lambda t: t.config["trial_id"]),
+        run_config=tune.RunConfig(name=f"attempt-{attempt}", storage_path=str(store.tune_dir), verbose=0,
+                                  callbacks=callbacks or []),
+    )
+    tuner.fit()
+    return store.rows()

@@ -1,0 +1,110 @@
+"""A sweep's search space as an Optuna define-by-run function, and the trial config each sample becomes.
+
+Parameters are dotted paths into a trial config (`training.learning_rate`). When the sweep compares several
+mechanisms, the mechanism is itself sampled first, as the categorical `mechanism.name`; a parameter under
+`mechanism.` is then sampled only for trials whose mechanism has that field (`mechanism.w` only for atdp), so
+Optuna sees a conditional space. Trial number n gets seed `sweep.seed + n` and name `<sweep>-trial_<n>`.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any, get_args
+
+from sdp_core.config import Distribution, MechanismConfig, SearchSpace, SweepConfig, TrialConfig, parse_model
+from sdp_core.errors import ConfigError
+
+if TYPE_CHECKING:
+    import optuna
+
+MECHANISM_PARAM = "mechanism.name"
+MECHANISM_FIELDS: dict[str, set[str]] = {
+    cls.model_fields["name"].default: set(cls.model_fields) - {"name"}
+    for cls in get_args(get_args(MechanismConfig)[0])
+}
+"""Each mechanism's own settings, i.e. the `mechanism.<field>` paths a search space may sample for it."""
+
+
+def trial_id(number: int) -> str:
+    """The id of Optuna trial `number` in file names and tables: `trial_0007`."""
+    return f"trial_{number:04d}"
+
+
+def applies_to(path: str, mechanism: str) -> bool:
+    """Whether parameter `path` is sampled for trials of `mechanism`."""
+    if not path.startswith("mechanism."):
+        return True
+    return path.split(".", 2)[1] in MECHANISM_FIELDS[mechanism]
+
+
+def _suggest(trial: optuna.Trial, path: str, d: Distribution) -> Any:
+    if d.type == "choice":
+        return trial.suggest_categorical(path, d.values)
+    if d.type == "int":
+        return trial.suggest_int(path, int(d.low), int(d.high))
+    return trial.suggest_float(path, d.low, d.high, log=d.type == "loguniform")
+
+
+def sample(trial: optuna.Trial, space: SearchSpace, mechanisms: list[str]) -> dict[str, Any]:
+    """Define-by-run: the mechanism first (when there is a choice), then the parameters that apply to it."""
+    mechanism = trial.suggest_categorical(MECHANISM_PARAM, mechanisms) if len(mechanisms) > 1 else mechanisms[0]
+    params = {MECHANISM_PARAM: mechanism} if len(mechanisms) > 1 else {}
+    for path, distribution in space.parameters.items():
+        if applies_to(path, mechanism):
+            params[path] = _suggest(trial, path, distribution)
+    return params
+
+
+def _set_path(data: dict, path: str, value: Any) -> None:
+    *parents, leaf = path.split(".")
+    for part in parents:
+        if not isinstance(data.get(part), dict):
+            data[part] = {}
+        data = data[part]
+    data[leaf] = value
+
+
+def trial_config_dict(sweep: SweepConfig, params: dict[str, Any], number: int) -> dict:
+    """The trial config (not yet validated) of sample `params`: `base`, its mechanism, the sampled values.
+
+    The mechanism block is `{name: chosen}`, or the base's own block when the base already names that mechanism
+    (so a sweep can fix, e.g., JFT's `phase1_mode` in `base`).
+    """
+    mechanism = params.get(MECHANISM_PARAM, sweep.mechanisms[0])
+    data = sweep.base.model_dump(mode="json")
+    if data["mechanism"]["name"] != mechanism:
+        data["mechanism"] = {"name": mechanism}
+    for path, value in params.items():
+        if path != MECHANISM_PARAM:
+            _set_path(data, path, copy.deepcopy(value))
+    data["name"] = f"{sweep.name}-{trial_id(number)}"
+    data["seed"] = sweep.seed + number
+    return data
+
+
+def check_space(sweep: SweepConfig, space: SearchSpace, where: str) -> None:
+    """Reject, before anything runs, a space whose paths or bounds no trial config accepts.
+
+    Every mechanism's trial is built at the low and at the high end of every range (first and last choice)
+    and validated; a `mechanism.` path must belong to at least one of the sweep's mechanisms.
+    """
+    problems = []
+    for path, d in space.parameters.items():
+        if path == MECHANISM_PARAM:
+            problems.append(f"search_space.{path}: the mechanism is chosen by `mechanisms:`, not sampled here")
+        elif path.startswith("mechanism.") and not any(applies_to(path, m) for m in sweep.mechanisms):
+            owners = [m for m in MECHANISM_FIELDS if applies_to(path, m)]
+            problems.append(f"search_space.{path}: none of the sweep's mechanisms has this field"
+                            + (f" (it belongs to {', '.join(owners)})" if owners else ""))
+        elif d.type == "choice" and any(isinstance(v, (list, dict)) for v in d.values):
+            problems.append(f"search_space.{path}: choice values must be single values (numbers, strings, booleans)")
+    if problems:
+        raise ConfigError(problems, where)
+    for mechanism in sweep.mechanisms:
+        for end in (0, -1):
+            params = {MECHANISM_PARAM: mechanism}
+            for path, d in space.parameters.items():
+                if applies_to(path, mechanism):
+                    params[path] = d.values[end] if d.type == "choice" else (d.low, d.high)[end]
+                    params[path] = int(params[path]) if d.type == "int" else params[path]
+            parse_model(TrialConfig, trial_config_dict(sweep, params, 0), f"{where} ({mechanism} trial)")

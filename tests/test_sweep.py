@@ -1,0 +1,242 @@
+"""The sweep layer in one process: search space, search algorithm and rows (no Ray), then a real local Ray for a
+multi-objective sweep of real trials and for a 2-worker Ray Train private phase."""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import partial
+
+import optuna
+import pytest
+import ray
+import torch
+from optuna.trial import TrialState
+
+from sdp_core.config import SweepConfig, TrialConfig, parse_model
+from sdp_core.errors import ConfigError, PrivacyError
+from sdp_core.mechanisms.base import phase_events
+from sdp_core.models.gpt2 import build_gpt2
+from sdp_core.privacy import PrivacyLedger
+from sdp_core.sweep import driver
+from sdp_core.sweep.driver import SweepSearch, open_study, reconcile, run_sweep, stub_row, sweep_trial
+from sdp_core.sweep.space import check_space, sample, trial_config_dict
+from sdp_core.sweep.store import SweepStore
+from sdp_core.train.data import LMData
+from sdp_core.train.distributed import run_private_phase_distributed
+from sdp_core.train.loop import Phase, PhaseStats, make_optimizer, run_phase
+from sdp_core.trial import TrialResult
+from tests.conftest import small_trial_dict
+
+OBJECTIVES = ["val_perplexity", "val_private_perplexity"]
+
+
+def tiny_sweep(**fields) -> SweepConfig:
+    """Two DP mechanisms, a conditional JFT parameter, 3-step trials."""
+    data = {
+        "name": "tiny", "seed": 5, "base": small_trial_dict(training={"max_steps": 3}),
+        "mechanisms": ["dpsgd", "jft"],
+        "objectives": [{"metric": m, "mode": "min"} for m in OBJECTIVES],
+        "search_space": {"parameters": {
+            "training.learning_rate": {"type": "loguniform", "low": 1e-3, "high": 5e-3},
+            "mechanism.phase1_epochs": {"type": "int", "low": 1, "high": 2},
+        }},
+        "num_trials": 4, "concurrency": 2,
+    }
+    return parse_model(SweepConfig, {**data, **fields})
+
+
+# ------------------------------------------------------------------------------------------ space
+
+
+def test_mechanism_fields_are_sampled_only_for_their_mechanism():
+    cfg = tiny_sweep()
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    seen = set()
+    for _ in range(30):
+        params = sample(study.ask(), cfg.search_space, cfg.mechanisms)
+        seen.add(params["mechanism.name"])
+        assert ("mechanism.phase1_epochs" in params) == (params["mechanism.name"] == "jft")
+    assert seen == {"dpsgd", "jft"}
+    single = sample(study.ask(), cfg.search_space, ["dpsgd"])
+    assert set(single) == {"training.learning_rate"}  # one mechanism: nothing to choose
+
+
+def test_trial_config_is_base_plus_mechanism_plus_samples_with_seed_offset():
+    cfg = tiny_sweep()
+    data = trial_config_dict(cfg, {"mechanism.name": "jft", "mechanism.phase1_epochs": 2,
+                                   "training.learning_rate": 0.004}, number=3)
+    trial = parse_model(TrialConfig, data)
+    assert trial.mechanism.name == "jft" and trial.mechanism.phase1_epochs == 2
+    assert trial.training.learning_rate == 0.004 and trial.training.max_steps == 3
+    assert trial.seed == 5 + 3 and trial.name == "tiny-trial_0003"
+
+
+@pytest.mark.parametrize("parameters, message", [
+    ({"mechanism.w": {"type": "uniform", "low": 0.1, "high": 0.9}}, "none of the sweep's mechanisms has this field"),
+    ({"training.learning_rat": {"type": "uniform", "low": 0.1, "high": 0.9}}, "unknown key"),
+    ({"training.batch_size": {"type": "int", "low": 0, "high": 8}}, "must be >= 1"),
+])
+def test_space_that_no_trial_accepts_is_rejected_before_running(parameters, message):
+    cfg = tiny_sweep(search_space={"parameters": parameters})
+    with pytest.raises(ConfigError, match=message):
+        check_space(cfg, cfg.search_space, "sweep.yaml")
+
+
+# --------------------------------------------------------------------------- trainable and search
+
+
+def test_trial_function_reports_steps_then_one_final_row(monkeypatch):
+    reports = []
+    monkeypatch.setattr(driver.tune, "report", reports.append)
+    config = {"trial_id": "trial_0000", "params": {}, "objectives": OBJECTIVES,
+              "trial": small_trial_dict(name="t", seed=1)}
+
+    def fake_run_trial(cfg, out_dir, on_step):
+        on_step(PhaseStats("dp", True, steps=1, losses=[4.0]))
+        on_step(PhaseStats("dp", True, steps=2, losses=[4.0, 3.5]))
+        return TrialResult(name=cfg.name, state="finished", seed=cfg.seed, config={}, metrics={"val_perplexity": 9.0})
+
+    monkeypatch.setattr(driver, "run_trial", fake_run_trial)
+    sweep_trial(config)
+    assert [(r["step"], r["train_loss"], r["final"]) for r in reports] == [(1, 4.0, False), (2, 3.5, False), (2, 3.5, True)]
+    assert reports[0]["val_perplexity"] is None and reports[-1]["val_perplexity"] == 9.0
+    assert json.loads(reports[-1]["row"])["state"] == "finished"
+
+
+@pytest.mark.parametrize("error, state, message", [
+    (PrivacyError("target epsilon 1e-09 needs sigma > 1000"), "infeasible", "target epsilon 1e-09"),
+    (RuntimeError("boom"), "failed", "RuntimeError: boom"),
+])
+def test_trial_function_turns_errors_into_rows(monkeypatch, error, state, message):
+    reports = []
+    monkeypatch.setattr(driver.tune, "report", reports.append)
+
+    def failing_run_trial(cfg, out_dir, on_step):
+        raise error
+
+    monkeypatch.setattr(driver, "run_trial", failing_run_trial)
+    sweep_trial({"trial_id": "trial_0001", "params": {}, "objectives": OBJECTIVES,
+                 "trial": small_trial_dict(name="t", seed=1)})
+    (final,) = reports
+    row = json.loads(final["row"])
+    assert final["final"] and row["state"] == state and message in row["error"]
+
+
+def _final(config: dict, state: str = "finished", **metrics) -> dict:
+    row = stub_row(config, state, None if state == "finished" else "reason", metrics)
+    return {"final": True, "row": json.dumps(row)}
+
+
+def test_search_records_each_end_and_resume_reruns_only_the_unfinished(tmp_path):
+    cfg = tiny_sweep()
+    store = SweepStore(tmp_path)
+    store.create(cfg)
+    study, storage = open_study(cfg, store)
+    search = SweepSearch(cfg, cfg.search_space, store, storage, orphans=[], stopped_by_scheduler={"b"},
+                         sampler_seed=0)
+    configs = {t: search.suggest(t) for t in "abcde"}
+    assert [c["trial_id"] for c in configs.values()] == [f"trial_000{i}" for i in range(5)]
+
+    search.on_trial_complete("a", _final(configs["a"], val_perplexity=30.0, val_private_perplexity=40.0))
+    search.on_trial_complete("b", {"final": False, "step": 2, "train_loss": 5.0})  # stopped by ASHA
+    search.on_trial_complete("c", error=True)  # its worker died
+    search.on_trial_complete("d", _final(configs["d"], "infeasible"))
+    search.on_trial_complete("e", {"final": False, "step": 1, "train_loss": 6.0})  # interrupted: no row
+
+    rows = store.rows()
+    assert {t: r["state"] for t, r in rows.items()} == {
+        "trial_0000": "finished", "trial_0001": "early_stopped", "trial_0002": "failed", "trial_0003": "infeasible"}
+    assert rows["trial_0000"]["objectives"] == {"val_perplexity": 30.0, "val_private_perplexity": 40.0}
+    assert rows["trial_0001"]["objectives"] == {"val_perplexity": None, "val_private_perplexity": None}
+    assert rows["trial_0002"]["params"] == configs["c"]["params"]
+    states = [t.state for t in study.get_trials()]
+    assert states == [TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.FAIL, TrialState.RUNNING]
+    assert study.get_trials()[0].values == [30.0, 40.0]  # stopped trials never reach Optuna as COMPLETE
+
+    # A crash after writing a row but before telling Optuna: resume tells it; trial_0005 is re-run as itself.
+    late = {**stub_row(configs["e"], "finished", None, {"val_perplexity": 1.0, "val_private_perplexity": 2.0}),
+            "trial_id": "trial_0004", "params": configs["e"]["params"],
+            "objectives": {"val_perplexity": 1.0, "val_private_perplexity": 2.0}}
+    new = search.suggest("f")
+    assert new["trial_id"] == "trial_0005"
+    store.write_row(late)
+    with open(store.journal_file, "ab") as journal:  # and the kill cut Optuna's last append short
+        journal.write(b'{"op_code": 6, "worker_id": "x", "trial_id": 4, "us')
+    study, storage = open_study(cfg, store)
+    orphans = reconcile(study, store, OBJECTIVES)
+    assert [t.number for t in orphans] == [5]
+    assert study.get_trials()[4].state == TrialState.COMPLETE
+    again = SweepSearch(cfg, cfg.search_space, store, storage, orphans, set(), 1).suggest("g")
+    assert again == new  # same id, parameters and seed
+
+
+# ------------------------------------------------------------------------------------ real Ray
+
+
+@pytest.fixture(scope="module")
+def local_ray(tmp_path_factory):
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield tmp_path_factory.mktemp("ray-train")
+    ray.shutdown()
+
+
+@pytest.mark.slow
+def test_multi_objective_sweep_spends_exactly_the_target_in_every_trial(local_ray, tmp_path):
+    cfg = tiny_sweep()
+    store = SweepStore(tmp_path / "out")
+    store.create(cfg)
+    rows = run_sweep(cfg, cfg.search_space, store)
+
+    assert sorted(rows) == [f"trial_000{i}" for i in range(cfg.num_trials)]
+    assert {r["config"]["mechanism"]["name"] for r in rows.values()} == {"dpsgd", "jft"}
+    for tid, row in rows.items():
+        assert row["state"] == "finished", row["error"]
+        target = row["config"]["privacy"]["target_epsilon"]
+        assert 0.99 * target <= row["privacy"]["epsilon"] <= target
+        assert row["privacy"]["notion"] == {"dpsgd": "DP", "jft": "SDP"}[row["config"]["mechanism"]["name"]]
+        assert row["seed"] == cfg.seed + int(tid[-4:])
+        assert row["objectives"] == {m: row["metrics"][m] for m in OBJECTIVES}
+    study, _ = open_study(cfg, store)
+    assert [t.state for t in study.get_trials()] == [TrialState.COMPLETE] * cfg.num_trials
+    assert sorted(t.user_attrs["trial_id"] for t in study.get_trials()) == sorted(rows)
+
+
+VOCAB, T, N = 300, 16, 64
+SIGMA, CLIP, BATCH = 1.3, 0.7, 8
+SGD = partial(make_optimizer, name="sgd", lr=1.0, weight_decay=0.0)  # importable by Ray workers, as in trial.py
+
+
+def _flat(tensors) -> torch.Tensor:
+    return torch.cat([t.detach().flatten() for t in tensors])
+
+
+@pytest.mark.slow
+def test_two_workers_add_noise_once_and_spend_the_same_epsilon(local_ray):
+    g = torch.Generator().manual_seed(0)
+    # All loss weights 0: every clipped gradient is 0, so one SGD step (lr 1) moves the parameters by the noise.
+    data = LMData(torch.randint(3, VOCAB, (N, T), generator=g), torch.zeros(N, T),
+                  torch.zeros(N, T, dtype=torch.bool), torch.arange(N))
+    phase = Phase("dp", data, private=True, epochs=1, batch_size=BATCH, sigmas=(SIGMA,), max_grad_norm=CLIP,
+                  max_steps=1)
+    ledgers = [PrivacyLedger(notion="DP", delta=1e-5, accountant="rdp", plan=phase_events(phase, "dpsgd", "all"))
+               for _ in range(2)]
+    torch.manual_seed(0)
+    model = build_gpt2("gpt2-tiny", None, VOCAB, T, 0.0)
+    before = _flat(model.parameters())
+    expected = SIGMA * CLIP / BATCH
+
+    one = copy.deepcopy(model)
+    run_phase(one, SGD(one), phase, ledgers[0], seed=7)
+    noise1 = before - _flat(one.parameters())
+    state, stats = run_private_phase_distributed(copy.deepcopy(model), SGD, phase, ledgers[1], 7, "hooks",
+                                                 workers=2, storage_path=local_ray)
+    noise2 = before - _flat(state[k] for k in model.state_dict())
+
+    assert stats.steps == 1 and stats.sigmas == [SIGMA]
+    assert noise2.numel() > 100_000
+    assert abs(noise1.std().item() / expected - 1) < 0.02
+    assert abs(noise2.std().item() / expected - 1) < 0.02  # noise on both ranks would give √2 (or 2) × expected
+    assert abs(noise2.mean().item()) < 0.02 * expected
+    assert ledgers[1].spent_steps == ledgers[0].spent_steps == {"dp/epoch0": 1}
+    assert ledgers[1].report()["epsilon"] == ledgers[0].report()["epsilon"]

@@ -1,0 +1,182 @@
+"""`sdp-sweep run` / `resume` as a user runs them: bad input, a crash and its resume, a Ray job on a real head,
+and the cluster-launcher config."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import jsonschema
+import pytest
+import ray
+import yaml
+
+from tests.conftest import REPO, run_cli
+
+SMOKE = REPO / "sweeps" / "smoke.yaml"
+RAY_BIN = Path(sys.executable).parent / "ray"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_sweep(path: Path, **changes) -> Path:
+    data = yaml.safe_load(SMOKE.read_text())
+    path.write_text(yaml.safe_dump({**data, **changes}))
+    return path
+
+
+# ------------------------------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize("case", ["unknown mechanism", "empty search space", "unreachable address"])
+def test_bad_input_is_one_line_exit_2_and_no_folder(tmp_path, case):
+    if case == "unknown mechanism":
+        args = [str(write_sweep(tmp_path / "s.yaml", mechanisms=["dpsgd", "magic"]))]
+    elif case == "empty search space":
+        for folder in ("sweeps", "search_spaces"):
+            (tmp_path / folder).mkdir()
+        (tmp_path / "search_spaces" / "empty.yaml").write_text("parameters: {}\n")
+        args = [str(write_sweep(tmp_path / "sweeps" / "s.yaml", search_space="empty.yaml"))]
+    else:
+        args = [str(SMOKE), "--address", f"127.0.0.1:{free_port()}"]
+    out = tmp_path / "out"
+    result = run_cli("run", *args, "--out", str(out))
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert {"unknown mechanism": "magic", "empty search space": "search space is empty",
+            "unreachable address": "no Ray cluster answers"}[case] in lines[0]
+    assert not out.exists()
+
+
+# ---------------------------------------------------------------------------------------- crash + resume
+
+
+def session_pids(sid: int) -> list[int]:
+    """Live processes of session `sid` (zombies left out: dead already, only waiting to be reaped)."""
+    out = subprocess.run(["ps", "-o", "pid=,stat=", "-s", str(sid)], capture_output=True, text=True).stdout
+    return [int(pid) for pid, stat in (line.split() for line in out.splitlines()) if not stat.startswith("Z")]
+
+
+def stop_session(sid: int, first: signal.Signals = signal.SIGTERM) -> None:
+    """Stop every process of a session this test started (its own Ray), by PID; SIGKILL what is left."""
+    for sig in (first, signal.SIGKILL):
+        for pid in session_pids(sid):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        for _ in range(20):
+            if not session_pids(sid):
+                return
+            time.sleep(0.5)
+
+
+@pytest.mark.slow
+def test_sigkilled_sweep_resumes_to_exactly_the_planned_trials(tmp_path):
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "sdp_core.cli", "run", str(SMOKE), "--out", str(out),
+                             "--set", "num_trials=3"], cwd=REPO, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while not list((out / "trials").glob("*.json")):
+            assert proc.poll() is None and time.monotonic() < deadline, "the sweep ended before any trial finished"
+            time.sleep(0.5)
+    finally:
+        stop_session(proc.pid, signal.SIGKILL)  # the driver and the local Ray it started, as in a crash
+        proc.wait()
+    before = {p.name: p.read_text() for p in (out / "trials").glob("*.json")}
+    assert 1 <= len(before) < 3
+
+    result = run_cli("resume", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = {p.name: json.loads(p.read_text()) for p in (out / "trials").glob("*.json")}
+    assert sorted(rows) == ["trial_0000.json", "trial_0001.json", "trial_0002.json"]
+    assert all(r["state"] == "finished" for r in rows.values())
+    assert all((out / "trials" / name).read_text() == text for name, text in before.items())  # kept as they were
+    assert "3/3 trials" in result.stdout
+    shown = Path(result.stdout.strip().splitlines()[-1])  # the report's index.html once the report layer is in
+    assert shown.exists() and shown.is_relative_to(out)
+
+    import optuna
+
+    (summary,) = optuna.get_all_study_summaries(optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(out / "optuna.journal"))))
+    assert summary.n_trials == 3  # the trials running at the kill were re-run as themselves, not added
+
+
+# ---------------------------------------------------------------------------------------- Ray job
+
+
+@pytest.mark.slow
+def test_ray_job_submit_writes_results_at_the_absolute_out_path(tmp_path):
+    # RAY_AUTH_MODE is set explicitly on both sides (STACK_NOTES): disabled, for a head on loopback that lives
+    # for this test only; ray_cluster.yaml turns token auth on for real clusters.
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"RAY_AUTH_MODE": "disabled"}
+    temp_dir = tempfile.mkdtemp(prefix="sdpray-", dir="/tmp")  # short: Ray's socket paths must fit in 107 bytes
+    dashboard = free_port()
+    start = [str(RAY_BIN), "start", "--head", "--port", str(free_port()), "--dashboard-port", str(dashboard),
+             "--dashboard-host", "127.0.0.1", "--node-ip-address", "127.0.0.1", "--temp-dir", temp_dir,
+             "--ray-client-server-port", str(free_port()), "--dashboard-agent-listen-port", str(free_port()),
+             "--num-cpus", "2", "--include-dashboard", "true", "--disable-usage-stats"]
+    out = tmp_path / "job-out"
+    # Its own session: every process of this head (they daemonize but keep the session) is found and stopped
+    # by PID afterwards; `ray stop` would stop every Ray on the machine.
+    log = tmp_path / "ray-start.log"  # a file, not a pipe: the head's daemons inherit it and never close it
+    with open(log, "w") as sink:
+        head = subprocess.Popen(start, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        assert head.wait(timeout=180) == 0, log.read_text()[-2000:]
+        excludes = json.dumps({"excludes": [".venv", "reports", ".cache", ".git", "runs", ".pytest_cache",
+                                            ".hypothesis", "**/__pycache__"]})
+        submitted = subprocess.run(
+            [str(RAY_BIN), "job", "submit", "--address", f"http://127.0.0.1:{dashboard}", "--working-dir", ".",
+             "--runtime-env-json", excludes, "--", sys.executable, "-m", "sdp_core.cli", "run",
+             "sweeps/smoke.yaml", "--out", str(out)],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=480)
+        assert submitted.returncode == 0, submitted.stdout[-3000:] + submitted.stderr[-2000:]
+    finally:
+        stop_session(head.pid)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+    assert not session_pids(head.pid)
+    rows = [json.loads(p.read_text()) for p in (out / "trials").glob("*.json")]
+    assert len(rows) == 2 and all(r["state"] == "finished" for r in rows)
+    assert yaml.safe_load((out / "sweep.yaml").read_text())["name"] == "smoke"
+
+
+# -------------------------------------------------------------------------------------- cluster config
+
+
+def test_cluster_config_validates_against_rays_schema():
+    schema = json.loads((Path(ray.__file__).parent / "autoscaler" / "ray-schema.json").read_text())
+    config = yaml.safe_load((REPO / "ray_cluster.yaml").read_text())
+    jsonschema.validate(config, schema)
+    types = config["available_node_types"]
+    assert types[config["head_node_type"]]["resources"].get("GPU", 0) == 0
+    assert any(t["resources"].get("GPU", 0) >= 1 for t in types.values())
+    starts = config["head_start_ray_commands"] + config["worker_start_ray_commands"]
+    assert all("RAY_AUTH_MODE=token" in c for c in starts if "ray start" in c)
+    assert any("--dashboard-host=127.0.0.1" in c for c in config["head_start_ray_commands"])
+    setup = config["setup_commands"]
+    assert next(i for i, c in enumerate(setup) if "torch==" in c) < next(i for i, c in enumerate(setup) if "-e " in c)
+
+
+def test_cluster_config_with_fractional_resources_is_rejected():
+    schema = json.loads((Path(ray.__file__).parent / "autoscaler" / "ray-schema.json").read_text())
+    config = yaml.safe_load((REPO / "ray_cluster.yaml").read_text())
+    config["available_node_types"]["worker_gpu"]["resources"]["CPU"] = 0.5
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(config, schema)
