@@ -22,7 +22,7 @@ def _add_trial_like(p: argparse.ArgumentParser) -> None:
 
 def data_overrides(args: argparse.Namespace) -> list[str]:
     """`--data FILE` is `--set data.source=file --set data.path=FILE`, applied before the user's `--set`s."""
-    extra = [f"data.source=file", f"data.path={Path(args.data).resolve()}"] if args.data else []
+    extra = ["data.source=file", f"data.path={Path(args.data).resolve()}"] if args.data else []
     return extra + list(args.overrides)
 
 

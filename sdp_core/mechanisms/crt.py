@@ -11,7 +11,6 @@ Claims (ε, δ)-confidentiality from the DP-SGD part, and Bayesian confidentiali
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 from sdp_core.config import CRTConfig
 from sdp_core.data.records import Record, Span

@@ -9,7 +9,6 @@ DP-SGD on the original text from phase 1's weights. SDP ε is the composition of
 from __future__ import annotations
 
 from sdp_core.config import JFTConfig
-from sdp_core.data.records import Span
 from sdp_core.detectors.audit import missing_rate, read_audit
 from sdp_core.detectors.evaluation import evaluate
 from sdp_core.errors import UserError
@@ -34,8 +33,7 @@ def estimated_missing_rate(d: TrialData, m: JFTConfig):
     if m.audit_path:
         return missing_rate(read_audit(m.audit_path)), "sampling audit"
     if all(r.spans is not None for r in d.records.train):
-        gold = [r for r in d.records.train]
-        return evaluate(gold, d.train_spans).missing_rate, "gold spans"
+        return evaluate(d.records.train, d.train_spans).missing_rate, "gold spans"
     raise UserError("jft light_noise needs gold spans in the data or mechanism.audit_path (a marked sampling audit)")
 
 

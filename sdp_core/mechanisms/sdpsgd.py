@@ -312,10 +312,7 @@ def run_selective_phase(model: nn.Module, optimizer: torch.optim.Optimizer, phas
             for rows in poisson_batches(len(phase.data), phase.sample_rate, batches, sampling):
                 key = ledger_key(phase.name, epoch)
                 loss = train_batch(trainer, phase, rows, sigma_grad, sigma_hidden, ledger, key, state_noise)
-                stats.steps += k
-                stats.records_seen += len(rows)
-                if not math.isnan(loss):
-                    stats.losses.append(loss)
+                stats.add(k, len(rows), loss)
                 if on_step is not None:
                     on_step(stats)
     finally:

@@ -19,7 +19,6 @@ sweep trial calls `.fit()` from inside its Tune function trial; on small machine
 
 from __future__ import annotations
 
-import math
 import tempfile
 import time
 import uuid
@@ -67,10 +66,7 @@ def _train_rank(config: dict) -> tuple[dict, dict] | None:
             for rows in poisson_batches(len(shard), phase.sample_rate, steps, sampling):
                 labels = shard.labels[rows].to(device) if shard.labels is not None else None
                 loss = trainer.step(shard.input_ids[rows].to(device), shard.weights[rows].to(device), sigma, labels)
-                stats.steps += 1
-                stats.records_seen += len(rows)
-                if not math.isnan(loss):
-                    stats.losses.append(loss)
+                stats.add(1, len(rows), loss)
     finally:
         model = trainer.close()
     stats.seconds = time.perf_counter() - start

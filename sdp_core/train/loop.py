@@ -84,6 +84,13 @@ class PhaseStats:
     losses: list[float] = field(default_factory=list)
     sigmas: list[float] = field(default_factory=list)
 
+    def add(self, steps: int, records: int, loss: float) -> None:
+        """Count `steps` optimizer steps over `records` records; a NaN loss (an empty batch) is not kept."""
+        self.steps += steps
+        self.records_seen += records
+        if not math.isnan(loss):
+            self.losses.append(loss)
+
     def to_dict(self) -> dict:
         return {"name": self.name, "private": self.private, "steps": self.steps, "records_seen": self.records_seen,
                 "seconds": round(self.seconds, 3), "final_loss": self.losses[-1] if self.losses else None,
@@ -200,10 +207,7 @@ def run_phase(model: nn.Module, optimizer: torch.optim.Optimizer, phase: Phase, 
                     losses.mean().backward()
                     optimizer.step()
                     loss = losses.mean().item()
-                stats.steps += 1
-                stats.records_seen += len(rows)
-                if not math.isnan(loss):
-                    stats.losses.append(loss)
+                stats.add(1, len(rows), loss)
                 if on_step is not None:
                     on_step(stats)
     finally:
