@@ -63,7 +63,11 @@ def _trial(args: argparse.Namespace) -> int:
 
     cfg = load_trial_config(args.config, data_overrides(args))
     out = Path(args.out) if args.out else default_out_dir(cfg)
-    result = run_trial(cfg, out, show_progress=True)
+    try:
+        result = run_trial(cfg, out, show_progress=True)
+    except UserError as e:  # a setting that only fails once used (policy, model path, ε): name its config
+        e.where = e.where or args.config or "--set"
+        raise
     print(result.summary_line())
     print(out / "result.json")
     return 0 if result.state == "finished" else 1

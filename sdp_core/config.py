@@ -40,6 +40,17 @@ class CanaryConfig(Strict):
         False, description="the detector does not see the canaries, so redaction keeps them (missed-secret experiments)"
     )
 
+    @field_validator("format")
+    @classmethod
+    def _one_placeholder(cls, v: str) -> str:
+        from sdp_core.data.canaries import CanaryFormat
+
+        try:
+            CanaryFormat.parse(v)
+        except UserError as e:
+            raise ValueError(e.message) from None
+        return v
+
 
 # Defaults that depend on the data source, filled in only where the YAML leaves the key out.
 SOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -89,6 +100,18 @@ class DetectorConfig(Strict):
     conservative_policy: str = Field("conservative", description="π_c: the high-recall policy CRT uses")
     patterns: dict[str, str] = Field(default_factory=dict, description="user regex policies: name -> pattern")
     spacy_model: str = "en_core_web_sm"
+
+    @field_validator("patterns")
+    @classmethod
+    def _compiles(cls, v: dict[str, str]) -> dict[str, str]:
+        import re
+
+        for name, pattern in v.items():
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise ValueError(f"pattern {name!r} is not a valid regex: {e}") from None
+        return v
 
 
 # ------------------------------------------------------------------------------------------ tokenizer
@@ -378,11 +401,17 @@ _MESSAGES = {
 def _problems(err: ValidationError) -> list[str]:
     """One line per problem: `yaml.path: message`, with the discriminator's tag left out of the path."""
     lines = []
-    for e in err.errors():
-        loc = [str(p) for p in e["loc"] if not (isinstance(p, str) and p in MECHANISM_NAMES and "mechanism" in e["loc"])]
+    errors = err.errors()
+    for e in errors:
+        if (e["type"] == "string_type" and e["loc"][-1:] == ("str",)
+                and any(o is not e and o["loc"][: len(e["loc"]) - 1] == e["loc"][:-1] for o in errors)):
+            continue  # `SearchSpace | str` given a mapping: report the mapping's problems, not "not a string"
+        loc = [str(p) if str(p).isprintable() else repr(p)  # a key with a newline must not break the one line
+               for p in e["loc"] if not (isinstance(p, str) and p in MECHANISM_NAMES and "mechanism" in e["loc"])
+               and p != "SearchSpace"]
         template = _MESSAGES.get(e["type"])
         msg = template.format(**(e.get("ctx") or {})) if template else e["msg"]
-        msg = msg.removeprefix("Value error, ")
+        msg = " ".join(msg.removeprefix("Value error, ").split())
         lines.append(f"{'.'.join(loc) or '(top level)'}: {msg}")
     return lines
 
@@ -402,7 +431,12 @@ def parse_override(assignment: str) -> tuple[list[str], Any]:
     key, sep, raw = assignment.partition("=")
     if not sep or not key.strip():
         raise UserError(f"--set expects key.path=value, got {assignment!r}")
-    return key.strip().split("."), yaml.safe_load(raw) if raw.strip() else None
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError as e:
+        problem = " ".join(str(getattr(e, "problem", None) or "invalid YAML").split())
+        raise UserError(f"--set {assignment!r}: the value is not valid YAML ({problem})") from None
+    return key.strip().split("."), value
 
 
 def apply_overrides(data: dict, assignments: list[str]) -> dict:
@@ -428,7 +462,7 @@ def load_trial_config(path: str | Path | None, overrides: list[str] = ()) -> Tri
     return parse_model(TrialConfig, apply_overrides(data, list(overrides)), str(path) if path else "--set")
 
 
-def load_search_space(ref: SearchSpace | str, relative_to: Path | None = None) -> SearchSpace:
+def load_search_space(ref: SearchSpace | str, relative_to: Path | None = None, where: str | None = None) -> SearchSpace:
     """An inline search space, or a file: looked up in `search_spaces/` beside the sweep's folder, then as a path."""
     if isinstance(ref, SearchSpace):
         return ref
@@ -436,7 +470,7 @@ def load_search_space(ref: SearchSpace | str, relative_to: Path | None = None) -
     candidates = [root / ref for root in roots] + [Path("search_spaces") / ref, Path(ref)]
     path = next((p for p in candidates if p.is_file()), None)
     if path is None:
-        raise ConfigError([f"search_space: file {ref!r} not found in search_spaces/"], str(relative_to or ref))
+        raise ConfigError([f"search_space: file {ref!r} not found in search_spaces/"], where or str(relative_to or ref))
     return parse_model(SearchSpace, read_yaml(path), str(path))
 
 
@@ -445,7 +479,7 @@ def load_sweep_config(path: str | Path, overrides: list[str] = ()) -> SweepConfi
     if not isinstance(data, dict):
         raise ConfigError([f"(top level): expected a mapping, got {type(data).__name__}"], str(path))
     sweep = parse_model(SweepConfig, apply_overrides(data, list(overrides)), str(path))
-    load_search_space(sweep.search_space, Path(path).parent)  # a referenced file must exist and validate
+    load_search_space(sweep.search_space, Path(path).parent, str(path))  # a referenced file must exist and validate
     return sweep
 
 

@@ -7,6 +7,7 @@ mechanism phases with calibrated σ -> training -> utility metrics and attacks -
 from __future__ import annotations
 
 import platform
+import sys
 import random
 import time
 from dataclasses import asdict, dataclass, field
@@ -199,6 +200,10 @@ def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool
     timings: dict[str, float] = {}
     seed_everything(cfg.seed)
     data, canary_plan, detector = prepare_trial_data(cfg, timings)
+    n = len(data.records.train)
+    if cfg.privacy.delta >= 1 / n:  # δ should be well below 1/N: a δ-chance of leaking one whole record is likely
+        print(f"warning: privacy.delta = {cfg.privacy.delta:g} is not below 1/N = {1 / n:.3g} ({n} training records)",
+              file=sys.stderr)
     plan = MECHANISMS[cfg.mechanism.name](data)
 
     model = build_model(cfg.model, len(data.tokenizer), cfg.data.max_length)

@@ -38,6 +38,28 @@ def small_trial_dict(**sections) -> dict:
     return base
 
 
+def run_main(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run the CLI's `main(ARGS)` in this process (the same code path as `sdp-sweep`, without a new
+    interpreter's start-up), capturing its exit code, stdout and stderr. An uncaught exception propagates."""
+    import contextlib
+    import io
+
+    from sdp_core.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    old = Path.cwd()
+    try:
+        os.chdir(cwd or REPO)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as e:  # argparse usage errors
+                code = e.code if isinstance(e.code, int) else 2
+    finally:
+        os.chdir(old)
+    return subprocess.CompletedProcess(["sdp-sweep", *args], code, out.getvalue(), err.getvalue())
+
+
 def run_cli(*args: str, cwd: Path | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
     """Run `sdp-sweep ARGS` as a user would, in a subprocess."""
     return subprocess.run([sys.executable, "-m", "sdp_core.cli", *args], capture_output=True, text=True,

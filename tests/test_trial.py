@@ -86,3 +86,13 @@ def test_unreachable_epsilon_target_fails_loudly(tmp_path):
                    "--set", "detector.policy=phone", "--out", str(tmp_path / "out"))
     assert proc.returncode == 2 and "unreachable" in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_delta_at_or_above_one_over_n_warns(tmp_path):
+    from tests.conftest import run_main
+
+    proc = run_main("trial", "--set", "data.n_train=100", "--set", "privacy.delta=0.02", "--set", "detector.policy=phone",
+                    "--set", "training.max_steps=1", "--set", "evaluation.exposure=false",
+                    "--set", "evaluation.mia=false", "--set", "tokenizer.vocab_size=600", "--out", str(tmp_path / "o"))
+    assert proc.returncode == 0
+    assert "warning: privacy.delta = 0.02 is not below 1/N = 0.01" in proc.stderr

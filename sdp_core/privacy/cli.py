@@ -35,7 +35,11 @@ def _ledger_dict(path: str) -> dict:
 
 def run_epsilon(args: argparse.Namespace) -> int:
     if args.ledger:
-        report = epsilon_from_ledger(_ledger_dict(args.ledger))
+        try:
+            report = epsilon_from_ledger(_ledger_dict(args.ledger))
+        except UserError as e:
+            e.where = e.where or args.ledger  # name the file the bad ledger came from
+            raise
     else:
         if args.sample_rate is None or args.steps is None:
             raise UserError("epsilon needs --sample-rate and --steps (or --ledger FILE)")
