@@ -110,7 +110,7 @@ class DetectorConfig(Strict):
             try:
                 re.compile(pattern)
             except re.error as e:
-                raise ValueError(f"pattern {name!r} is not a valid regex: {e}") from None
+                raise ValueError(f"invalid regex for policy {name!r}: {e}") from None
         return v
 
 

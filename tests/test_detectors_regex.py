@@ -131,8 +131,12 @@ def test_empty_union_member_is_a_user_error():
 
 
 def test_invalid_user_regex_is_a_user_error_even_when_unused():
-    config = DetectorConfig(patterns={"broken": "(unclosed"})
-    with pytest.raises(UserError, match="invalid regex for policy 'broken'") as e:
+    from sdp_core.config import parse_model
+
+    with pytest.raises(UserError, match="invalid regex for policy 'broken'"):  # the config rejects it...
+        parse_model(DetectorConfig, {"patterns": {"broken": "(unclosed"}})
+    config = DetectorConfig.model_construct(patterns={"broken": "(unclosed"}, spacy_model="en_core_web_sm")
+    with pytest.raises(UserError, match="invalid regex for policy 'broken'") as e:  # ...and so does the registry
         get_policy("phone", config)
     assert "\n" not in str(e.value)
 

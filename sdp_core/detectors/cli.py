@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from sdp_core.config import DetectorConfig
+from sdp_core.config import DetectorConfig, parse_model
 from sdp_core.errors import UserError
 
 
@@ -44,7 +44,8 @@ def run_detect(args: argparse.Namespace) -> int:
 
     if args.show < 0:
         raise UserError("--show must be >= 0")
-    config = DetectorConfig(policy=args.policy, patterns=dict(args.pattern), spacy_model=args.spacy_model)
+    config = parse_model(DetectorConfig, {"policy": args.policy, "patterns": dict(args.pattern),
+                                          "spacy_model": args.spacy_model}, "--pattern")
     policy = get_policy(config.policy, config)
     records = load_records(args.data)
     detected = detect_records(records, policy, args.cache_dir, use_cache=not args.no_cache, progress=True)
