@@ -98,12 +98,7 @@ def _layer_commands() -> None:
     import importlib
 
     for name, help_text, module, add, run in LAYER_COMMANDS:
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as e:
-            if e.name != module:
-                raise
-            continue
+        mod = importlib.import_module(module)
         COMMANDS[name] = (help_text, getattr(mod, add), getattr(mod, run))
 
 
