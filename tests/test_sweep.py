@@ -240,3 +240,11 @@ def test_two_workers_add_noise_once_and_spend_the_same_epsilon(local_ray):
     assert abs(noise2.mean().item()) < 0.02 * expected
     assert ledgers[1].spent_steps == ledgers[0].spent_steps == {"dp/epoch0": 1}
     assert ledgers[1].report()["epsilon"] == ledgers[0].report()["epsilon"]
+
+
+def test_live_view_prints_epsilon_with_notion_delta_and_accountant():
+    from sdp_core.sweep.live import epsilon_text
+
+    assert epsilon_text({"epsilon": 2.994, "delta": 1e-5, "notion": "SDP", "accountant": "rdp"}) == \
+        "2.99 (SDP, δ=1e-05, rdp)"
+    assert epsilon_text({"epsilon": float("inf"), "delta": 1e-5, "notion": "none", "accountant": "rdp"}) == "∞ (none)"

@@ -46,11 +46,13 @@ def sigma_text(privacy: dict) -> str:
 
 
 def epsilon_text(privacy: dict) -> str:
-    """ε with its notion (`2.99 DP`), `∞` without a guarantee."""
+    """ε with its notion, δ and accountant (`2.99 (DP, δ=1e-05, rdp)`); `∞ (none)` without a guarantee."""
     eps = privacy.get("epsilon")
     if not isinstance(eps, (int, float)):
         return "-"
-    return f"{'∞' if math.isinf(eps) else _num(eps)} {privacy.get('notion', '')}".strip()
+    if math.isinf(eps):
+        return f"∞ ({privacy.get('notion')})"
+    return f"{_num(eps)} ({privacy.get('notion')}, δ={privacy.get('delta'):g}, {privacy.get('accountant')})"
 
 
 def row_cells(row: dict) -> list[str]:
