@@ -17,6 +17,9 @@ $(STAMP): pyproject.toml
 quickstart: $(STAMP)
 	$(BIN)/sdp-sweep run sweeps/quickstart.yaml --out reports/quickstart --overwrite
 
+findings: $(STAMP)
+	$(BIN)/sdp-sweep run sweeps/findings.yaml --out reports/findings --overwrite
+
 test: $(STAMP)
 	$(BIN)/python -m pytest tests
 

@@ -100,6 +100,8 @@ class DetectorConfig(Strict):
     conservative_policy: str = Field("conservative", description="π_c: the high-recall policy CRT uses")
     patterns: dict[str, str] = Field(default_factory=dict, description="user regex policies: name -> pattern")
     spacy_model: str = "en_core_web_sm"
+    miss_rate: float = Field(0.0, ge=0, lt=1, description="γ: the policy misses this fraction of distinct secret "
+                             "values, canaries included (recall experiments; π_c is unaffected)")
 
     @field_validator("patterns")
     @classmethod
@@ -249,6 +251,9 @@ class TrainingConfig(Strict):
     learning_rate: float = Field(1e-3, gt=0)
     epochs: int = Field(1, ge=1)
     max_steps: int | None = Field(None, ge=1, description="cap on optimizer steps per phase")
+    private_max_steps: int | None = Field(
+        None, ge=1, description="cap on the steps of each private (DP) phase instead of max_steps: equal private "
+        "steps across mechanisms whose public phases differ")
     optimizer: Literal["adamw", "sgd"] = "adamw"
     weight_decay: float = Field(0.0, ge=0)
     grad_sample_mode: Literal["hooks", "ghost"] = "hooks"
@@ -356,6 +361,42 @@ class Objective(Strict):
     mode: Literal["min", "max"]
 
 
+class Experiment(Strict):
+    """One arm of a fixed-grid sweep: the base trial with `set` applied (dotted paths, as `--set`), once per seed."""
+
+    set: dict[str, Any] = Field(default_factory=dict, description="dotted path -> value, applied to `base`")
+    seeds: list[int] | None = Field(None, description="this arm's seeds; default: the sweep's `seeds`")
+
+
+class Claim(Strict):
+    """A paper's claim as an ordering of two arms' mean `metric` over their seeds (`kind: less`), or a trend of
+    the mean along a list of arms (`kind: increasing`). Evaluated by the report (sdp_core.report.findings).
+
+    `less` holds when mean(higher) − mean(lower) > `by` (and, with `ratio`, when mean(lower) ≤ ratio·mean(higher));
+    `by` < 0 allows the lower arm to be up to |by| above (`reaches the same level`).
+    """
+
+    text: str
+    kind: Literal["less", "increasing"] = "less"
+    metric: str = Field(description="a metric of the rows, or a dotted path into a row (`mechanism.x.epsilon`)")
+    lower: str | None = None
+    higher: str | None = None
+    by: float = 0.0
+    ratio: float | None = Field(None, gt=0)
+    arms: list[str] = Field(default_factory=list, description="for `increasing`: arms in order of the x axis")
+
+    @model_validator(mode="after")
+    def _arms_for_kind(self) -> "Claim":
+        if self.kind == "less" and not (self.lower and self.higher):
+            raise ValueError("kind less needs `lower` and `higher` arms")
+        if self.kind == "increasing" and len(self.arms) < 2:
+            raise ValueError("kind increasing needs at least two `arms`")
+        return self
+
+    def arm_names(self) -> list[str]:
+        return [self.lower, self.higher] if self.kind == "less" else list(self.arms)
+
+
 class ResourcesConfig(Strict):
     cpu: float = Field(1.0, gt=0)
     gpu: float = Field(0.0, ge=0)
@@ -369,11 +410,50 @@ class SweepConfig(Strict):
     objectives: list[Objective] = Field(
         default_factory=lambda: [Objective(metric="val_perplexity", mode="min"), Objective(metric="exposure_mean", mode="min")]
     )
-    search_space: SearchSpace | str = Field(description="inline parameters or a file in search_spaces/")
+    search_space: SearchSpace | str | None = Field(None, description="inline parameters or a file in search_spaces/")
+    experiments: dict[str, Experiment] | None = Field(
+        None, description="a fixed grid instead of a search: named arms × seeds (findings, controlled comparisons)")
+    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], description="seeds of every experiment arm")
+    claims: list[Claim] = Field(default_factory=list, description="orderings of arms the report checks")
     num_trials: int = Field(8, ge=1)
     concurrency: int = Field(1, ge=1)
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
     early_stopping: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _grid_derived(cls, data: Any) -> Any:
+        """A grid sweep's trial count and mechanisms follow from its arms; they are not set by hand."""
+        if not (isinstance(data, dict) and isinstance(data.get("experiments"), dict)):
+            return data
+        arms = [a if isinstance(a, dict) else {} for a in data["experiments"].values()]
+        seeds = data.get("seeds", [0, 1, 2])
+        base = data.get("base") if isinstance(data.get("base"), dict) else {}
+        names = [str((apply_settings(base, a["set"]) if isinstance(a.get("set"), dict) else base)
+                     .get("mechanism", {}).get("name", "dpsgd")) for a in arms]
+        count = sum(len(a.get("seeds") or seeds) if isinstance(a.get("seeds") or seeds, list) else 1 for a in arms)
+        derived = {"num_trials": max(count, 1), "mechanisms": list(dict.fromkeys(names)) or ["dpsgd"],
+                   "search_space": None}
+        # A stored sweep.yaml repeats the derived values; a hand-written one that sets them otherwise is wrong.
+        given = next((k for k in derived if k in data and data[k] != derived[k]), None)
+        if given:
+            raise ValueError(f"{given}: not used with `experiments` (a grid sweep runs every arm × seed)")
+        return {**data, **derived}
+
+    @model_validator(mode="after")
+    def _search_or_grid(self) -> "SweepConfig":
+        if (self.search_space is None) == (self.experiments is None):
+            raise ValueError("a sweep needs exactly one of `search_space` (a search) and `experiments` (a grid)")
+        if self.experiments is not None:
+            if not self.experiments:
+                raise ValueError("experiments: at least one arm is needed")
+            bad = next((n for n in self.experiments if not n.replace("_", "").isalnum()), None)
+            if bad is not None:
+                raise ValueError(f"experiments: arm name {bad!r} must be letters, digits and _")
+        unknown = [a for c in self.claims for a in c.arm_names() if a not in (self.experiments or {})]
+        if unknown:
+            raise ValueError(f"claims: arm {unknown[0]!r} is not in experiments")
+        return self
 
     @field_validator("mechanisms")
     @classmethod
@@ -439,19 +519,27 @@ def parse_override(assignment: str) -> tuple[list[str], Any]:
     return key.strip().split("."), value
 
 
-def apply_overrides(data: dict, assignments: list[str]) -> dict:
-    """Set dotted paths in a raw config mapping (validation happens afterwards, as for the file)."""
+def apply_settings(data: dict, settings: dict[str, Any]) -> dict:
+    """A copy of a raw config mapping with dotted paths set (validation happens afterwards, as for the file)."""
     data = copy.deepcopy(data)
-    for assignment in assignments:
-        path, value = parse_override(assignment)
+    for key, value in settings.items():
+        path = key.split(".")
         node = data
         for part in path[:-1]:
             nxt = node.get(part)
             if not isinstance(nxt, dict):
                 nxt = node[part] = {}
             node = nxt
-        node[path[-1]] = value
+        node[path[-1]] = copy.deepcopy(value)
     return data
+
+
+def apply_overrides(data: dict, assignments: list[str]) -> dict:
+    """`--set key.path=value` assignments applied to a raw config mapping."""
+    for assignment in assignments:
+        path, value = parse_override(assignment)
+        data = apply_settings(data, {".".join(path): value})
+    return copy.deepcopy(data)
 
 
 def load_trial_config(path: str | Path | None, overrides: list[str] = ()) -> TrialConfig:
@@ -479,13 +567,25 @@ def load_sweep_config(path: str | Path, overrides: list[str] = ()) -> SweepConfi
     if not isinstance(data, dict):
         raise ConfigError([f"(top level): expected a mapping, got {type(data).__name__}"], str(path))
     sweep = parse_model(SweepConfig, apply_overrides(data, list(overrides)), str(path))
-    load_search_space(sweep.search_space, Path(path).parent, str(path))  # a referenced file must exist and validate
+    if sweep.experiments is None:
+        load_search_space(sweep.search_space, Path(path).parent, str(path))  # a referenced file must exist and validate
+    for arm in sweep.experiments or {}:  # every arm must be a valid trial
+        try:
+            arm_trial_config(sweep, arm, 0)
+        except ConfigError as e:
+            raise ConfigError([f"experiments.{arm}.set: {p}" for p in e.problems], str(path)) from None
     return sweep
+
+
+def arm_trial_config(sweep: SweepConfig, arm: str, seed: int) -> TrialConfig:
+    """The trial of one grid arm and seed: `base` with the arm's settings, named `<arm>-s<seed>`."""
+    settings = {**sweep.experiments[arm].set, "name": f"{arm}-s{seed}", "seed": seed}
+    return parse_model(TrialConfig, apply_settings(sweep.base.model_dump(mode="json"), settings))
 
 
 def detect_kind(data: Any) -> str:
     """Which config a YAML mapping is, for `sdp-sweep validate`: sweep, search space or trial."""
-    if isinstance(data, dict) and "search_space" in data:
+    if isinstance(data, dict) and ("search_space" in data or "experiments" in data):
         return "sweep"
     if isinstance(data, dict) and set(data) == {"parameters"}:
         return "search_space"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -32,8 +33,14 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
         os.replace(tmp, path)
     except OSError as e:
         Path(tmp).unlink(missing_ok=True)
-        raise UserError(f"cannot write: {e.strerror or e}", str(path)) from e
+        raise write_error(e, path) from e
     return path
+
+
+def write_error(e: OSError, path: Path) -> UserError:
+    """A failed write as one line; a full disk says so (nothing half-written is left behind)."""
+    reason = "no space left on device (disk full)" if e.errno == errno.ENOSPC else (e.strerror or str(e))
+    return UserError(f"cannot write: {reason}", str(path))
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
@@ -58,6 +65,9 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, path)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise write_error(e, path) from e
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

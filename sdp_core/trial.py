@@ -27,6 +27,7 @@ from sdp_core.data.prepare import prepare_data
 from sdp_core.data.records import Record, Span
 from sdp_core.detectors import detect_records, get_policy
 from sdp_core.detectors.evaluation import evaluate
+from sdp_core.detectors.miss import drop_missed
 from sdp_core.io import atomic_write_json
 from sdp_core.mechanisms import MECHANISMS, TrialData
 from sdp_core.metrics import utility_metrics
@@ -119,6 +120,7 @@ def prepare_trial_data(cfg: TrialConfig, timings: dict) -> tuple[TrialData, Cana
     t0 = time.perf_counter()
     policy = get_policy(cfg.detector.policy, cfg.detector)
     train_spans = _canary_adjusted(detect_records(splits.train, policy), splits.train, plan)
+    train_spans = drop_missed(splits.train, train_spans, cfg.detector.miss_rate, cfg.seed)
     eval_spans = {name: [list(r.spans) if r.spans is not None else None for r in recs]
                   for name, recs in (("validation", splits.validation), ("test", splits.test))}
     for name, recs in (("validation", splits.validation), ("test", splits.test)):
@@ -239,7 +241,10 @@ def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool
     metrics.update({metric: attacks[name][key] for name, key, metric in ATTACK_METRICS if name in attacks})
     timings["attacks"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - start
+    # Private-step compute: steps, per-record gradients and seconds of the DP phases only.
     metrics["private_steps"] = sum(s.steps for s in phase_stats if s.private)
+    metrics["private_records"] = sum(s.records_seen for s in phase_stats if s.private)
+    metrics["private_seconds"] = sum(s.seconds for s in phase_stats if s.private)
     metrics["train_seconds"] = timings["train"]
 
     result = TrialResult(

@@ -53,7 +53,8 @@ def private_phase(name: str, data: LMData, cfg: TrialConfig, epochs: int, multip
     """A DP-SGD phase whose `sigmas` still hold relative multipliers (one per epoch) until `calibrate`."""
     t = cfg.training
     return Phase(name, data, private=True, epochs=epochs, batch_size=t.batch_size,
-                 sigmas=multipliers or (1.0,) * epochs, max_grad_norm=cfg.privacy.max_grad_norm, max_steps=t.max_steps)
+                 sigmas=multipliers or (1.0,) * epochs, max_grad_norm=cfg.privacy.max_grad_norm,
+                 max_steps=t.private_max_steps or t.max_steps)
 
 
 def public_phase(name: str, data: LMData, cfg: TrialConfig, epochs: int) -> Phase:

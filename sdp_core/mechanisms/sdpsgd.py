@@ -329,7 +329,7 @@ def selective_phase(name: str, data: LMData, segments: SegmentTable, cfg: TrialC
     t = cfg.training
     return SelectivePhase(name, data, private=segments.private_segments > 0, epochs=epochs,
                           batch_size=t.batch_size, sigmas=(1.0,) * epochs, max_grad_norm=cfg.privacy.max_grad_norm,
-                          max_steps=t.max_steps, segments=segments,
+                          max_steps=t.private_max_steps or t.max_steps, segments=segments,
                           hidden_clip=cfg.mechanism.hidden_clip or cfg.privacy.max_grad_norm,
                           hidden_noise_ratio=cfg.mechanism.hidden_noise_ratio, runner=run_selective_phase)
 

@@ -14,6 +14,7 @@ import yaml
 
 from sdp_core.errors import UserError
 from sdp_core.io import atomic_directory
+from sdp_core.report.findings import ClaimResult, check_claims, claims_markdown
 from sdp_core.report.html import render
 from sdp_core.report.load import Trial, load_sweep
 from sdp_core.report.pareto import Analysis, analyse
@@ -24,8 +25,9 @@ from sdp_core.report.tables import counts_line, front_note, frontier_table, head
 __all__ = ["build_report"]
 
 
-def summary_markdown(a: Analysis) -> str:
+def summary_markdown(a: Analysis, claims: list[ClaimResult]) -> str:
     return "\n".join([f"# Sweep `{a.sweep.config.name}`", "", headline(a), "", counts_line(a), "",
+                      *([claims_markdown(claims)] if claims else []),
                       "## Best model of each mechanism", "", mechanism_table(a).markdown(), "",
                       "## Pareto front", "", front_note(a) or frontier_table(a).markdown(), ""])
 
@@ -60,10 +62,11 @@ def build_report(sweep_dir: Path, out_dir: Path | None = None) -> Path:
     a = analyse(load_sweep(sweep_dir))
     plots = build_plots(a)
     cost = sweep_cost(a.sweep)
+    claims = check_claims(a.sweep)
     with atomic_directory(out) as tmp:
-        (tmp / "index.html").write_text(render(a, plots, cost), encoding="utf-8")
+        (tmp / "index.html").write_text(render(a, plots, cost, claims), encoding="utf-8")
         write_pngs(plots, a, tmp)
-        (tmp / "summary.md").write_text(summary_markdown(a), encoding="utf-8")
+        (tmp / "summary.md").write_text(summary_markdown(a, claims), encoding="utf-8")
         (tmp / "privacy_statement.md").write_text(privacy_statement(a, cost), encoding="utf-8")
         frame = trials_frame(a)
         frame.to_parquet(tmp / "trials.parquet", index=False)

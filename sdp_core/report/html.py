@@ -6,6 +6,7 @@ import html
 import time
 from dataclasses import dataclass
 
+from sdp_core.report.findings import ClaimResult, claims_table
 from sdp_core.report.pareto import Analysis
 from sdp_core.report.plots import Plot, plotly_div
 from sdp_core.report.statement import CAVEATS, SweepCost
@@ -93,7 +94,7 @@ class Section:
                 f'<p class="caption">{self.caption}</p>{self.body}</section>')
 
 
-def render(a: Analysis, plots: list[Plot], cost: SweepCost) -> str:
+def render(a: Analysis, plots: list[Plot], cost: SweepCost, claims: list[ClaimResult] = ()) -> str:
     """The whole page as one string."""
     e = html.escape
     sweep = a.sweep
@@ -106,7 +107,11 @@ def render(a: Analysis, plots: list[Plot], cost: SweepCost) -> str:
     detector = detector_table(a)
     plots_body = (f'<div class="plots">{figures}</div>' if plots else
                   "<p>No finished or early-stopped trial has the plotted metrics.</p>")
-    sections = [
+    sections = [Section("claims", f"Claims: {sum(r.held is True for r in claims)} of {len(claims)} held",
+                        _table(claims_table(claims)),
+                        "Each paper's claim as an ordering of arms by the mean over their seeds, with how many "
+                        "seeds agree. A claim that did not hold here is reported as such.")] if claims else []
+    sections += [
         Section("plots", "Pareto plots", plots_body,
                 "Colour: mechanism. ★ on the sweep's Pareto front; ● dominated; grey × stopped early (partial "
                 "metrics). Dashed: the best trade-off of the two plotted quantities alone. Hover a point for its "

@@ -53,9 +53,11 @@ def check_objectives(cfg: SweepConfig) -> None:
 def resolve_sweep(path: str, overrides: list[str]) -> SweepConfig:
     """The sweep with overrides applied and its search space inlined (what `OUT/sweep.yaml` stores)."""
     cfg = load_sweep_config(path, overrides)
+    check_objectives(cfg)
+    if cfg.experiments is not None:  # a grid: every arm was validated as a trial on loading
+        return cfg
     space = load_search_space(cfg.search_space, Path(path).parent)
     check_space(cfg, space, path)
-    check_objectives(cfg)
     return cfg.model_copy(update={"search_space": space})
 
 
@@ -119,7 +121,7 @@ def run_run(args: argparse.Namespace) -> int:
 def run_resume(args: argparse.Namespace) -> int:
     store = SweepStore(Path(args.dir).resolve())
     cfg = store.load_config()
-    if isinstance(cfg.search_space, str):
+    if isinstance(cfg.search_space, str) and cfg.experiments is None:
         raise UserError("sweep.yaml has no inline search space (not written by `sdp-sweep run`)", str(store.config_file))
     from sdp_core.sweep.jobs import connect_ray
 

@@ -32,13 +32,18 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler, TrialScheduler
+from ray.tune.search import Searcher
 from ray.tune.search.optuna import OptunaSearch
 
-from sdp_core.config import SearchSpace, SweepConfig, TrialConfig, parse_model
+from sdp_core.config import SearchSpace, SweepConfig, TrialConfig, arm_trial_config, parse_model
 from sdp_core.errors import PrivacyError
 from sdp_core.sweep.space import MECHANISM_PARAM, sample, trial_config_dict, trial_id
 from sdp_core.sweep.store import SweepStore
 from sdp_core.trial import TrialResult, run_trial
+
+MAX_RETRIES = 2
+"""A trial whose Ray worker dies (killed, out of memory, node lost) is re-run from the start this many times
+before it is recorded as failed; a trial that raises is not retried (its own error is its row)."""
 
 ASHA_MAX_T = 1_000_000
 """ASHA's clock is the cumulative optimizer step; its `max_t` stops a trial that reaches it, so it is set far
@@ -70,6 +75,20 @@ def finish_row(row: dict, config: dict) -> dict:
     objectives = {m: objective_value(row, m) for m in config["objectives"]}
     return {**row, "trial_id": config["trial_id"], "params": config["params"], "objectives": objectives,
             "error": row.get("error")}
+
+
+def completed_row(config: dict, result: dict | None, error: bool, stopped: bool) -> dict | None:
+    """The row of a trial Tune reports complete: its own final row, `early_stopped` (ASHA), or `failed` when its
+    worker died after every retry; None when it was interrupted (so a resume re-runs it)."""
+    if result and result.get("final"):
+        row = json.loads(result["row"])
+    elif result and stopped:
+        row = stub_row(config, "early_stopped", None, {"train_loss": result.get("train_loss"), "steps": result.get("step")})
+    elif error:
+        row = stub_row(config, "failed", f"the trial's Ray worker died {MAX_RETRIES + 1} times (details in OUT/.tune)")
+    else:
+        return None
+    return finish_row(row, config)
 
 
 def record_in_study(ot_trial: optuna.Trial, row: dict, objectives: list[str]) -> None:
@@ -174,16 +193,9 @@ class SweepSearch(OptunaSearch):
         config = self._configs.get(tune_trial_id)
         if config is None or tune_trial_id in self._completed_trials:
             return
-        if result and result.get("final"):
-            row = json.loads(result["row"])
-        elif result and tune_trial_id in self._stopped:
-            row = stub_row(config, "early_stopped", None, {"train_loss": result.get("train_loss"),
-                                                           "steps": result.get("step")})
-        elif error:
-            row = stub_row(config, "failed", "the trial's Ray worker died (details in OUT/.tune)")
-        else:
+        row = completed_row(config, result, error, tune_trial_id in self._stopped)
+        if row is None:
             return  # interrupted (Ctrl-C, driver stopping): still running in the study, so resume re-runs it
-        row = finish_row(row, config)
         self._store.write_row(row)
         record_in_study(self._ot_trials[tune_trial_id], row, self.metric)
         self._completed_trials.add(tune_trial_id)
@@ -195,6 +207,43 @@ class SweepSearch(OptunaSearch):
         """`Tuner` pickles its search algorithm (for `Tuner.restore`, unused here); the study, whose journal
         storage holds a lock, stays behind."""
         return {k: v for k, v in self.__dict__.items() if k not in ("_ot_study", "_storage", "_ot_trials")}
+
+
+class GridSearch(Searcher):
+    """A fixed grid (`experiments` × seeds): hands out the trials without a row, in order, and writes each row
+    when its trial completes. Resume needs no journal: a trial with a row is done, the others run again."""
+
+    def __init__(self, pending: list[dict], store: SweepStore):
+        super().__init__()
+        self._pending, self._store = list(pending), store
+        self._configs: dict[str, dict] = {}
+
+    def suggest(self, tune_trial_id: str) -> dict | None:
+        if tune_trial_id not in self._configs:
+            if not self._pending:
+                return Searcher.FINISHED
+            self._configs[tune_trial_id] = self._pending.pop(0)
+        return self._configs[tune_trial_id]
+
+    def on_trial_complete(self, tune_trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        config = self._configs.get(tune_trial_id)
+        row = completed_row(config, result, error, stopped=False) if config else None
+        if row is not None:
+            self._store.write_row(row)
+
+    def save(self, checkpoint_path: str) -> None:
+        """Nothing to save: the trial files are the state (see the class docstring)."""
+
+    def restore(self, checkpoint_path: str) -> None:
+        """Nothing to restore: resume recomputes the pending trials from the trial files."""
+
+
+def grid_configs(cfg: SweepConfig) -> list[dict]:
+    """Every trial of a grid sweep, arm by arm and seed by seed; its id is `<arm>-s<seed>`."""
+    objectives = [o.metric for o in cfg.objectives]
+    return [{"trial_id": f"{arm}-s{seed}", "params": {"experiment": arm, "seed": seed}, "objectives": objectives,
+             "trial": arm_trial_config(cfg, arm, seed).model_dump(mode="json")}
+            for arm, experiment in cfg.experiments.items() for seed in (experiment.seeds or cfg.seeds)]
 
 
 # -------------------------------------------------------------------------------------------- sweep
@@ -245,6 +294,11 @@ def run_sweep(cfg: SweepConfig, space: SearchSpace, store: SweepStore, callbacks
 
     Returns every row by trial id.
     """
+    if cfg.experiments is not None:
+        pending = [c for c in grid_configs(cfg) if c["trial_id"] not in store.rows()]
+        if pending:
+            tune_run(cfg, store, GridSearch(pending, store), None, len(pending), callbacks)
+        return store.rows()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study, storage = open_study(cfg, store)
     if not study.trials and len(cfg.mechanisms) > 1:
@@ -259,18 +313,24 @@ def run_sweep(cfg: SweepConfig, space: SearchSpace, store: SweepStore, callbacks
     scheduler = (StopRecordingASHA(stopped, time_attr="step", metric="train_loss", mode="min",
                                    grace_period=grace_period(cfg), reduction_factor=2, max_t=ASHA_MAX_T)
                  if cfg.early_stopping else None)
+    search = SweepSearch(cfg, space, store, storage, orphans[:remaining], stopped,
+                         sampler_seed=cfg.seed + len(study.trials))
+    tune_run(cfg, store, search, scheduler, remaining, callbacks)
+    return store.rows()
+
+
+def tune_run(cfg: SweepConfig, store: SweepStore, search: Searcher, scheduler: TrialScheduler | None,
+             num_samples: int, callbacks: list | None) -> None:
+    """One Tune run of `num_samples` trials chosen by `search`; each attempt logs to its own `OUT/.tune/attempt-N`."""
     resources = {"cpu": cfg.resources.cpu, "gpu": cfg.resources.gpu}
     attempt = len(list(store.tune_dir.glob("attempt-*"))) if store.tune_dir.is_dir() else 0
     tuner = tune.Tuner(
         tune.with_resources(sweep_trial, resources),
         tune_config=tune.TuneConfig(
-            search_alg=SweepSearch(cfg, space, store, storage, orphans[:remaining], stopped,
-                                   sampler_seed=cfg.seed + len(study.trials)),
-            scheduler=scheduler, num_samples=remaining, max_concurrent_trials=cfg.concurrency,
+            search_alg=search, scheduler=scheduler, num_samples=num_samples, max_concurrent_trials=cfg.concurrency,
             reuse_actors=True,  # trials share warm processes: torch and the tokenizers load once
             trial_name_creator=lambda t: t.config["trial_id"], trial_dirname_creator=lambda t: t.config["trial_id"]),
         run_config=tune.RunConfig(name=f"attempt-{attempt}", storage_path=str(store.tune_dir), verbose=0,
-                                  callbacks=callbacks or []),
+                                  callbacks=callbacks or [], failure_config=tune.FailureConfig(max_failures=MAX_RETRIES)),
     )
     tuner.fit()
-    return store.rows()

@@ -8,10 +8,9 @@ Optuna sees a conditional space. Trial number n gets seed `sweep.seed + n` and n
 
 from __future__ import annotations
 
-import copy
 from typing import TYPE_CHECKING, Any, get_args
 
-from sdp_core.config import Distribution, MechanismConfig, SearchSpace, SweepConfig, TrialConfig, parse_model
+from sdp_core.config import Distribution, MechanismConfig, SearchSpace, SweepConfig, TrialConfig, apply_settings, parse_model
 from sdp_core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -55,15 +54,6 @@ def sample(trial: optuna.Trial, space: SearchSpace, mechanisms: list[str]) -> di
     return params
 
 
-def _set_path(data: dict, path: str, value: Any) -> None:
-    *parents, leaf = path.split(".")
-    for part in parents:
-        if not isinstance(data.get(part), dict):
-            data[part] = {}
-        data = data[part]
-    data[leaf] = value
-
-
 def trial_config_dict(sweep: SweepConfig, params: dict[str, Any], number: int) -> dict:
     """The trial config (not yet validated) of sample `params`: `base`, its mechanism, the sampled values.
 
@@ -74,9 +64,7 @@ def trial_config_dict(sweep: SweepConfig, params: dict[str, Any], number: int) -
     data = sweep.base.model_dump(mode="json")
     if data["mechanism"]["name"] != mechanism:
         data["mechanism"] = {"name": mechanism}
-    for path, value in params.items():
-        if path != MECHANISM_PARAM:
-            _set_path(data, path, copy.deepcopy(value))
+    data = apply_settings(data, {path: value for path, value in params.items() if path != MECHANISM_PARAM})
     data["name"] = f"{sweep.name}-{trial_id(number)}"
     data["seed"] = sweep.seed + number
     return data

@@ -1,0 +1,147 @@
+"""Faults injected into real runs: Ray workers SIGKILLed mid-trial (retried, bounded), a trial that raises
+(recorded as failed, the sweep goes on), and a full disk while writing results and reports (one line, exit 2,
+nothing half-written). The driver killed with SIGKILL is covered in test_sweep_cli.py."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import ray
+
+from sdp_core.config import SweepConfig, parse_model
+from sdp_core.report import build_report
+from sdp_core.sweep.driver import MAX_RETRIES, run_sweep
+from sdp_core.sweep.store import SweepStore
+from tests.conftest import run_main, small_trial_dict
+
+
+def grid(arms: dict[str, dict], **fields) -> SweepConfig:
+    data = {"name": "faults", "base": small_trial_dict(training={"max_steps": 30}),
+            "objectives": [{"metric": "val_perplexity", "mode": "min"}],
+            "experiments": arms, "seeds": [0], "concurrency": 1, **fields}
+    return parse_model(SweepConfig, data)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (this test's own Ray workers), read from /proc."""
+    parents = {}
+    for name in os.listdir("/proc"):
+        try:
+            parents[int(name)] = int(Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # not a process, or one that just ended
+    found, frontier = [], {pid}
+    while frontier:
+        frontier = {p for p, parent in parents.items() if parent in frontier}
+        found += frontier
+    return found
+
+
+def training_worker(skip: set[int]) -> int | None:
+    """A process of ours running a Tune function trial right now (Ray titles it `ray::ImplicitFunc.train`)."""
+    for pid in descendants(os.getpid()):
+        try:
+            if pid not in skip and Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::ImplicitFunc.train"):
+                return pid
+        except OSError:
+            continue
+    return None
+
+
+def kill_workers(store: SweepStore, plan: dict[str, int], done: threading.Event, log: list[str]) -> None:
+    """Trials run one at a time in grid order: for each trial `t` of `plan` (in order), once the trials before it
+    have their rows, SIGKILL the process running it `plan[t]` times; each kill hits a new process (the retry's)."""
+    killed: set[int] = set()
+    for t, kills in plan.items():
+        for _ in range(kills):
+            while not done.is_set():
+                before = list(plan)[:list(plan).index(t)]
+                pid = training_worker(killed) if all(store.read_row(b) for b in before) else None
+                if pid:
+                    time.sleep(0.3)  # into the trial
+                    os.kill(pid, signal.SIGKILL)
+                    killed.add(pid)
+                    log.append(t)
+                    break
+                time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.mark.slow
+def test_killed_workers_are_retried_a_bounded_number_of_times_and_nothing_is_lost(local_ray, tmp_path):
+    cfg = grid({"once": {"set": {"seed": 1}}, "always": {"set": {"seed": 2}},
+                "fails": {"set": {"data.source": "file", "data.path": "/nonexistent/data.jsonl"}}, "after": {"set": {"training.max_steps": 2}}})
+    store = SweepStore(tmp_path / "out")
+    store.create(cfg)
+    done, log = threading.Event(), []
+    watcher = threading.Thread(target=kill_workers, args=(store, {"once-s0": 1, "always-s0": MAX_RETRIES + 1}, done, log))
+    watcher.start()
+    try:
+        rows = run_sweep(cfg, None, store)
+    finally:
+        done.set()
+        watcher.join()
+
+    assert log == ["once-s0"] + ["always-s0"] * (MAX_RETRIES + 1)
+    assert sorted(rows) == ["after-s0", "always-s0", "fails-s0", "once-s0"]  # no trial lost
+    assert rows["once-s0"]["state"] == "finished"  # killed once, retried from the start, finished
+    assert rows["always-s0"]["state"] == "failed" and "worker died" in rows["always-s0"]["error"]
+    assert rows["fails-s0"]["state"] == "failed" and "nonexistent" in rows["fails-s0"]["error"]  # raised: no retry
+    assert rows["after-s0"]["state"] == "finished"  # the sweep went on after every fault
+
+
+ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_full_disk_while_writing_a_report_is_one_line_and_leaves_no_partial_folder(tmp_path, monkeypatch):
+    from sdp_core.report.synthetic import write_synthetic_sweep
+
+    sweep_dir = write_synthetic_sweep(tmp_path / "sweep", n_trials=6)
+    real_write = Path.write_text
+
+    def full(self, *args, **kwargs):
+        if self.name == "summary.md":
+            raise ENOSPC
+        return real_write(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full)
+    result = run_main("report", str(sweep_dir))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "disk full" in result.stderr, result.stderr
+    assert sorted(p.name for p in sweep_dir.iterdir()) == ["sweep.yaml", "trials"]  # no report, no temp folder
+
+
+def test_full_disk_while_writing_a_trial_result_is_one_line_and_leaves_no_file(tmp_path, monkeypatch):
+    def full(fd, data):
+        raise ENOSPC
+
+    monkeypatch.setattr(os, "fsync", lambda fd: full(fd, b""))
+    out = tmp_path / "trial"
+    result = run_main("trial", "--set", "training.max_steps=1", "--set", "data.n_train=60", "--set",
+                      "evaluation.exposure=false", "--set", "evaluation.mia=false", "--set", "tokenizer.vocab_size=400",
+                      "--set", "detector.policy=phone", "--out", str(out))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "disk full" in result.stderr, result.stderr
+    assert not list(out.rglob("result.json")) and not list(out.rglob("*.tmp"))
+
+
+def test_a_result_row_on_disk_is_always_complete_json(tmp_path):
+    store = SweepStore(tmp_path)
+    store.trials_dir.mkdir(parents=True)
+    row = {"trial_id": "t", "state": "finished", "metrics": {"x": 1.0}}
+    store.write_row(row)
+    assert json.loads((store.trials_dir / "t.json").read_text()) == row
+    assert not list(store.trials_dir.glob(".*"))  # the temp file was renamed, not left behind
