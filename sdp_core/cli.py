@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from sdp_core.errors import ConfigError, UserError
+from sdp_core.logs import configure_logging
 
 
 def _add_trial_like(p: argparse.ArgumentParser) -> None:
@@ -105,6 +106,8 @@ def _layer_commands() -> None:
 def build_parser() -> argparse.ArgumentParser:
     _layer_commands()
     parser = argparse.ArgumentParser(prog="sdp-sweep", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="log more: -v info, -vv debug (counts and masked examples, never a raw secret)")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (help_text, add_arguments, run) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
@@ -115,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    configure_logging(args.verbose)
     try:
         return args.run(args)
     except ConfigError as e:

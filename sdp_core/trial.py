@@ -6,6 +6,7 @@ mechanism phases with calibrated σ -> training -> utility metrics and attacks -
 
 from __future__ import annotations
 
+import logging
 import platform
 import sys
 import random
@@ -37,6 +38,8 @@ from sdp_core.text.encode import encode
 from sdp_core.text.redaction import redact
 from sdp_core.text.tokenizer import load_pretrained_tokenizer, train_bpe_tokenizer
 from sdp_core.train.loop import PhaseStats, make_optimizer, run_phase
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -127,6 +130,10 @@ def prepare_trial_data(cfg: TrialConfig, timings: dict) -> tuple[TrialData, Cana
         if any(s is None for s in eval_spans[name]):  # unannotated data: the policy decides what is private
             eval_spans[name] = detect_records(recs, policy)
     timings["detect"] = time.perf_counter() - t0
+    log.info("%s: %d spans detected in %d of %d training records", policy.name, sum(map(len, train_spans)),
+             sum(bool(s) for s in train_spans), len(splits.train))
+    for r, s in list(zip(splits.train, train_spans))[:3]:  # masked with every known secret, missed ones included
+        log.debug("redacted example: %r", redact(r.text, _known_secrets(r, s))[:200])
 
     t0 = time.perf_counter()
     if cfg.tokenizer.kind == "pretrained":

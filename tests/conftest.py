@@ -60,7 +60,8 @@ def run_main(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess
     return subprocess.CompletedProcess(["sdp-sweep", *args], code, out.getvalue(), err.getvalue())
 
 
-def run_cli(*args: str, cwd: Path | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
-    """Run `sdp-sweep ARGS` as a user would, in a subprocess."""
+def run_cli(*args: str, cwd: Path | None = None, timeout: int = 600, env: dict[str, str] | None = None
+            ) -> subprocess.CompletedProcess:
+    """Run `sdp-sweep ARGS` as a user would, in a subprocess (with `env` added to this process's environment)."""
     return subprocess.run([sys.executable, "-m", "sdp_core.cli", *args], capture_output=True, text=True,
-                          cwd=cwd or REPO, timeout=timeout)
+                          cwd=cwd or REPO, timeout=timeout, env={**os.environ, **(env or {})})

@@ -37,6 +37,7 @@ from ray.tune.search.optuna import OptunaSearch
 
 from sdp_core.config import SearchSpace, SweepConfig, TrialConfig, arm_trial_config, parse_model
 from sdp_core.errors import PrivacyError
+from sdp_core.logs import configure_logging
 from sdp_core.sweep.space import MECHANISM_PARAM, sample, trial_config_dict, trial_id
 from sdp_core.sweep.store import SweepStore
 from sdp_core.trial import TrialResult, run_trial
@@ -115,6 +116,7 @@ def sweep_trial(config: dict) -> None:
     progress) and once at the end with `final: True` and the row as JSON (a string, so Tune's flattening of
     results leaves it intact). A trial's own failure never raises: it becomes a `failed` or `infeasible` row.
     """
+    configure_logging()  # the driver's -v, in this worker
     steps, loss = 0, float("nan")
 
     def report(row: dict | None = None) -> None:
