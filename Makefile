@@ -24,7 +24,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest tests
 
 bench: $(STAMP)
-	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done
+	for b in benchmarks/*.py; do $(BIN)/python -m benchmarks.$$(basename $$b .py) || exit 1; done
 
 clean:
 	rm -rf $(VENV) reports/*/ .pytest_cache

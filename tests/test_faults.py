@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import ray
 
+from benchmarks.proctree import descendants
 from sdp_core.config import SweepConfig, parse_model
 from sdp_core.report import build_report
 from sdp_core.sweep.driver import MAX_RETRIES, run_sweep
@@ -27,21 +28,6 @@ def grid(arms: dict[str, dict], **fields) -> SweepConfig:
             "objectives": [{"metric": "val_perplexity", "mode": "min"}],
             "experiments": arms, "seeds": [0], "concurrency": 1, **fields}
     return parse_model(SweepConfig, data)
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below `pid` (this test's own Ray workers), read from /proc."""
-    parents = {}
-    for name in os.listdir("/proc"):
-        try:
-            parents[int(name)] = int(Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue  # not a process, or one that just ended
-    found, frontier = [], {pid}
-    while frontier:
-        frontier = {p for p, parent in parents.items() if parent in frontier}
-        found += frontier
-    return found
 
 
 def training_worker(skip: set[int]) -> int | None:

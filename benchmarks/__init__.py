@@ -1,0 +1,1 @@
+"""Benchmarks: each module prints a side-by-side table of ratios (`make bench` runs them all)."""

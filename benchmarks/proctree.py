@@ -1,0 +1,33 @@
+"""This process's own process tree (its Ray head, raylet and workers), read from /proc: for memory sampling
+(benchmarks/load_sweep.py) and for killing our own Ray workers in fault tests (tests/test_faults.py)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid`."""
+    parents = {}
+    for name in os.listdir("/proc"):
+        try:
+            parents[int(name)] = int(Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # not a process, or one that just ended
+    found, frontier = [], {pid}
+    while frontier:
+        frontier = {p for p, parent in parents.items() if parent in frontier}
+        found += frontier
+    return found
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of one process (0 if it has ended)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
