@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from sdp_core.train.data import LMData
+from sdp_core.train.loop import model_device
 
 
 @torch.no_grad()
@@ -21,12 +22,13 @@ def token_statistics(model: nn.Module, data: LMData, batch_size: int = 64) -> di
     """Summed NLL and counts over target tokens, split by the data's `sensitive` mask."""
     model.eval()
     totals = {k: 0.0 for k in ("nll_all", "n_all", "nll_private", "n_private", "nll_public", "n_public", "correct")}
+    device = model_device(model)
     for i in range(0, len(data), batch_size):
-        ids = data.input_ids[i : i + batch_size]
-        logits = model(ids)[:, :-1]
-        targets = ids[:, 1:]
-        valid = data.weights[i : i + batch_size, 1:] > 0
-        private = data.sensitive[i : i + batch_size, 1:] & valid
+        batch = data.subset(range(i, min(i + batch_size, len(data)))).to(device)
+        logits = model(batch.input_ids)[:, :-1]
+        targets = batch.input_ids[:, 1:]
+        valid = batch.weights[:, 1:] > 0
+        private = batch.sensitive[:, 1:] & valid
         nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
         for name, mask in (("all", valid), ("private", private), ("public", valid & ~private)):
             totals[f"nll_{name}"] += nll[mask].sum().item()
@@ -56,8 +58,10 @@ def classification_metrics(model: nn.Module, data: LMData, prefix: str, batch_si
     """`{prefix}_loss` (mean cross-entropy) and `{prefix}_accuracy` (top-1) of a classifier on labelled rows."""
     model.eval()
     nll, correct = 0.0, 0
+    device = model_device(model)
     for i in range(0, len(data), batch_size):
-        logits, labels = model(data.input_ids[i : i + batch_size]), data.labels[i : i + batch_size]
+        batch = data.subset(range(i, min(i + batch_size, len(data)))).to(device)
+        logits, labels = model(batch.input_ids), batch.labels
         nll += torch.nn.functional.cross_entropy(logits, labels, reduction="sum").item()
         correct += (logits.argmax(-1) == labels).sum().item()
     model.train()

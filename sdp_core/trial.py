@@ -90,6 +90,10 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def training_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
 def default_out_dir(cfg: TrialConfig) -> Path:
     return Path("runs") / f"{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
@@ -215,7 +219,8 @@ def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool
               file=sys.stderr)
     plan = MECHANISMS[cfg.mechanism.name](data)
 
-    model = build_model(cfg.model, len(data.tokenizer), cfg.data.max_length)
+    # A GPU when the trial has one (a sweep's `resources.gpu`); batches follow the model (train.loop.model_device).
+    model = build_model(cfg.model, len(data.tokenizer), cfg.data.max_length).to(training_device())
     t = cfg.training
     optimizer = make_optimizer(model, t.optimizer, t.learning_rate, t.weight_decay)
     phase_stats = []

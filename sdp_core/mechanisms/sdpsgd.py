@@ -61,7 +61,8 @@ from sdp_core.errors import UserError
 from sdp_core.mechanisms.base import MechanismPlan, TrialData, calibrate
 from sdp_core.privacy import PrivacyLedger
 from sdp_core.train.data import LMData
-from sdp_core.train.loop import Phase, PhaseStats, PrivateTrainer, StepRecorder, ledger_key, poisson_batches
+from sdp_core.train.loop import (Phase, PhaseStats, PrivateTrainer, StepRecorder, ledger_key, model_device,
+                                 poisson_batches)
 
 PHASE_NAME = "sdpsgd_gradient+hidden"
 """Ledger phase of S-DPSGD: each step is one private segment slot — its gradient and hidden-state releases."""
@@ -189,7 +190,9 @@ class SegmentBatch:
     weights: torch.Tensor  # [b, L]: 0 past each row's segment end
 
 
-def gather_segments(data: LMData, rows: torch.Tensor, start: torch.Tensor, end: torch.Tensor) -> SegmentBatch:
+def gather_segments(data: LMData, rows: torch.Tensor, start: torch.Tensor, end: torch.Tensor,
+                    device: torch.device | str = "cpu") -> SegmentBatch:
+    """The rows' [start, end) segments, left-aligned and padded, on `device` (lengths stay on the host)."""
     lengths = end - start
     t = data.input_ids.shape[1]
     offset = torch.arange(int(lengths.max()))
@@ -198,7 +201,7 @@ def gather_segments(data: LMData, rows: torch.Tensor, start: torch.Tensor, end: 
     nxt = (pos + 1).clamp(max=t - 1)
     ids = data.input_ids[rows[:, None], pos.clamp(max=t - 1)]
     weights = data.weights[rows[:, None], nxt] * (inside & (pos + 1 < t))
-    return SegmentBatch(ids, lengths, data.input_ids[rows[:, None], nxt], weights)
+    return SegmentBatch(ids.to(device), lengths, data.input_ids[rows[:, None], nxt].to(device), weights.to(device))
 
 
 def segment_forward(lm: nn.Module, seg: SegmentBatch, state: State) -> tuple[torch.Tensor, State]:
@@ -225,7 +228,7 @@ def release_state(state: State, clip: float, sigma: float, generator: torch.Gene
     norms = both.transpose(0, 1).flatten(1).norm(dim=1)
     both = both * (clip / (norms + 1e-6)).clamp(max=1.0)[None, :, None]
     if sigma > 0:
-        both = both + sigma * clip * torch.randn(both.shape, generator=generator)
+        both = both + sigma * clip * torch.randn(both.shape, generator=generator).to(both.device)
     return both[:layers], both[layers:]
 
 
@@ -262,7 +265,8 @@ def train_batch(trainer: PrivateTrainer, phase: SelectivePhase, rows: torch.Tens
     lm = trainer.module._module
     bounds = phase.segments.bounds[rows]
     shape = (lm.lstm.num_layers, len(rows), lm.lstm.hidden_size)
-    h, c = torch.zeros(shape), torch.zeros(shape)
+    device = model_device(lm)
+    h, c = torch.zeros(shape, device=device), torch.zeros(shape, device=device)
     loss_sum, tokens = 0.0, 0
     for slot in range(bounds.shape[1]):
         private = slot % 2 == 1
@@ -277,14 +281,14 @@ def train_batch(trainer: PrivateTrainer, phase: SelectivePhase, rows: torch.Tens
                 continue
         elif len(active) == 0:
             continue
-        seg = gather_segments(phase.data, rows[active], start[active], end[active])
-        carried = (h[:, active], c[:, active])
+        seg = gather_segments(phase.data, rows[active], start[active], end[active], device)
+        carried = (h[:, active.to(device)], c[:, active.to(device)])
         if private:
             losses, out = private_step(trainer, lm, seg, carried, sigma_grad)
             out = release_state(out, phase.hidden_clip, sigma_hidden, state_noise)
         else:
             losses, out = public_step(trainer, lm, seg, carried)
-        h[:, active], c[:, active] = out[0].detach(), out[1].detach()
+        h[:, active.to(device)], c[:, active.to(device)] = out[0].detach(), out[1].detach()
         counts = (seg.weights > 0).sum(1)
         loss_sum += float((losses * counts).sum())
         tokens += int(counts.sum())
@@ -302,7 +306,8 @@ def run_selective_phase(model: nn.Module, optimizer: torch.optim.Optimizer, phas
     sampling = torch.Generator().manual_seed(seed)
     state_noise = torch.Generator().manual_seed(seed + 2)
     model.train()
-    trainer = PrivateTrainer(model, optimizer, phase, grad_sample_mode, torch.Generator().manual_seed(seed + 1))
+    noise = torch.Generator(device=model_device(model)).manual_seed(seed + 1)  # where the gradients are
+    trainer = PrivateTrainer(model, optimizer, phase, grad_sample_mode, noise)
     k = phase.segments.private_segments
     try:
         for epoch, batches in enumerate(phase.epoch_batches()):

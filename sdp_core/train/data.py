@@ -36,6 +36,11 @@ class LMData:
         return LMData(self.input_ids[rows], self.weights[rows], self.sensitive[rows], self.record_index[rows],
                       None if self.labels is None else self.labels[rows])
 
+    def to(self, device: torch.device | str) -> "LMData":
+        """The same rows on `device` (the model's: a batch moves, the dataset stays in host memory)."""
+        return LMData(*(t.to(device) if t is not None else None for t in
+                        (self.input_ids, self.weights, self.sensitive, self.record_index, self.labels)))
+
     def with_weights(self, weights: torch.Tensor) -> "LMData":
         return replace(self, weights=weights)
 

@@ -97,6 +97,11 @@ class PhaseStats:
                 "sigmas": self.sigmas}
 
 
+def model_device(model: nn.Module) -> torch.device:
+    """Where the model's parameters are: every batch goes there."""
+    return next(model.parameters()).device
+
+
 def make_optimizer(model: nn.Module, name: str, lr: float, weight_decay: float) -> torch.optim.Optimizer:
     optimizers: dict[str, Callable[..., torch.optim.Optimizer]] = {"adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
     return optimizers[name](model.parameters(), lr=lr, weight_decay=weight_decay)
@@ -181,11 +186,13 @@ def run_phase(model: nn.Module, optimizer: torch.optim.Optimizer, phase: Phase, 
 
     start = time.perf_counter()
     stats = PhaseStats(phase.name, phase.private)
-    sampling = torch.Generator().manual_seed(seed)
+    sampling = torch.Generator().manual_seed(seed)  # batch indices: host memory
+    device = model_device(model)
     model.train()
     trainer = None
-    if phase.private:
-        trainer = PrivateTrainer(model, optimizer, phase, grad_sample_mode, torch.Generator().manual_seed(seed + 1))
+    if phase.private:  # the noise is drawn where the gradients are
+        noise = torch.Generator(device=device).manual_seed(seed + 1)
+        trainer = PrivateTrainer(model, optimizer, phase, grad_sample_mode, noise)
     try:
         for epoch, steps in enumerate(phase.epoch_steps()):
             if steps == 0:
@@ -197,7 +204,7 @@ def run_phase(model: nn.Module, optimizer: torch.optim.Optimizer, phase: Phase, 
             else:
                 batches = shuffled_batches(len(phase.data), min(phase.batch_size, len(phase.data)), steps, sampling)
             for rows in batches:
-                batch = phase.data.subset(rows)
+                batch = phase.data.subset(rows).to(device)
                 if trainer is not None:
                     ledger.record_steps(ledger_key(phase.name, epoch), 1)
                     loss = trainer.step(batch.input_ids, batch.weights, sigma, batch.labels)
