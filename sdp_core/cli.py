@@ -79,8 +79,8 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
     "trial": ("run one trial (no Ray) and write its result JSON", _trial_args, _trial),
 }
 
-# Commands of other layers: (name, help, module, add-arguments function, run function). Their modules keep heavy
-# imports inside the run function, so `sdp-sweep --help` stays fast.
+# Commands of other layers: (name, help, module, add-arguments function, run function). Only the module of the
+# command being run is imported (they pull in torch, Ray, ...), so `sdp-sweep --help` stays fast.
 LAYER_COMMANDS = [
     ("run", "run a sweep (Ray Tune + Optuna) and write its report", "sdp_core.sweep.cli", "add_run_arguments", "run_run"),
     ("resume", "continue a sweep after a crash", "sdp_core.sweep.cli", "add_resume_arguments", "run_resume"),
@@ -95,21 +95,24 @@ LAYER_COMMANDS = [
 ]
 
 
-def _layer_commands() -> None:
+def _no_arguments(parser: argparse.ArgumentParser) -> None:
+    """A layer command not being run: listed by `--help`, its module not imported."""
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The CLI; of the other layers' commands only `command`'s module is imported and its arguments defined."""
     import importlib
 
+    commands = dict(COMMANDS)
     for name, help_text, module, add, run in LAYER_COMMANDS:
-        mod = importlib.import_module(module)
-        COMMANDS[name] = (help_text, getattr(mod, add), getattr(mod, run))
-
-
-def build_parser() -> argparse.ArgumentParser:
-    _layer_commands()
-    parser = argparse.ArgumentParser(prog="sdp-sweep", description=__doc__.splitlines()[0])
+        mod = importlib.import_module(module) if name == command else None
+        commands[name] = (help_text, getattr(mod, add), getattr(mod, run)) if mod else (help_text, _no_arguments, None)
+    parser = argparse.ArgumentParser(prog="sdp-sweep", description="Train language models with selective differential "
+                                     "privacy and sweep their privacy–utility trade-off on Ray.")
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="log more: -v info, -vv debug (counts and masked examples, never a raw secret)")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, (help_text, add_arguments, run) in COMMANDS.items():
+    for name, (help_text, add_arguments, run) in commands.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         add_arguments(p)
         p.set_defaults(run=run)
@@ -117,7 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(next((a for a in argv if not a.startswith("-")), None)).parse_args(argv)
     configure_logging(args.verbose)
     try:
         return args.run(args)
