@@ -1,6 +1,7 @@
 """Non-private vs DP step time and peak memory on gpt2-tiny (Opacus hooks and ghost clipping), as ratios.
 
-Each variant runs in its own fresh process so its peak RSS is its own; steps are timed after warm-up.
+Each variant runs in its own fresh process so its peak memory is its own; steps are timed after warm-up. On a
+machine with a GPU the model trains there and memory is CUDA's peak allocation; otherwise CPU and peak RSS.
 Usage: python benchmarks/train_step.py [--steps 20] [--batch 32] [--length 128] [--preset gpt2-tiny]
 """
 
@@ -23,32 +24,44 @@ def measure(private: bool, mode: str, steps: int, batch: int, length: int, prese
     from sdp_core.train.loop import Phase, PrivateTrainer, make_optimizer
 
     torch.manual_seed(0)
+    gpu = torch.cuda.is_available()
+    device = torch.device("cuda" if gpu else "cpu")
     n = batch * 4
-    ids = torch.randint(5, vocab, (n, length))
-    weights = torch.ones(n, length)
+    ids = torch.randint(5, vocab, (n, length), device=device)
+    weights = torch.ones(n, length, device=device)
     weights[:, 0] = 0
     data = LMData(ids, weights, torch.zeros(n, length, dtype=torch.bool), torch.arange(n))
-    model = build_gpt2(preset, None, vocab, length, 0.0)
+    model = build_gpt2(preset, None, vocab, length, 0.0).to(device)
     optimizer = make_optimizer(model, "adamw", 1e-3, 0.0)
-    base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+    def peak_mb() -> float:
+        if gpu:
+            return torch.cuda.max_memory_allocated() / 2**20
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    base = peak_mb()
     if private:
         phase = Phase("dp", data, True, 1, batch, sigmas=(1.0,), max_grad_norm=1.0)
-        trainer = PrivateTrainer(model, optimizer, phase, mode, torch.Generator().manual_seed(0))
+        trainer = PrivateTrainer(model, optimizer, phase, mode, torch.Generator(device=device).manual_seed(0))
         step = lambda x, w: trainer.step(x, w, 1.0)  # noqa: E731
     else:
         def step(x, w):
             optimizer.zero_grad(set_to_none=True)
             per_record_loss(model(x), x, w).mean().backward()
             optimizer.step()
-    rows = torch.arange(batch)  # fixed batch: compare the step itself, not Poisson size noise
+    rows = torch.arange(batch, device=device)  # fixed batch: compare the step itself, not Poisson size noise
     for _ in range(3):
         step(ids[rows], weights[rows])
+    if gpu:
+        torch.cuda.synchronize()
     start = time.perf_counter()
     for _ in range(steps):
         step(ids[rows], weights[rows])
+    if gpu:
+        torch.cuda.synchronize()
     seconds = (time.perf_counter() - start) / steps
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"step_s": seconds, "peak_mb": peak / 1024, "step_extra_mb": (peak - base_rss) / 1024}
+    peak = peak_mb()
+    return {"step_s": seconds, "peak_mb": peak, "step_extra_mb": peak - base, "device": str(device)}
 
 
 def _child(queue, *args):
@@ -77,8 +90,9 @@ def main() -> None:
     from rich.table import Table
 
     base = results["non-private"]
-    table = Table(title=f"{args.preset}, batch {args.batch} x {args.length} tokens, {args.steps} timed steps (CPU)")
-    for col in ("variant", "step (s)", "steps/s", "time vs non-private", "peak RSS (MB)", "step memory (MB)",
+    device = "GPU: " + __import__("torch").cuda.get_device_name() if base["device"] == "cuda" else "CPU"
+    table = Table(title=f"{args.preset}, batch {args.batch} x {args.length} tokens, {args.steps} timed steps ({device})")
+    for col in ("variant", "step (s)", "steps/s", "time vs non-private", "peak memory (MB)", "step memory (MB)",
                 "step memory vs non-private"):
         table.add_column(col, justify="right")
     for name, r in results.items():
