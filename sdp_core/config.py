@@ -447,6 +447,8 @@ class SweepConfig(Strict):
         if self.experiments is not None:
             if not self.experiments:
                 raise ValueError("experiments: at least one arm is needed")
+            if self.early_stopping:
+                raise ValueError("early_stopping: a grid runs every arm to the end (its claims compare whole runs)")
             bad = next((n for n in self.experiments if not n.replace("_", "").isalnum()), None)
             if bad is not None:
                 raise ValueError(f"experiments: arm name {bad!r} must be letters, digits and _")

@@ -37,6 +37,7 @@ def test_grid_derives_its_trials_and_mechanisms_and_round_trips():
     ({"search_space": {"parameters": {"training.learning_rate": {"type": "uniform", "low": 0.1, "high": 0.2}}}},
      "search_space: not used with `experiments`"),
     ({"num_trials": 9}, "num_trials: not used with `experiments`"),
+    ({"early_stopping": True}, "early_stopping: a grid runs every arm to the end"),
     ({"experiments": {"bad-name": {"set": {}}}}, "must be letters, digits and _"),
     ({"claims": [{"text": "x", "metric": "val_perplexity", "lower": "a", "higher": "zzz"}]}, "arm 'zzz' is not in"),
     ({"claims": [{"text": "x", "metric": "val_perplexity", "kind": "increasing", "arms": ["a"]}]}, "at least two"),
