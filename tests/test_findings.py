@@ -62,13 +62,12 @@ def test_an_arm_that_is_not_a_valid_trial_is_named_with_its_problem(tmp_path):
 def test_shipped_findings_sweep_compares_dp_arms_at_equal_private_steps():
     cfg = load_sweep_config(REPO / "sweeps" / "findings.yaml")
     assert len(cfg.seeds) >= 3 and cfg.claims
-    for arm, experiment in cfg.experiments.items():
-        trial = arm_trial_config(cfg, arm, 0)
-        assert trial.privacy.target_epsilon == 3.0
-        if arm.startswith("atdp"):
-            assert trial.training.private_max_steps <= 0.15 * cfg.base.training.private_max_steps
-        else:
-            assert trial.training.private_max_steps == 60
+    steps = {arm: arm_trial_config(cfg, arm, 0).training.private_max_steps for arm in cfg.experiments}
+    assert all(arm_trial_config(cfg, arm, 0).privacy.target_epsilon == 3.0 for arm in cfg.experiments)
+    compute = next(c for c in cfg.claims if c.metric == "private_records")
+    assert steps[compute.lower] <= compute.ratio * steps[compute.higher]
+    short = {c.lower for c in cfg.claims if c.kind == "less" and steps[c.lower] != 60}  # meant to use less compute
+    assert {a for a, s in steps.items() if s != 60} == short == {"atdp_redacted", "atdp_redacted_missed"}
     headline = {c.lower for c in cfg.claims if c.kind == "less"} | {c.higher for c in cfg.claims if c.kind == "less"}
     assert all(len(cfg.experiments[a].seeds or cfg.seeds) >= 3 for a in headline if not a.startswith(("crt", "red")))
 
