@@ -92,7 +92,7 @@ def main() -> None:
         window = [s for s in samples if (quarter - 1) * args.trials // 4 < s[0] <= quarter * args.trials // 4]
         if window:
             table.add_row(f"tree memory peak in quarter {quarter} of the trials", f"{max(s[1] for s in window):.0f} MB")
-    Console().print(table)
+    Console(width=200).print(table)
     print(store.root)
     if lost or len(set(rows)) != len(rows):
         raise SystemExit("trials were lost")

@@ -3,7 +3,8 @@
 Every mechanism trains through `run_trial` on the same embedded data (CustomerSim, gpt2-tiny; the LSTM for
 Selective-DPSGD, against an LSTM No-DP), with the same ε target, batch size and step cap per phase; attacks are
 off so the trial time is data + detection + tokenizer + training + evaluation. A "private step" is one
-optimizer step of a DP phase; No-DP's "step" is its public step, the reference. Detection is cached, and a
+optimizer step of a DP phase (for Selective-DPSGD one private-segment update, several per batch); No-DP's
+"step" is its public step, the reference. Detection is cached, and a
 warm-up trial runs first, so no mechanism pays the one-time spaCy and import costs.
 Usage: python benchmarks/mechanisms.py [--n-train 500] [--steps 20]
 """
@@ -67,7 +68,7 @@ def main() -> None:
         table.add_row(name, f"{r['trial_s']:.1f}", f"{r['trial_s'] / ref['trial_s']:.2f}x", f"{r['train_s']:.1f}",
                       str(r["public_steps"]), str(r["private_steps"]), f"{r['step_s']:.3f}" if private else "-",
                       f"{r['step_s'] / ref['step_s']:.2f}x" if private else "-")
-    Console().print(table)
+    Console(width=200).print(table)
 
 
 if __name__ == "__main__":

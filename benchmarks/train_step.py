@@ -98,7 +98,7 @@ def main() -> None:
     for name, r in results.items():
         table.add_row(name, f"{r['step_s']:.3f}", f"{1 / r['step_s']:.2f}", f"{r['step_s'] / base['step_s']:.2f}x",
                       f"{r['peak_mb']:.0f}", f"{r['step_extra_mb']:.0f}", f"{r['step_extra_mb'] / base['step_extra_mb']:.2f}x")
-    Console().print(table)
+    Console(width=200).print(table)
 
 
 if __name__ == "__main__":
