@@ -3,7 +3,7 @@
 The schedule is 100 segments of 100 DP-SGD steps at q = 256/60000, each with its own σ multiplier in
 [0.7, 1.5] (ATDP-like), calibrated to ε = 3 at δ = 1e-5. Every accountant starts cold (no cached RDP curve).
 Wall and CPU time are both shown: on a shared machine CPU time is the stable one.
-Run: `python benchmarks/calibration.py [--accountants rdp,pld,prv] [--segments 100]`.
+Run: `python -m benchmarks.calibration [--accountants rdp,pld,prv] [--segments 100]`.
 """
 
 from __future__ import annotations

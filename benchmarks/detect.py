@@ -1,6 +1,6 @@
 """Detection throughput on CustomerSim: records/s per policy, cold and warm cache, and spaCy's share.
 
-    python benchmarks/detect.py [--n 10000] [--cold-n 1000] [--cache-dir DIR]
+    python -m benchmarks.detect [--n 10000] [--cold-n 1000] [--cache-dir DIR]
 
 Cold passes run on the first `--cold-n` dialogs (a cold spaCy pass over 10,000 takes minutes on 2 cores) and are
 extrapolated linearly to `--n`. The warm cache (best of 3) is measured on the first `--cold-n` for every policy, and on

@@ -1,7 +1,7 @@
 """Exact canary exposure over 10^6 candidates: trie enumeration vs naive batched scoring, and the skew-normal
 estimate's error against the exact value.
 
-    python benchmarks/exposure.py [--steps 300] [--naive-subset 100000] [--full-naive] [--threads 1]
+    python -m benchmarks.exposure [--steps 300] [--naive-subset 100000] [--full-naive] [--threads 1]
 
 Setup: a byte-level BPE (`train_bpe_tokenizer`, digits one per token, ~3.5k tokens) trained on 5000 CustomerSim
 dialogs; `gpt2-tiny` trained on 400 dialogs holding 5 canaries "My ID is {dddddd}" inserted 10 times each, long

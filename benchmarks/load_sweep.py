@@ -2,7 +2,7 @@
 (Ray Tune + Optuna, rows, journal). Checks that no result is lost or duplicated and samples the memory of the whole
 process tree (driver, Ray head, workers) every half second: peak, and at each quarter of the trials (bounded memory
 does not grow with the number of trials done).
-Usage: python benchmarks/load_sweep.py [--trials 200] [--concurrency 2]
+Usage: python -m benchmarks.load_sweep [--trials 200] [--concurrency 2]
 """
 
 from __future__ import annotations
@@ -94,8 +94,9 @@ def main() -> None:
             table.add_row(f"tree memory peak in quarter {quarter} of the trials", f"{max(s[1] for s in window):.0f} MB")
     Console(width=200).print(table)
     print(store.root)
-    if lost or len(set(rows)) != len(rows):
-        raise SystemExit("trials were lost")
+    ids = [r.get("trial_id") for r in rows.values()]
+    if lost or len(set(ids)) != len(ids) or states.count(TrialState.COMPLETE) != args.trials:
+        raise SystemExit("trials were lost or counted twice")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ off so the trial time is data + detection + tokenizer + training + evaluation. A
 optimizer step of a DP phase (for Selective-DPSGD one private-segment update, several per batch); No-DP's
 "step" is its public step, the reference. Detection is cached, and a
 warm-up trial runs first, so no mechanism pays the one-time spaCy and import costs.
-Usage: python benchmarks/mechanisms.py [--n-train 500] [--steps 20]
+Usage: python -m benchmarks.mechanisms [--n-train 500] [--steps 20]
 """
 
 from __future__ import annotations

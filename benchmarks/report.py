@@ -3,7 +3,7 @@
 Writes a synthetic sweep folder (every trial state, ledgers, canaries, detector statistics) into a temporary
 folder, then times `build_report` on it, in-process after imports (imports are timed apart). Wall and CPU time
 are both shown: on a shared machine CPU time is the stable one.
-Run: `python benchmarks/report.py [--trials 500] [--repeat 3]`.
+Run: `python -m benchmarks.report [--trials 500] [--repeat 3]`.
 """
 
 from __future__ import annotations

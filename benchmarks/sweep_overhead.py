@@ -3,7 +3,7 @@ with concurrency 1 and 2 (wall-time ratios), and Ray's cold start.
 
 The N trials are identical in every mode (one mechanism, a one-value search space, seeds sweep seed + n), and one
 untimed trial first warms the detection cache and this process's imports, so the serial time is pure training.
-Usage: python benchmarks/sweep_overhead.py [--trials 4] [--steps 5]
+Usage: python -m benchmarks.sweep_overhead [--trials 4] [--steps 5]
 """
 
 from __future__ import annotations

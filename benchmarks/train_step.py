@@ -2,7 +2,7 @@
 
 Each variant runs in its own fresh process so its peak memory is its own; steps are timed after warm-up. On a
 machine with a GPU the model trains there and memory is CUDA's peak allocation; otherwise CPU and peak RSS.
-Usage: python benchmarks/train_step.py [--steps 20] [--batch 32] [--length 128] [--preset gpt2-tiny]
+Usage: python -m benchmarks.train_step [--steps 20] [--batch 32] [--length 128] [--preset gpt2-tiny]
 """
 
 from __future__ import annotations

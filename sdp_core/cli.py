@@ -6,6 +6,7 @@ Errors a user can cause end in one line on stderr and exit code 2; anything else
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 from pathlib import Path
 from typing import Callable
@@ -131,6 +132,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+        print(f"error: {e.filename or 'output'}: cannot write: no space left on device (disk full)", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

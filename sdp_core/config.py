@@ -253,7 +253,7 @@ class TrainingConfig(Strict):
     max_steps: int | None = Field(None, ge=1, description="cap on optimizer steps per phase")
     private_max_steps: int | None = Field(
         None, ge=1, description="cap on the steps of each private (DP) phase instead of max_steps: equal private "
-        "steps across mechanisms whose public phases differ")
+        "steps across mechanisms whose public phases differ (S-DPSGD: batches; JFT light noise: both its phases)")
     optimizer: Literal["adamw", "sgd"] = "adamw"
     weight_decay: float = Field(0.0, ge=0)
     grad_sample_mode: Literal["hooks", "ghost"] = "hooks"
@@ -361,11 +361,26 @@ class Objective(Strict):
     mode: Literal["min", "max"]
 
 
+def _distinct_seeds(v: list[int] | None) -> list[int] | None:
+    if v is not None and (not v or len(set(v)) != len(v)):
+        raise ValueError("seeds must be a non-empty list of distinct seeds")
+    return v
+
+
 class Experiment(Strict):
     """One arm of a fixed-grid sweep: the base trial with `set` applied (dotted paths, as `--set`), once per seed."""
 
     set: dict[str, Any] = Field(default_factory=dict, description="dotted path -> value, applied to `base`")
     seeds: list[int] | None = Field(None, description="this arm's seeds; default: the sweep's `seeds`")
+
+    _seeds = field_validator("seeds")(_distinct_seeds)
+
+    @field_validator("set")
+    @classmethod
+    def _not_identity(cls, v: dict[str, Any]) -> dict[str, Any]:
+        if {"seed", "name"} & set(v):
+            raise ValueError("`seed` and `name` come from the arm and its seeds, not from `set`")
+        return v
 
 
 class Claim(Strict):
@@ -378,7 +393,8 @@ class Claim(Strict):
 
     text: str
     kind: Literal["less", "increasing"] = "less"
-    metric: str = Field(description="a metric of the rows, or a dotted path into a row (`mechanism.x.epsilon`)")
+    metric: str = Field(description="a metric of the rows, or `<guarantee>.<field>` of a further privacy report "
+                        "(`bayesian_confidentiality.epsilon`)")
     lower: str | None = None
     higher: str | None = None
     by: float = 0.0
@@ -415,6 +431,8 @@ class SweepConfig(Strict):
         None, description="a fixed grid instead of a search: named arms × seeds (findings, controlled comparisons)")
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], description="seeds of every experiment arm")
     claims: list[Claim] = Field(default_factory=list, description="orderings of arms the report checks")
+
+    _seeds = field_validator("seeds")(_distinct_seeds)
     num_trials: int = Field(8, ge=1)
     concurrency: int = Field(1, ge=1)
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
@@ -426,16 +444,21 @@ class SweepConfig(Strict):
         """A grid sweep's trial count and mechanisms follow from its arms; they are not set by hand."""
         if not (isinstance(data, dict) and isinstance(data.get("experiments"), dict)):
             return data
-        arms = [a if isinstance(a, dict) else {} for a in data["experiments"].values()]
-        seeds = data.get("seeds", [0, 1, 2])
-        base = data.get("base") if isinstance(data.get("base"), dict) else {}
-        names = [str((apply_settings(base, a["set"]) if isinstance(a.get("set"), dict) else base)
-                     .get("mechanism", {}).get("name", "dpsgd")) for a in arms]
-        count = sum(len(a.get("seeds") or seeds) if isinstance(a.get("seeds") or seeds, list) else 1 for a in arms)
+        try:
+            arms = [a if isinstance(a, dict) else {} for a in data["experiments"].values()]
+            seeds = data.get("seeds", [0, 1, 2])
+            base = data.get("base") if isinstance(data.get("base"), dict) else {}
+            names = [str((apply_settings(base, a["set"]) if isinstance(a.get("set"), dict) else base)
+                         .get("mechanism", {}).get("name", "dpsgd")) for a in arms]
+            count = sum(len(a.get("seeds") or seeds) for a in arms)
+        except (AttributeError, TypeError):  # malformed arms: the field validators report them, one line each
+            return data
         derived = {"num_trials": max(count, 1), "mechanisms": list(dict.fromkeys(names)) or ["dpsgd"],
                    "search_space": None}
         # A stored sweep.yaml repeats the derived values; a hand-written one that sets them otherwise is wrong.
-        given = next((k for k in derived if k in data and data[k] != derived[k]), None)
+        same = lambda k: (set(data[k]) == set(derived[k]) if k == "mechanisms" and isinstance(data[k], list)  # noqa: E731
+                          else data[k] == derived[k])
+        given = next((k for k in derived if k in data and not same(k)), None)
         if given:
             raise ValueError(f"{given}: not used with `experiments` (a grid sweep runs every arm × seed)")
         return {**data, **derived}

@@ -61,7 +61,11 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
             old = path.with_name(f".{path.name}.old")
             shutil.rmtree(old, ignore_errors=True)
             os.replace(path, old)
-            os.replace(tmp, path)
+            try:
+                os.replace(tmp, path)
+            except OSError:
+                os.replace(old, path)  # the previous folder stays in place
+                raise
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, path)

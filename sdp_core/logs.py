@@ -19,4 +19,6 @@ def configure_logging(verbosity: int | None = None) -> None:
     else:
         level = max(logging.DEBUG, logging.WARNING - 10 * verbosity)
         os.environ[LEVEL_ENV] = str(level)  # workers started after this inherit it
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", force=True)
+    # Only sdp_core's own logger: other libraries' debug output is not covered by the masking guarantee.
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", force=True)
+    logging.getLogger("sdp_core").setLevel(level)

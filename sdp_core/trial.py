@@ -136,7 +136,9 @@ def prepare_trial_data(cfg: TrialConfig, timings: dict) -> tuple[TrialData, Cana
     timings["detect"] = time.perf_counter() - t0
     log.info("%s: %d spans detected in %d of %d training records", policy.name, sum(map(len, train_spans)),
              sum(bool(s) for s in train_spans), len(splits.train))
-    for r, s in list(zip(splits.train, train_spans))[:3]:  # masked with every known secret, missed ones included
+    # Examples only of records with gold spans, masked with every known secret: without gold, a secret the policy
+    # missed would print in the clear.
+    for r, s in [(r, s) for r, s in zip(splits.train, train_spans) if r.spans is not None][:3]:
         log.debug("redacted example: %r", redact(r.text, _known_secrets(r, s))[:200])
 
     t0 = time.perf_counter()

@@ -18,7 +18,8 @@ import ray
 from benchmarks.proctree import descendants
 from sdp_core.config import SweepConfig, parse_model
 from sdp_core.report import build_report
-from sdp_core.sweep.driver import MAX_RETRIES, run_sweep
+from sdp_core.errors import UserError
+from sdp_core.sweep.driver import MAX_RETRIES, GridSearch, run_sweep, write_row
 from sdp_core.sweep.store import SweepStore
 from tests.conftest import run_main, small_trial_dict
 
@@ -52,7 +53,10 @@ def kill_workers(store: SweepStore, plan: dict[str, int], done: threading.Event,
                 pid = training_worker(killed) if all(store.read_row(b) for b in before) else None
                 if pid:
                     time.sleep(0.3)  # into the trial
-                    os.kill(pid, signal.SIGKILL)
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:  # it ended meanwhile: wait for the next process of this trial
+                        continue
                     killed.add(pid)
                     log.append(t)
                     break
@@ -68,7 +72,7 @@ def local_ray():
 
 @pytest.mark.slow
 def test_killed_workers_are_retried_a_bounded_number_of_times_and_nothing_is_lost(local_ray, tmp_path):
-    cfg = grid({"once": {"set": {"seed": 1}}, "always": {"set": {"seed": 2}},
+    cfg = grid({"once": {"set": {"training.learning_rate": 1e-3}}, "always": {"set": {"training.learning_rate": 3e-3}},
                 "fails": {"set": {"data.source": "file", "data.path": "/nonexistent/data.jsonl"}}, "after": {"set": {"training.max_steps": 2}}})
     store = SweepStore(tmp_path / "out")
     store.create(cfg)
@@ -111,17 +115,29 @@ def test_full_disk_while_writing_a_report_is_one_line_and_leaves_no_partial_fold
 
 
 def test_full_disk_while_writing_a_trial_result_is_one_line_and_leaves_no_file(tmp_path, monkeypatch):
-    def full(fd, data):
-        raise ENOSPC
-
-    monkeypatch.setattr(os, "fsync", lambda fd: full(fd, b""))
     out = tmp_path / "trial"
+    real_fsync = os.fsync
+
+    def full(fd):  # the disk is full where the trial writes its outputs (the detection cache still writes)
+        if os.readlink(f"/proc/self/fd/{fd}").startswith(str(out)):
+            raise ENOSPC
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", full)
     result = run_main("trial", "--set", "training.max_steps=1", "--set", "data.n_train=60", "--set",
                       "evaluation.exposure=false", "--set", "evaluation.mia=false", "--set", "tokenizer.vocab_size=400",
                       "--set", "detector.policy=phone", "--out", str(out))
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "disk full" in result.stderr, result.stderr
     assert not list(out.rglob("result.json")) and not list(out.rglob("*.tmp"))
+
+
+def test_a_row_that_cannot_be_written_is_kept_for_the_driver_not_raised_into_tune(tmp_path):
+    store = SweepStore(tmp_path)
+    (tmp_path / "trials").write_text("a file where the trials folder should be")
+    search = GridSearch([], store)
+    assert write_row(search, store, {"trial_id": "t", "state": "finished"}) is False
+    assert isinstance(search.write_error, OSError | UserError)  # raised by tune_run after the run, as one line
 
 
 def test_a_result_row_on_disk_is_always_complete_json(tmp_path):

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow
 
 SCALE = ["base.data.n_train=240", "base.data.n_validation=40", "base.data.n_test=40", "base.training.max_steps=3",
          "base.training.batch_size=16", "base.tokenizer.vocab_size=600", "num_trials=4",
-         'base.data.canaries={format: "My ID is {dddd}", count: 2, repeats: 5}']
+         'base.data.canaries={format: "My ID is {dddddd}", count: 2, repeats: 5}']
 MIN_SECRET_CHARS = 4  # shorter gold spans ("Al", "12") occur as ordinary words and numbers
 
 
@@ -107,7 +107,8 @@ def test_the_scan_finds_a_planted_secret(run_outputs, tmp_path):
 
 def test_results_carry_canary_format_and_exposure_never_the_value(run_outputs):
     root, _, _ = run_outputs
-    row = json.loads(next((root / "sweep" / "trials").glob("*.json")).read_text())
-    assert row["canaries"]["format"] == "My ID is {dddd}" and "exposure" in row["attacks"]
+    rows = [json.loads(p.read_text()) for p in sorted((root / "sweep" / "trials").glob("*.json"))]
+    row = next(r for r in rows if r["state"] == "finished")
+    assert row["canaries"]["format"] == "My ID is {dddddd}" and "exposure" in row["attacks"]
     model_files = {p.name for p in (root / "trial" / "model").iterdir()}
     assert not any(name.endswith((".txt", ".jsonl")) for name in model_files)  # no training text beside the model

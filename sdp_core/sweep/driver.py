@@ -36,7 +36,7 @@ from ray.tune.search import Searcher
 from ray.tune.search.optuna import OptunaSearch
 
 from sdp_core.config import SearchSpace, SweepConfig, TrialConfig, arm_trial_config, parse_model
-from sdp_core.errors import PrivacyError
+from sdp_core.errors import PrivacyError, UserError
 from sdp_core.logs import configure_logging
 from sdp_core.sweep.space import MECHANISM_PARAM, sample, trial_config_dict, trial_id
 from sdp_core.sweep.store import SweepStore
@@ -76,6 +76,17 @@ def finish_row(row: dict, config: dict) -> dict:
     objectives = {m: objective_value(row, m) for m in config["objectives"]}
     return {**row, "trial_id": config["trial_id"], "params": config["params"], "objectives": objectives,
             "error": row.get("error")}
+
+
+def write_row(search: Searcher, store: SweepStore, row: dict) -> bool:
+    """Store a trial's row. A failed write (a full disk) is kept on the search as `write_error`, not raised inside
+    Tune, which would re-run the trial as if its worker had died; `tune_run` raises it once the run is over."""
+    try:
+        store.write_row(row)
+        return True
+    except (UserError, OSError) as e:
+        search.write_error = getattr(search, "write_error", None) or e
+        return False
 
 
 def completed_row(config: dict, result: dict | None, error: bool, stopped: bool) -> dict | None:
@@ -171,7 +182,8 @@ class SweepSearch(OptunaSearch):
                  orphans: list[FrozenTrial], stopped_by_scheduler: set[str], sampler_seed: int):
         super().__init__(space=partial(sample, space=space, mechanisms=cfg.mechanisms),
                          metric=[o.metric for o in cfg.objectives], mode=[o.mode for o in cfg.objectives],
-                         sampler=optuna.samplers.TPESampler(seed=sampler_seed), study_name=study_name(cfg),
+                         sampler=optuna.samplers.TPESampler(seed=sampler_seed),
+                         study_name=folder_study_name(cfg, storage),
                          storage=storage)
         self._cfg, self._store = cfg, store
         self._orphans = list(orphans)
@@ -198,9 +210,9 @@ class SweepSearch(OptunaSearch):
         row = completed_row(config, result, error, tune_trial_id in self._stopped)
         if row is None:
             return  # interrupted (Ctrl-C, driver stopping): still running in the study, so resume re-runs it
-        self._store.write_row(row)
-        record_in_study(self._ot_trials[tune_trial_id], row, self.metric)
-        self._completed_trials.add(tune_trial_id)
+        if write_row(self, self._store, row):  # else still running in the study: resume re-runs it
+            record_in_study(self._ot_trials[tune_trial_id], row, self.metric)
+            self._completed_trials.add(tune_trial_id)
 
     def save(self, checkpoint_path: str) -> None:
         """Nothing to save for Tune: resume rebuilds from the Optuna journal and the trial files."""
@@ -231,7 +243,7 @@ class GridSearch(Searcher):
         config = self._configs.get(tune_trial_id)
         row = completed_row(config, result, error, stopped=False) if config else None
         if row is not None:
-            self._store.write_row(row)
+            write_row(self, self._store, row)
 
     def save(self, checkpoint_path: str) -> None:
         """Nothing to save: the trial files are the state (see the class docstring)."""
@@ -257,6 +269,13 @@ def study_name(cfg: SweepConfig) -> str:
     return f"{cfg.name}-{digest[:10]}"
 
 
+def folder_study_name(cfg: SweepConfig, storage: JournalStorage) -> str:
+    """The study of a sweep folder: the one its journal holds, by the name it was created with (a newer version
+    may hash the same sweep's resolved config differently, and a new study would restart the trial numbers)."""
+    existing = [s.study_name for s in optuna.get_all_study_summaries(storage)]
+    return existing[0] if len(existing) == 1 else study_name(cfg)
+
+
 def open_study(cfg: SweepConfig, store: SweepStore) -> tuple[optuna.Study, JournalStorage]:
     """The sweep's study in `OUT/optuna.journal`, created on first use.
 
@@ -268,7 +287,7 @@ def open_study(cfg: SweepConfig, store: SweepStore) -> tuple[optuna.Study, Journ
         if journal and not journal.endswith(b"\n"):
             store.journal_file.write_bytes(journal[:journal.rfind(b"\n") + 1])
     storage = JournalStorage(JournalFileBackend(str(store.journal_file)))
-    study = optuna.create_study(storage=storage, study_name=study_name(cfg), load_if_exists=True,
+    study = optuna.create_study(storage=storage, study_name=folder_study_name(cfg, storage), load_if_exists=True,
                                 directions=["minimize" if o.mode == "min" else "maximize" for o in cfg.objectives])
     return study, storage
 
@@ -297,7 +316,8 @@ def run_sweep(cfg: SweepConfig, space: SearchSpace, store: SweepStore, callbacks
     Returns every row by trial id.
     """
     if cfg.experiments is not None:
-        pending = [c for c in grid_configs(cfg) if c["trial_id"] not in store.rows()]
+        done = store.rows()
+        pending = [c for c in grid_configs(cfg) if c["trial_id"] not in done]
         if pending:
             tune_run(cfg, store, GridSearch(pending, store), None, len(pending), callbacks)
         return store.rows()
@@ -336,3 +356,5 @@ def tune_run(cfg: SweepConfig, store: SweepStore, search: Searcher, scheduler: T
                                   callbacks=callbacks or [], failure_config=tune.FailureConfig(max_failures=MAX_RETRIES)),
     )
     tuner.fit()
+    if getattr(search, "write_error", None) is not None:
+        raise search.write_error
