@@ -79,7 +79,8 @@ def test_shipped_findings_sweep_compares_dp_arms_at_equal_private_steps():
 
 
 def sweep_of(values: dict[str, dict[int, float | None]], claims: list[dict]) -> Sweep:
-    cfg = parse_model(SweepConfig, grid_dict(experiments={a: {"set": {}} for a in values}, claims=claims))
+    arms = {a: {"set": {}, "seeds": sorted(seeds)} for a, seeds in values.items()}  # None: that seed failed
+    cfg = parse_model(SweepConfig, grid_dict(experiments=arms, claims=claims))
     trials = [parse_trial({"trial_id": f"{a}-s{s}", "state": "finished" if v is not None else "failed", "seed": s,
                            "params": {"experiment": a, "seed": s}, "metrics": {"m": v} if v is not None else {},
                            "mechanism": {"bayesian_confidentiality": {"epsilon": v, "delta": 1e-5, "notion": "x",
@@ -94,7 +95,8 @@ def sweep_of(values: dict[str, dict[int, float | None]], claims: list[dict]) -> 
     ({0: 5.0}, {0: 4.5}, -1, None, True, "1/1"),  # "within 1": the lower arm may be up to 1 above
     ({0: 10.0}, {0: 100.0}, 0, 0.15, True, "ratio 0.1"),
     ({0: 20.0}, {0: 100.0}, 0, 0.15, False, "ratio 0.2"),
-    ({0: None}, {0: 1.0}, 0, None, None, "no finished trial"),
+    ({0: None}, {0: 1.0}, 0, None, None, "lo has 0 of its 1 seeds finished"),
+    ({0: 1.0, 1: None}, {0: 5.0, 1: 6.0}, 0, None, None, "lo has 1 of its 2 seeds finished"),  # partial: no verdict
 ])
 def test_less_claims_compare_means_and_count_agreeing_seeds(lower, higher, by, ratio, held, agree):
     claim = {"text": "t", "metric": "m", "lower": "lo", "higher": "hi", "by": by, "ratio": ratio}

@@ -4,7 +4,8 @@ Every claim compares arms by the mean of a metric over their finished seeds, and
 - `less`: mean(higher) − mean(lower) > `by` (and mean(lower) ≤ `ratio`·mean(higher) when a ratio is given);
   per seed, the same test on the two arms' trials of that seed.
 - `increasing`: the arms' means do not decrease along the list, and Spearman's ρ of (position, value) is > 0.
-A claim with an arm that has no finished trial is `not measured`, never `held`.
+A claim with an arm that has not finished every one of its seeds is `not measured`, never `held`: a verdict on
+partial data could flip with the missing seeds.
 """
 
 from __future__ import annotations
@@ -76,8 +77,11 @@ def _less(claim: Claim, lower: float, higher: float) -> bool:
 
 def check_claim(sweep: Sweep, claim: Claim) -> ClaimResult:
     arms = [arm_values(sweep, a, claim.metric) for a in claim.arm_names()]
-    if any(a.mean is None for a in arms):
-        return ClaimResult(claim, arms, None, "an arm has no finished trial with this metric")
+    for a in arms:
+        planned = sweep.config.experiments[a.arm].seeds or sweep.config.seeds
+        if len(a.values) < len(planned):
+            return ClaimResult(claim, arms, None, f"{a.arm} has {len(a.values)} of its {len(planned)} seeds finished "
+                                                  "with this metric")
     if claim.kind == "less":
         lo, hi = arms
         seeds = sorted(set(lo.values) & set(hi.values))
