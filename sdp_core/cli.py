@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from sdp_core.errors import ConfigError, UserError
+from sdp_core.io import write_error
 from sdp_core.logs import configure_logging
 
 
@@ -133,10 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except OSError as e:
+    except OSError as e:  # a full disk outside the atomic writers (a folder being made, say): still one line
         if e.errno != errno.ENOSPC:
             raise
-        print(f"error: {e.filename or 'output'}: cannot write: no space left on device (disk full)", file=sys.stderr)
+        print(f"error: {write_error(e, e.filename or 'output')}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -431,12 +431,12 @@ class SweepConfig(Strict):
         None, description="a fixed grid instead of a search: named arms × seeds (findings, controlled comparisons)")
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], description="seeds of every experiment arm")
     claims: list[Claim] = Field(default_factory=list, description="orderings of arms the report checks")
-
-    _seeds = field_validator("seeds")(_distinct_seeds)
     num_trials: int = Field(8, ge=1)
     concurrency: int = Field(1, ge=1)
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
     early_stopping: bool = False
+
+    _seeds = field_validator("seeds")(_distinct_seeds)
 
     @model_validator(mode="before")
     @classmethod
@@ -544,27 +544,29 @@ def parse_override(assignment: str) -> tuple[list[str], Any]:
     return key.strip().split("."), value
 
 
+def _set_path(data: dict, path: list[str], value: Any) -> None:
+    """Set `data[path[0]]...[path[-1]] = value` in place, making (or replacing non-mapping) parents as needed."""
+    for part in path[:-1]:
+        if not isinstance(data.get(part), dict):
+            data[part] = {}
+        data = data[part]
+    data[path[-1]] = value
+
+
 def apply_settings(data: dict, settings: dict[str, Any]) -> dict:
     """A copy of a raw config mapping with dotted paths set (validation happens afterwards, as for the file)."""
     data = copy.deepcopy(data)
     for key, value in settings.items():
-        path = key.split(".")
-        node = data
-        for part in path[:-1]:
-            nxt = node.get(part)
-            if not isinstance(nxt, dict):
-                nxt = node[part] = {}
-            node = nxt
-        node[path[-1]] = copy.deepcopy(value)
+        _set_path(data, key.split("."), copy.deepcopy(value))
     return data
 
 
 def apply_overrides(data: dict, assignments: list[str]) -> dict:
-    """`--set key.path=value` assignments applied to a raw config mapping."""
+    """A copy of a raw config mapping with `--set key.path=value` assignments applied, in order."""
+    data = copy.deepcopy(data)
     for assignment in assignments:
-        path, value = parse_override(assignment)
-        data = apply_settings(data, {".".join(path): value})
-    return copy.deepcopy(data)
+        _set_path(data, *parse_override(assignment))
+    return data
 
 
 def load_trial_config(path: str | Path | None, overrides: list[str] = ()) -> TrialConfig:

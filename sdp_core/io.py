@@ -37,7 +37,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     return path
 
 
-def write_error(e: OSError, path: Path) -> UserError:
+def write_error(e: OSError, path: str | os.PathLike) -> UserError:
     """A failed write as one line; a full disk says so (nothing half-written is left behind)."""
     reason = "no space left on device (disk full)" if e.errno == errno.ENOSPC else (e.strerror or str(e))
     return UserError(f"cannot write: {reason}", str(path))

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import logging
 import platform
-import sys
 import random
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from functools import partial
@@ -138,8 +138,9 @@ def prepare_trial_data(cfg: TrialConfig, timings: dict) -> tuple[TrialData, Cana
              sum(bool(s) for s in train_spans), len(splits.train))
     # Examples only of records with gold spans, masked with every known secret: without gold, a secret the policy
     # missed would print in the clear.
-    for r, s in [(r, s) for r, s in zip(splits.train, train_spans) if r.spans is not None][:3]:
-        log.debug("redacted example: %r", redact(r.text, _known_secrets(r, s))[:200])
+    if log.isEnabledFor(logging.DEBUG):
+        for r, s in [(r, s) for r, s in zip(splits.train, train_spans) if r.spans is not None][:3]:
+            log.debug("redacted example: %r", redact(r.text, _known_secrets(r, s))[:200])
 
     t0 = time.perf_counter()
     if cfg.tokenizer.kind == "pretrained":

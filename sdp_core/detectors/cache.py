@@ -1,7 +1,8 @@
 """Detection cache: a policy runs once per (dataset fingerprint, policy name + version), stored as Parquet.
 
 Location: `cache_dir` argument, else `$SDP_CACHE_DIR/detections`, else `~/.cache/sdp-sweep/detections`: an
-absolute, per-user place, so Ray trials (each in its own working directory) share one entry per dataset. One file per key with flat columns `record, start, end, label` (records without spans have no rows;
+absolute, per-user place, so Ray trials (each in its own working directory) share one entry per dataset.
+One file per key with flat columns `record, start, end, label` (records without spans have no rows;
 the record count is in the file's metadata). Files are written atomically (temp file + `os.replace`), so a
 crashed or concurrent run never leaves a half-written entry; an unreadable entry is recomputed.
 """

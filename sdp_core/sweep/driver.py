@@ -78,14 +78,14 @@ def finish_row(row: dict, config: dict) -> dict:
             "error": row.get("error")}
 
 
-def write_row(search: Searcher, store: SweepStore, row: dict) -> bool:
+def write_row(search: SweepSearch | GridSearch, store: SweepStore, row: dict) -> bool:
     """Store a trial's row. A failed write (a full disk) is kept on the search as `write_error`, not raised inside
     Tune, which would re-run the trial as if its worker had died; `tune_run` raises it once the run is over."""
     try:
         store.write_row(row)
         return True
     except (UserError, OSError) as e:
-        search.write_error = getattr(search, "write_error", None) or e
+        search.write_error = search.write_error or e
         return False
 
 
@@ -189,6 +189,7 @@ class SweepSearch(OptunaSearch):
         self._orphans = list(orphans)
         self._stopped = stopped_by_scheduler
         self._configs: dict[str, dict] = {}  # Tune trial id -> what the trainable got
+        self.write_error: Exception | None = None  # the first row that could not be stored (see `write_row`)
 
     def suggest(self, tune_trial_id: str) -> dict:
         if tune_trial_id not in self._ot_trials:
@@ -231,6 +232,7 @@ class GridSearch(Searcher):
         super().__init__()
         self._pending, self._store = list(pending), store
         self._configs: dict[str, dict] = {}
+        self.write_error: Exception | None = None  # the first row that could not be stored (see `write_row`)
 
     def suggest(self, tune_trial_id: str) -> dict | None:
         if tune_trial_id not in self._configs:
@@ -341,8 +343,8 @@ def run_sweep(cfg: SweepConfig, space: SearchSpace, store: SweepStore, callbacks
     return store.rows()
 
 
-def tune_run(cfg: SweepConfig, store: SweepStore, search: Searcher, scheduler: TrialScheduler | None,
-             num_samples: int, callbacks: list | None) -> None:
+def tune_run(cfg: SweepConfig, store: SweepStore, search: SweepSearch | GridSearch,
+             scheduler: TrialScheduler | None, num_samples: int, callbacks: list | None) -> None:
     """One Tune run of `num_samples` trials chosen by `search`; each attempt logs to its own `OUT/.tune/attempt-N`."""
     resources = {"cpu": cfg.resources.cpu, "gpu": cfg.resources.gpu}
     attempt = len(list(store.tune_dir.glob("attempt-*"))) if store.tune_dir.is_dir() else 0
@@ -356,5 +358,5 @@ def tune_run(cfg: SweepConfig, store: SweepStore, search: Searcher, scheduler: T
                                   callbacks=callbacks or [], failure_config=tune.FailureConfig(max_failures=MAX_RETRIES)),
     )
     tuner.fit()
-    if getattr(search, "write_error", None) is not None:
+    if search.write_error is not None:
         raise search.write_error

@@ -64,8 +64,8 @@ def _train_rank(config: dict) -> tuple[dict, dict] | None:
             sigma = phase.sigmas[epoch]
             stats.sigmas.append(sigma)
             for rows in poisson_batches(len(shard), phase.sample_rate, steps, sampling):
-                labels = shard.labels[rows].to(device) if shard.labels is not None else None
-                loss = trainer.step(shard.input_ids[rows].to(device), shard.weights[rows].to(device), sigma, labels)
+                batch = shard.subset(rows).to(device)
+                loss = trainer.step(batch.input_ids, batch.weights, sigma, batch.labels)
                 stats.add(1, len(rows), loss)
     finally:
         model = trainer.close()
