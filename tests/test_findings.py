@@ -114,6 +114,15 @@ def test_increasing_claims_need_a_non_decreasing_trend(series, held):
     assert check_claim(sweep, sweep.config.claims[0]).held is held
 
 
+def test_an_epsilon_in_a_claim_carries_its_notion_delta_and_accountant():
+    values = {"lo": {0: 1.0}, "hi": {0: 2.0}}
+    claims = [{"text": "t", "metric": m, "lower": "lo", "higher": "hi"} for m in ("bayesian_confidentiality.epsilon", "m")]
+    sweep = sweep_of(values, claims)
+    guarantee, plain = (check_claim(sweep, c) for c in sweep.config.claims)
+    assert all(a.text().endswith("[x, δ = 1e-5, RDP]") for a in guarantee.arms)
+    assert not any("δ" in a.text() for a in plain.arms)  # not a privacy number: no qualifier
+
+
 # --------------------------------------------------------------------------------------- missed secrets
 
 

@@ -17,7 +17,7 @@ from scipy.stats import spearmanr
 
 from sdp_core.config import Claim
 from sdp_core.report.load import Sweep, Trial, number
-from sdp_core.report.tables import Table, fmt, metric_label
+from sdp_core.report.tables import Table, fmt, metric_label, privacy_qualifier
 
 
 def claim_value(trial: Trial, metric: str) -> float | None:
@@ -29,10 +29,19 @@ def claim_value(trial: Trial, metric: str) -> float | None:
     return trial.metric(metric)
 
 
+def claim_privacy(trial: Trial, metric: str) -> dict | None:
+    """The privacy report an ε metric comes from (its notion, δ and accountant go with the number); None otherwise."""
+    guarantee, _, key = metric.partition(".")
+    if key == "epsilon":
+        return trial.other_guarantees.get(guarantee)
+    return trial.privacy if metric == "epsilon" else None
+
+
 @dataclass(frozen=True)
 class ArmValues:
     arm: str
     values: dict[int, float]  # seed -> value, finished trials with the metric only
+    qualifiers: tuple[str, ...] = ()  # for an ε metric: `notion, δ = …, accountant` of the arm's trials
 
     @property
     def mean(self) -> float | None:
@@ -45,7 +54,8 @@ class ArmValues:
     def text(self) -> str:
         spread = f" ± {fmt(self.sd)}" if self.sd is not None else ""
         seeds = ", ".join(f"s{s}: {fmt(v)}" for s, v in sorted(self.values.items()))
-        return f"{fmt(self.mean)}{spread} ({seeds})" if self.values else "not measured"
+        privacy = f" [{'; '.join(self.qualifiers)}]" if self.qualifiers else ""
+        return f"{fmt(self.mean)}{spread} ({seeds}){privacy}" if self.values else "not measured"
 
 
 @dataclass(frozen=True)
@@ -61,13 +71,16 @@ class ClaimResult:
 
 
 def arm_values(sweep: Sweep, arm: str, metric: str) -> ArmValues:
-    values = {}
+    values, qualifiers = {}, set()
     for t in sweep.trials:
         if t.params.get("experiment") == arm and t.state == "finished" and t.seed is not None:
             v = claim_value(t, metric)
             if v is not None:
                 values[t.seed] = v
-    return ArmValues(arm, values)
+                privacy = claim_privacy(t, metric)
+                if privacy is not None:
+                    qualifiers.add(privacy_qualifier(privacy))
+    return ArmValues(arm, values, tuple(sorted(qualifiers)))
 
 
 def _less(claim: Claim, lower: float, higher: float) -> bool:
