@@ -29,7 +29,7 @@ from sdp_core.data.customersim import generate_customersim
 from sdp_core.models import build_model
 from sdp_core.text.tokenizer import train_bpe_tokenizer
 from sdp_core.train.data import LMData
-from sdp_core.train.loop import Phase, make_optimizer, run_phase
+from sdp_core.train.loop import Phase, make_optimizer, train_phase
 
 FORMAT = "My ID is {dddddd}"
 MAX_LENGTH = 128
@@ -72,7 +72,7 @@ def main() -> None:
     model = build_model(ModelConfig(arch="gpt2", preset="gpt2-tiny"), len(tokenizer), MAX_LENGTH)
     phase = Phase("fit", lm_data(tokenizer, [r.text for r in records]), private=False, epochs=1000, batch_size=16,
                   max_steps=args.steps)
-    _, train_s = timed(run_phase, model, make_optimizer(model, "adamw", 3e-3, 0.0), phase, None, 0)
+    _, train_s = timed(train_phase, model, make_optimizer(model, "adamw", 3e-3, 0.0), phase, None, 0)
     model.eval()
     fmt = plan.format
     secrets = list(plan.secrets) + reference_secrets(plan, 5, 0)

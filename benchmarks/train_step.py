@@ -20,8 +20,7 @@ def measure(private: bool, mode: str, steps: int, batch: int, length: int, prese
 
     from sdp_core.models.gpt2 import build_gpt2
     from sdp_core.train.data import LMData
-    from sdp_core.train.data import per_record_loss
-    from sdp_core.train.loop import Phase, PrivateTrainer, make_optimizer
+    from sdp_core.train.loop import Phase, StepContext, make_optimizer
 
     torch.manual_seed(0)
     gpu = torch.cuda.is_available()
@@ -40,23 +39,17 @@ def measure(private: bool, mode: str, steps: int, batch: int, length: int, prese
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
     base = peak_mb()
-    if private:
-        phase = Phase("dp", data, True, 1, batch, sigmas=(1.0,), max_grad_norm=1.0)
-        trainer = PrivateTrainer(model, optimizer, phase, mode, torch.Generator(device=device).manual_seed(0))
-        step = lambda x, w: trainer.step(x, w, 1.0)  # noqa: E731
-    else:
-        def step(x, w):
-            optimizer.zero_grad(set_to_none=True)
-            per_record_loss(model(x), x, w).mean().backward()
-            optimizer.step()
-    rows = torch.arange(batch, device=device)  # fixed batch: compare the step itself, not Poisson size noise
+    # The training loop's own steps: `PublicStep` for a public phase, `DPStep` for a private one.
+    phase = Phase("bench", data, private, 1, batch, sigmas=(1.0,), max_grad_norm=1.0)
+    step = phase.batch_step(StepContext(model, optimizer, mode, torch.Generator(device=device).manual_seed(0)))
+    fixed = data.subset(torch.arange(batch))  # a fixed batch: compare the step itself, not Poisson size noise
     for _ in range(3):
-        step(ids[rows], weights[rows])
+        step(fixed, 1.0)
     if gpu:
         torch.cuda.synchronize()
     start = time.perf_counter()
     for _ in range(steps):
-        step(ids[rows], weights[rows])
+        step(fixed, 1.0)
     if gpu:
         torch.cuda.synchronize()
     seconds = (time.perf_counter() - start) / steps

@@ -241,6 +241,12 @@ class PrivacyConfig(Strict):
     delta: float = Field(1e-5, gt=0, lt=1)
     accountant: Literal["rdp", "prv", "pld"] = "rdp"
     max_grad_norm: float = Field(1.0, gt=0, description="C: per-record clipping norm")
+    compare_add_remove: bool = Field(
+        False, description="also report ε for add/remove neighbours beside the notion's own relation (SDP and "
+        "confidentiality: replace-one), labelled as a comparison with papers, not as the guarantee")
+    reproducible_noise: bool = Field(
+        False, description="debugging only: draw DP noise and Poisson samples from the trial seed, which every "
+        "report publishes, so the guarantee does not hold; default: a secret seed from the OS entropy pool")
 
 
 # ------------------------------------------------------------------------------------------ training
@@ -258,6 +264,8 @@ class TrainingConfig(Strict):
     weight_decay: float = Field(0.0, ge=0)
     grad_sample_mode: Literal["hooks", "ghost"] = "hooks"
     workers: int = Field(1, ge=1, description="Ray Train workers for the private phases")
+    cpu_per_worker: float = Field(0.5, gt=0, description="CPUs each CPU Ray Train worker asks for (fractional, "
+                                  "so that workers fit beside their trial on a small machine)")
 
 
 class EvaluationConfig(Strict):
@@ -434,7 +442,8 @@ class SweepConfig(Strict):
     num_trials: int = Field(8, ge=1)
     concurrency: int = Field(1, ge=1)
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
-    early_stopping: bool = False
+    early_stopping: bool = Field(False, description="ASHA on the held-out validation loss")
+    report_interval: float = Field(5.0, ge=0, description="seconds between a trial's progress reports to Ray Tune")
 
     _seeds = field_validator("seeds")(_distinct_seeds)
 

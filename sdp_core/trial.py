@@ -30,14 +30,15 @@ from sdp_core.detectors import detect_records, get_policy
 from sdp_core.detectors.evaluation import evaluate
 from sdp_core.detectors.miss import drop_missed
 from sdp_core.io import atomic_write_json
-from sdp_core.mechanisms import MECHANISMS, TrialData
+from sdp_core.mechanisms import MECHANISMS, MechanismPlan, TrialData
 from sdp_core.metrics import utility_metrics
 from sdp_core.models import build_model
 from sdp_core.models.checkpoint import save_model
 from sdp_core.text.encode import encode
 from sdp_core.text.redaction import redact
 from sdp_core.text.tokenizer import load_pretrained_tokenizer, train_bpe_tokenizer
-from sdp_core.train.loop import PhaseStats, make_optimizer, run_phase
+from sdp_core.train.data import LMData, record_losses
+from sdp_core.train.loop import PhaseStats, make_optimizer, model_device, train_phase
 
 log = logging.getLogger(__name__)
 
@@ -207,11 +208,79 @@ def run_attacks(model, data: TrialData, plan: CanaryPlan | None) -> dict:
     return out
 
 
-def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool = False,
-              on_step: Callable[[PhaseStats], None] | None = None) -> TrialResult:
-    """Train and evaluate one configuration. Raises `PrivacyError` if the ε target cannot be met."""
+@dataclass(frozen=True)
+class TrainingProgress:
+    """What a trial tells its caller while it trains: counts, public losses and held-out quantities only.
+
+    A private batch's loss or size is never here (un-noised statistics of private records).
+    """
+
+    step: int  # batches trained so far, over every phase
+    phase: str
+    public_loss: float | None  # the last public step's loss; None during a private phase
+    validation_loss: Callable[[], float]  # mean record loss on held-out validation rows (costs a forward pass)
+
+
+def held_out_loss(model: torch.nn.Module, data: LMData, rows: int = 128) -> float:
+    """Mean record loss of `model` on the first `rows` validation rows: the sweep's early-stopping signal."""
+    batch = data.subset(range(min(rows, len(data)))).to(model_device(model))
+    model.eval()
+    with torch.no_grad():
+        loss = record_losses(model(batch.input_ids), batch.input_ids, batch.weights, batch.labels).mean().item()
+    model.train()
+    return loss
+
+
+def train_phases(model: torch.nn.Module, plan: MechanismPlan, cfg: TrialConfig, validation: LMData, show_progress: bool,
+                 on_step: Callable[[TrainingProgress], None] | None) -> list[PhaseStats]:
+    """Run the plan's phases in order through the one loop (`train_phase`), on Ray Train workers for the private
+    phases when `training.workers` > 1."""
     from sdp_core.progress import phase_progress
 
+    t = cfg.training
+    optimizer = make_optimizer(model, t.optimizer, t.learning_rate, t.weight_decay)
+    done: list[PhaseStats] = []
+    validation_loss = partial(held_out_loss, model, validation)
+    with phase_progress(plan.phases, enabled=show_progress) as advance:
+        for i, phase in enumerate(plan.phases):
+            def step_hook(stats: PhaseStats) -> None:
+                advance(phase.name, stats)
+                if on_step is not None:
+                    public_loss = stats.losses[-1] if stats.losses and not stats.private else None
+                    on_step(TrainingProgress(sum(s.steps for s in done) + stats.steps, phase.name, public_loss,
+                                             validation_loss))
+
+            seed = cfg.seed * 1000 + i
+            if phase.private and t.workers > 1:  # Ray Train: data parallel over `workers`, noise added once per step
+                from sdp_core.train.distributed import run_private_phase_distributed
+
+                make = partial(make_optimizer, name=t.optimizer, lr=t.learning_rate, weight_decay=t.weight_decay)
+                state, stats = run_private_phase_distributed(
+                    model, make, phase, plan.ledger, seed, t.grad_sample_mode, t.workers,
+                    reproducible_noise=cfg.privacy.reproducible_noise, cpu_per_worker=t.cpu_per_worker)
+                model.load_state_dict(state)
+                step_hook(stats)
+            else:
+                stats = train_phase(model, optimizer, phase, plan.ledger, seed, grad_sample_mode=t.grad_sample_mode,
+                                    reproducible_noise=cfg.privacy.reproducible_noise, on_step=step_hook)
+            done.append(stats)
+    return done
+
+
+NOISE_SOURCES = {
+    False: "secret: seeded from the OS entropy pool per phase, never stored",
+    True: "reproducible from the published trial seed (privacy.reproducible_noise): the DP guarantee does not hold",
+}
+
+
+def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool = False,
+              on_step: Callable[[TrainingProgress], None] | None = None, *,
+              on_plan: Callable[[dict], None] | None = None) -> TrialResult:
+    """Train and evaluate one configuration. Raises `PrivacyError` if the ε target cannot be met.
+
+    `on_plan` gets the calibrated ledger (`PrivacyLedger.to_dict()`) before any step, so a caller can charge the
+    whole plan to a trial that is stopped or dies before it returns.
+    """
     start = time.perf_counter()
     timings: dict[str, float] = {}
     seed_everything(cfg.seed)
@@ -221,31 +290,13 @@ def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool
         print(f"warning: privacy.delta = {cfg.privacy.delta:g} is not below 1/N = {1 / n:.3g} ({n} training records)",
               file=sys.stderr)
     plan = MECHANISMS[cfg.mechanism.name](data)
+    if on_plan is not None:
+        on_plan(plan.ledger.to_dict())
 
     # A GPU when the trial has one (a sweep's `resources.gpu`); batches follow the model (train.loop.model_device).
     model = build_model(cfg.model, len(data.tokenizer), cfg.data.max_length).to(training_device())
-    t = cfg.training
-    optimizer = make_optimizer(model, t.optimizer, t.learning_rate, t.weight_decay)
-    phase_stats = []
     t0 = time.perf_counter()
-    with phase_progress(plan.phases, enabled=show_progress) as advance:
-        for i, phase in enumerate(plan.phases):
-            def step_hook(stats: PhaseStats) -> None:
-                advance(phase.name, stats)
-                if on_step is not None:
-                    on_step(stats)
-
-            seed = cfg.seed * 1000 + i
-            if phase.private and t.workers > 1:  # Ray Train: DDP over `workers`, noise added once per step
-                from sdp_core.train.distributed import run_private_phase_distributed
-
-                make = partial(make_optimizer, name=t.optimizer, lr=t.learning_rate, weight_decay=t.weight_decay)
-                state, stats = run_private_phase_distributed(model, make, phase, plan.ledger, seed,
-                                                             t.grad_sample_mode, t.workers)
-                model.load_state_dict(state)
-                phase_stats.append(stats)
-            else:
-                phase_stats.append(run_phase(model, optimizer, phase, plan.ledger, seed, t.grad_sample_mode, step_hook))
+    phase_stats = train_phases(model, plan, cfg, data.validation, show_progress, on_step)
     timings["train"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -256,15 +307,16 @@ def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool
     metrics.update({metric: attacks[name][key] for name, key, metric in ATTACK_METRICS if name in attacks})
     timings["attacks"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - start
-    # Private-step compute: steps, per-record gradients and seconds of the DP phases only.
+    # Private-step compute: steps, expected per-record gradients (q·N a batch) and seconds of the DP phases only.
     metrics["private_steps"] = sum(s.steps for s in phase_stats if s.private)
-    metrics["private_records"] = sum(s.records_seen for s in phase_stats if s.private)
+    metrics["private_records"] = round(sum(s.records_seen for s in phase_stats if s.private), 1)
     metrics["private_seconds"] = sum(s.seconds for s in phase_stats if s.private)
     metrics["train_seconds"] = timings["train"]
 
     result = TrialResult(
         name=cfg.name, state="finished", seed=cfg.seed, config=cfg.model_dump(mode="json"), metrics=metrics,
-        privacy=plan.ledger.report(), ledger=plan.ledger.to_dict(), mechanism=plan.details, phases=[s.to_dict() for s in phase_stats],
+        privacy={**plan.ledger.report(), "noise": NOISE_SOURCES[cfg.privacy.reproducible_noise]},
+        ledger=plan.ledger.to_dict(), mechanism=plan.details, phases=[s.to_dict() for s in phase_stats],
         canaries=canary_plan.summary() if canary_plan else None, attacks=attacks, detector=detector,
         timings={k: round(v, 3) for k, v in timings.items()}, versions=versions(),
     )

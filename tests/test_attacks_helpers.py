@@ -14,7 +14,7 @@ from sdp_core.data.records import Record
 from sdp_core.models.gpt2 import GPT2LM
 from sdp_core.text.tokenizer import SPECIAL_TOKENS, train_bpe_tokenizer, wrap
 from sdp_core.train.data import LMData
-from sdp_core.train.loop import Phase, make_optimizer, run_phase
+from sdp_core.train.loop import Phase, make_optimizer, train_phase
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -77,5 +77,5 @@ def encode(tokenizer, records: list[Record], max_length: int = 160) -> LMData:
 def train(model, data: LMData, steps: int, lr: float = 1e-2, batch_size: int = 8, seed: int = 0):
     """`steps` plain (public) optimizer steps on `data`."""
     phase = Phase("fit", data, private=False, epochs=steps, batch_size=batch_size, max_steps=steps)
-    run_phase(model, make_optimizer(model, "adamw", lr, 0.0), phase, None, seed)
+    train_phase(model, make_optimizer(model, "adamw", lr, 0.0), phase, None, seed)
     return model.eval()

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import copy
 
+import dp_accounting
+import dp_accounting.pld
+import dp_accounting.rdp
 import pytest
 import torch
 
@@ -14,7 +17,7 @@ from sdp_core.mechanisms.base import TrialData, calibrate
 from sdp_core.models.lstm import LSTMLM
 from sdp_core.privacy import joint_noise_multiplier
 from sdp_core.train.data import LMData, per_record_loss
-from sdp_core.train.loop import PrivateTrainer, ledger_key
+from sdp_core.train.loop import StepContext, ledger_key, train_phase
 
 VOCAB, T = 40, 12
 
@@ -106,11 +109,13 @@ def test_release_state_clips_each_row_then_adds_noise_of_std_sigma_c():
     assert abs(noise.mean().item()) < 0.02 * sigma * clip
 
 
-def test_split_sigma_gives_the_joint_multiplier():
+@pytest.mark.parametrize("k", [1, 3, 6])
+def test_split_sigma_makes_the_batch_releases_compose_to_sigma_batch(k):
     for ratio in (0.5, 1.0, 3.0):
-        g, h = S.split_sigma(0.9, ratio)
+        g, h = S.split_sigma(0.9, k, ratio)
         assert h == pytest.approx(ratio * g)
-        assert joint_noise_multiplier(g, h) == pytest.approx(0.9)
+        assert joint_noise_multiplier(*[g, h] * k) == pytest.approx(0.9)
+        assert (k * (g**-2 + h**-2)) ** -0.5 == pytest.approx(0.9)
 
 
 # ---------------------------------------------------------------------------------- exact private step
@@ -124,7 +129,7 @@ def test_private_segment_step_without_noise_or_clipping_equals_plain_steps_per_r
     plain = copy.deepcopy(lm)
     lr, batch = 0.5, 4
     phase = S.SelectivePhase("p", data, True, 1, batch, sigmas=(0.0,), max_grad_norm=1e6, segments=table)
-    trainer = PrivateTrainer(lm, torch.optim.SGD(lm.parameters(), lr=lr), phase, "hooks", torch.Generator())
+    step = S.SelectiveStep(StepContext(lm, torch.optim.SGD(lm.parameters(), lr=lr), "hooks", torch.Generator()), phase)
     rows = torch.arange(4)
     start, end = table.bounds[rows, 1, 0], table.bounds[rows, 1, 1]  # first private slot: lengths 3, 2, 3, 2
     order = torch.argsort(end - start, descending=True, stable=True)
@@ -133,9 +138,10 @@ def test_private_segment_step_without_noise_or_clipping_equals_plain_steps_per_r
     g = torch.Generator().manual_seed(1)
     state = (torch.randn(1, 4, 8, generator=g), torch.randn(1, 4, 8, generator=g))  # a carried state
 
-    inner = trainer.module._module
-    losses, (h, c) = S.private_step(trainer, inner, seg, state, 0.0)
-    grad_samples = [p.grad_sample.clone() for p in inner.parameters()]  # kept by the DP optimizer until zero_grad
+    with torch.no_grad():
+        losses = S.segment_loss(S.segment_forward(plain, seg, state)[0], seg)
+    h, c = step.private(seg, state, 0.0)
+    grad_samples = [p.grad_sample.clone() for p in step.lm.parameters()]  # kept by the DP optimizer until zero_grad
     total = [torch.zeros_like(p) for p in plain.parameters()]
     for j in range(4):
         n = int(seg.lengths[j])
@@ -154,7 +160,7 @@ def test_private_segment_step_without_noise_or_clipping_equals_plain_steps_per_r
     with torch.no_grad():
         for p in plain.parameters():
             p -= lr * total.pop(0) / batch  # the DP step's mean over the expected batch size
-    for a, b in zip(plain.parameters(), trainer.close().parameters()):
+    for a, b in zip(plain.parameters(), step.close().parameters()):
         assert torch.allclose(a, b, atol=1e-6)
 
 
@@ -162,62 +168,80 @@ def test_private_segment_step_without_noise_or_clipping_equals_plain_steps_per_r
 
 
 def _run(data: LMData, cfg: TrialConfig, monkeypatch, seed: int = 0):
-    """Calibrate and run one S-DPSGD phase; spy on every private step and hidden-state release."""
+    """Calibrate and run one S-DPSGD phase through the training loop; spy on every slot and hidden-state release."""
     table = S.segment_table(data)
     phase = S.selective_phase(S.PHASE_NAME, data, table, cfg, cfg.training.epochs)
     [phase], ledger = calibrate([phase], cfg, notion="SDP", touches="private")
     calls = {"private": [], "release": [], "public_states": [], "noise_only": 0}
-    private_step, release_state, public_step = S.private_step, S.release_state, S.public_step
-    trainer_step = PrivateTrainer.step
+    private, public, release_state = S.SelectiveStep.private, S.SelectiveStep.public, S.release_state
 
-    def spy_trainer_step(self, input_ids, weights, sigma):
-        assert len(input_ids) == 0  # S-DPSGD uses the whole-sequence step only for noise-only steps
-        calls["noise_only"] += 1
-        return trainer_step(self, input_ids, weights, sigma)
-
-    def spy_private(trainer, lm, seg, state, sigma):
-        calls["private"].append((len(seg.lengths), sigma))
-        return private_step(trainer, lm, seg, state, sigma)
+    def spy_private(self, seg, state, sigma):
+        if seg is None:
+            calls["noise_only"] += 1
+        else:
+            calls["private"].append((len(seg.lengths), sigma))
+        return private(self, seg, state, sigma)
 
     def spy_release(state, clip, sigma, generator):
         out = release_state(state, clip, sigma, generator)
         calls["release"].append((state, out, clip, sigma))
         return out
 
-    def spy_public(trainer, lm, seg, state):
-        calls["public_states"].append((state[0].clone(), state[1].clone()))
-        return public_step(trainer, lm, seg, state)
+    def spy_public(self, seg, state):
+        if seg is not None:
+            calls["public_states"].append((state[0].clone(), state[1].clone()))
+        return public(self, seg, state)
 
-    monkeypatch.setattr(S, "private_step", spy_private)
+    monkeypatch.setattr(S.SelectiveStep, "private", spy_private)
+    monkeypatch.setattr(S.SelectiveStep, "public", spy_public)
     monkeypatch.setattr(S, "release_state", spy_release)
-    monkeypatch.setattr(S, "public_step", spy_public)
-    monkeypatch.setattr(PrivateTrainer, "step", spy_trainer_step)
     torch.manual_seed(seed)
     model = LSTMLM(VOCAB, 8, 8)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.training.learning_rate)
-    stats = phase.runner(model, optimizer, phase, ledger, seed)
+    stats = train_phase(model, optimizer, phase, ledger, seed)
     return phase, ledger, stats, calls
 
 
-def test_ledger_counts_k_private_steps_per_batch_at_sigma_eff_and_refuses_more(monkeypatch):
+def _subsampled_gaussian_epsilon(q: float, sigma: float, events: int, delta: float) -> float:
+    """dp_accounting's PLD ε of `events` Poisson-subsampled Gaussians, replace-one neighbours (SDP's relation)."""
+    accountant = dp_accounting.pld.PLDAccountant(dp_accounting.NeighboringRelation.REPLACE_ONE)
+    event = dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma))
+    return accountant.compose(event, events).get_epsilon(delta)
+
+
+def test_ledger_charges_one_event_per_batch_composing_its_k_slots_and_refuses_more(monkeypatch):
     # K = 3 comes from one row only: most Poisson batches lack slots 2-3 and take noise-only steps there
     rows = [[2], [3, 4], [1, 5, 9], [], [6], [4], [2, 7], [8], [3], [5]]
     data = _data(rows, [12] * len(rows))
     cfg = _cfg(epochs=2, batch_size=3)
+    cfg.privacy.accountant = "pld"
     phase, ledger, stats, calls = _run(data, cfg, monkeypatch)
-    k, batches = 3, phase.epoch_batches()
+    k, batches = 3, phase.epoch_steps()
     assert phase.segments.private_segments == k and batches == [3, 3]
-    assert ledger.spent_steps == {ledger_key(S.PHASE_NAME, e): k * b for e, b in enumerate(batches)}
-    assert ledger.complete and stats.steps == k * sum(batches)
-    sigma_eff = phase.sigmas[0]
-    assert [e.noise_multiplier for e in ledger.plan] == [sigma_eff, sigma_eff]
+    assert ledger.spent_steps == {ledger_key(S.PHASE_NAME, e): b for e, b in enumerate(batches)}
+    assert ledger.complete and stats.steps == sum(batches) and stats.losses == []
+    sigma_batch = phase.sigmas[0]
+    assert [e.noise_multiplier for e in ledger.plan] == [sigma_batch, sigma_batch]
     assert all(e.sample_rate == pytest.approx(3 / 10) and e.touches == "private" for e in ledger.plan)
-    sigma_grad, sigma_hidden = S.split_sigma(sigma_eff, 1.0)
-    assert joint_noise_multiplier(sigma_grad, sigma_hidden) == pytest.approx(sigma_eff)
+    sigma_grad, sigma_hidden = S.split_sigma(sigma_batch, k, 1.0)
     assert {s for _, s in calls["private"]} == {sigma_grad}
     assert {(clip, s) for *_, clip, s in calls["release"]} == {(1.0, sigma_hidden)}
     assert 0 < calls["noise_only"] and len(calls["private"]) + calls["noise_only"] == k * sum(batches)
+
+    # Reference, built here: the 2K Gaussian releases of a batch (σ_g, σ_h per slot) are one Gaussian for
+    # dp_accounting's RDP (unsampled composition is exact), and that Gaussian is Poisson-subsampled once a batch.
+    rdp = dp_accounting.rdp.RdpAccountant()
+    composed = rdp.compose(dp_accounting.ComposedDpEvent(
+        [dp_accounting.GaussianDpEvent(sigma_grad), dp_accounting.GaussianDpEvent(sigma_hidden)] * k))
+    single = dp_accounting.rdp.RdpAccountant().compose(dp_accounting.GaussianDpEvent(sigma_batch))
+    assert composed.get_epsilon(1e-5) == pytest.approx(single.get_epsilon(1e-5), rel=1e-9)
+    reference = _subsampled_gaussian_epsilon(3 / 10, sigma_batch, sum(batches), cfg.privacy.delta)
+    assert ledger.epsilon() == pytest.approx(reference, rel=1e-2)
     assert ledger.epsilon() <= cfg.privacy.target_epsilon
+    # Charging each slot as its own subsampled event (the old ledger) would have claimed far less.
+    per_slot = _subsampled_gaussian_epsilon(3 / 10, joint_noise_multiplier(sigma_grad, sigma_hidden), k * sum(batches),
+                                            cfg.privacy.delta)
+    assert per_slot < 0.8 * reference
     with pytest.raises(PrivacyError):
         ledger.record_steps(ledger_key(S.PHASE_NAME, 1), 1)
 
@@ -227,7 +251,7 @@ def test_every_private_segment_releases_a_noised_state_that_the_next_segment_sta
     data = _data(rows, [12] * 4)
     cfg = _cfg(batch_size=4, epochs=2)  # q = 1: every row in every batch, one batch per epoch
     phase, ledger, stats, calls = _run(data, cfg, monkeypatch)
-    assert len(stats.losses) == 2 and all(loss > 0 for loss in stats.losses)
+    assert stats.steps == 2 and stats.losses == []  # no loss of a private batch leaves the loop
     releases = calls["release"]
     assert [out[0].shape[1] for _, out, *_ in releases] == [4, 2] * 2  # rows having private slot 1, then 2
     for state, (h, c), clip, sigma in releases:
@@ -280,11 +304,11 @@ def test_end_to_end_on_customersim_spends_at_most_the_target_and_learns():
             return per_record_loss(model(data.input_ids), data.input_ids, data.weights).mean().item()
 
     before = loss()
-    stats = phase.runner(model, optimizer, phase, plan.ledger, 0)
+    stats = train_phase(model, optimizer, phase, plan.ledger, 0)
     report = plan.ledger.report()
     assert report["complete"] and report["notion"] == "SDP"
     assert 0 < report["epsilon"] <= cfg.privacy.target_epsilon
-    assert stats.steps == plan.details["private_steps_per_batch"] * 8
+    assert stats.steps == 8
     after = loss()
-    print(f"full-data loss {before:.3f} -> {after:.3f}; batch losses {stats.losses}")
+    print(f"full-data loss {before:.3f} -> {after:.3f}")
     assert after < before - 0.3

@@ -15,8 +15,10 @@ from optuna.trial import TrialState
 
 from sdp_core.config import SweepConfig, TrialConfig, parse_model
 from sdp_core.errors import ConfigError, PrivacyError
+from sdp_core.mechanisms import sdpsgd as S
 from sdp_core.mechanisms.base import phase_events
 from sdp_core.models.gpt2 import build_gpt2
+from sdp_core.models.lstm import LSTMLM
 from sdp_core.privacy import PrivacyLedger
 from sdp_core.sweep import driver
 from sdp_core.sweep.driver import SweepSearch, open_study, reconcile, run_sweep, stub_row, sweep_trial
@@ -24,8 +26,8 @@ from sdp_core.sweep.space import check_space, sample, trial_config_dict
 from sdp_core.sweep.store import SweepStore
 from sdp_core.train.data import LMData
 from sdp_core.train.distributed import run_private_phase_distributed
-from sdp_core.train.loop import Phase, PhaseStats, make_optimizer, run_phase
-from sdp_core.trial import TrialResult
+from sdp_core.train.loop import Phase, make_optimizer, train_phase
+from sdp_core.trial import TrainingProgress, TrialResult
 from tests.conftest import small_trial_dict
 
 OBJECTIVES = ["val_perplexity", "val_private_perplexity"]
@@ -86,21 +88,28 @@ def test_space_that_no_trial_accepts_is_rejected_before_running(parameters, mess
 # --------------------------------------------------------------------------- trainable and search
 
 
-def test_trial_function_reports_steps_then_one_final_row(monkeypatch):
+@pytest.mark.parametrize("interval, early_stopping, expected", [
+    (0.0, True, [(1, 4.0, False), (2, 3.5, False), (2, 3.5, True)]),
+    (3600.0, False, [(2, None, True)]),  # throttled: only the final report, which still carries the last step
+])
+def test_trial_function_reports_held_out_progress_then_one_final_row(monkeypatch, interval, early_stopping, expected):
     reports = []
     monkeypatch.setattr(driver.tune, "report", reports.append)
     config = {"trial_id": "trial_0000", "params": {}, "objectives": OBJECTIVES,
               "trial": small_trial_dict(name="t", seed=1)}
+    held_out = iter([4.0, 3.5])
 
     def fake_run_trial(cfg, out_dir, on_step):
-        on_step(PhaseStats("dp", True, steps=1, losses=[4.0]))
-        on_step(PhaseStats("dp", True, steps=2, losses=[4.0, 3.5]))
+        on_step(TrainingProgress(1, "dp", None, lambda: next(held_out)))
+        on_step(TrainingProgress(2, "dp", None, lambda: next(held_out)))
         return TrialResult(name=cfg.name, state="finished", seed=cfg.seed, config={}, metrics={"val_perplexity": 9.0})
 
     monkeypatch.setattr(driver, "run_trial", fake_run_trial)
-    sweep_trial(config)
-    assert [(r["step"], r["train_loss"], r["final"]) for r in reports] == [(1, 4.0, False), (2, 3.5, False), (2, 3.5, True)]
-    assert reports[0]["val_perplexity"] is None and reports[-1]["val_perplexity"] == 9.0
+    monkeypatch.setattr(driver.time, "monotonic", iter(range(100)).__next__)  # one second per call
+    sweep_trial(config, report_interval=interval, early_stopping=early_stopping)
+    assert [(r["step"], r["val_loss"], r["final"]) for r in reports] == [(s, v, f) for s, v, f in expected]
+    assert reports[-1]["val_perplexity"] == 9.0
+    assert "train_loss" not in reports[0]  # no statistic of a private batch
     assert json.loads(reports[-1]["row"])["state"] == "finished"
 
 
@@ -139,10 +148,10 @@ def test_search_records_each_end_and_resume_reruns_only_the_unfinished(tmp_path)
     assert [c["trial_id"] for c in configs.values()] == [f"trial_000{i}" for i in range(5)]
 
     search.on_trial_complete("a", _final(configs["a"], val_perplexity=30.0, val_private_perplexity=40.0))
-    search.on_trial_complete("b", {"final": False, "step": 2, "train_loss": 5.0})  # stopped by ASHA
+    search.on_trial_complete("b", {"final": False, "step": 2, "val_loss": 5.0})  # stopped by ASHA
     search.on_trial_complete("c", error=True)  # its worker died
     search.on_trial_complete("d", _final(configs["d"], "infeasible"))
-    search.on_trial_complete("e", {"final": False, "step": 1, "train_loss": 6.0})  # interrupted: no row
+    search.on_trial_complete("e", {"final": False, "step": 1, "val_loss": 6.0})  # interrupted: no row
 
     rows = store.rows()
     assert {t: r["state"] for t, r in rows.items()} == {
@@ -212,7 +221,8 @@ def _flat(tensors) -> torch.Tensor:
 
 
 @pytest.mark.slow
-def test_two_workers_add_noise_once_and_spend_the_same_epsilon(local_ray):
+@pytest.mark.parametrize("mode", ["hooks", "ghost"])
+def test_two_workers_add_noise_once_and_spend_the_same_epsilon(local_ray, mode):
     g = torch.Generator().manual_seed(0)
     # All loss weights 0: every clipped gradient is 0, so one SGD step (lr 1) moves the parameters by the noise.
     data = LMData(torch.randint(3, VOCAB, (N, T), generator=g), torch.zeros(N, T),
@@ -227,10 +237,10 @@ def test_two_workers_add_noise_once_and_spend_the_same_epsilon(local_ray):
     expected = SIGMA * CLIP / BATCH
 
     one = copy.deepcopy(model)
-    run_phase(one, SGD(one), phase, ledgers[0], seed=7)
+    train_phase(one, SGD(one), phase, ledgers[0], seed=7, grad_sample_mode=mode, reproducible_noise=True)
     noise1 = before - _flat(one.parameters())
-    state, stats = run_private_phase_distributed(copy.deepcopy(model), SGD, phase, ledgers[1], 7, "hooks",
-                                                 workers=2, storage_path=local_ray)
+    state, stats = run_private_phase_distributed(copy.deepcopy(model), SGD, phase, ledgers[1], 7, mode,
+                                                 workers=2, reproducible_noise=True, storage_path=local_ray)
     noise2 = before - _flat(state[k] for k in model.state_dict())
 
     assert stats.steps == 1 and stats.sigmas == [SIGMA]
@@ -240,6 +250,43 @@ def test_two_workers_add_noise_once_and_spend_the_same_epsilon(local_ray):
     assert abs(noise2.mean().item()) < 0.02 * expected
     assert ledgers[1].spent_steps == ledgers[0].spent_steps == {"dp/epoch0": 1}
     assert ledgers[1].report()["epsilon"] == ledgers[0].report()["epsilon"]
+
+
+def _phase_for(mechanism: str, data: LMData, **fields) -> Phase:
+    if mechanism == "sdpsgd":
+        return S.SelectivePhase("dp", data, segments=S.segment_table(data), hidden_clip=0.5, **fields)
+    return Phase("dp", data, **fields)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mechanism, arch, mode", [("dpsgd", "gpt2", "hooks"), ("dpsgd", "gpt2", "ghost"),
+                                                   ("sdpsgd", "lstm", "hooks")])
+def test_two_workers_take_the_one_worker_step_on_the_same_batch(local_ray, mechanism, arch, mode):
+    """q = 1 puts every record in every batch, so both runs step on the same sample; with σ = 0 and a clip norm
+    below every record's gradient norm the update is the averaged clipped gradient, which must not depend on how
+    the records are split over ranks (S-DPSGD: its public slots and noised hidden states too)."""
+    g = torch.Generator().manual_seed(1)
+    n = 12
+    ids = torch.randint(3, VOCAB, (n, T), generator=g)
+    weights = torch.rand(n, T, generator=g) + 0.5
+    weights[:, 0] = 0
+    sensitive = torch.rand(n, T, generator=g) < 0.2
+    data = LMData(ids, weights, sensitive, torch.arange(n))
+    phase = _phase_for(mechanism, data, private=True, epochs=2, batch_size=n, sigmas=(0.0, 0.0), max_grad_norm=0.05)
+    torch.manual_seed(0)
+    model = build_gpt2("gpt2-tiny", None, VOCAB, T, 0.0) if arch == "gpt2" else LSTMLM(VOCAB, 16, 16)
+    before = _flat(model.state_dict().values())
+    ledgers = [PrivacyLedger(notion="DP", delta=1e-5, accountant="rdp", plan=phase_events(phase, mechanism, "all"))
+               for _ in range(2)]
+
+    one = copy.deepcopy(model)
+    train_phase(one, SGD(one), phase, ledgers[0], seed=3, grad_sample_mode=mode)
+    state, _ = run_private_phase_distributed(copy.deepcopy(model), SGD, phase, ledgers[1], 3, mode, workers=2,
+                                             storage_path=local_ray)
+    after_one, after_two = _flat(one.state_dict().values()), _flat(state[k] for k in model.state_dict())
+    assert (after_one - before).norm() > 1e-3  # the steps moved the model
+    assert torch.allclose(after_one, after_two, atol=1e-6, rtol=1e-5)
+    assert ledgers[0].spent_steps == ledgers[1].spent_steps == {"dp/epoch0": 1, "dp/epoch1": 1}
 
 
 def test_live_view_prints_epsilon_with_notion_delta_and_accountant():

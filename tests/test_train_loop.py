@@ -8,7 +8,7 @@ import torch
 
 from sdp_core.models.gpt2 import build_gpt2
 from sdp_core.train.data import LMData, per_record_loss
-from sdp_core.train.loop import Phase, PrivateTrainer, poisson_batches
+from sdp_core.train.loop import DPStep, Phase, StepContext, poisson_batches
 
 VOCAB, T = 300, 16
 
@@ -37,10 +37,11 @@ def test_zero_gradient_dp_step_adds_noise_of_std_sigma_c_over_b(empty_batch):
     model = _model()
     sgd = torch.optim.SGD(model.parameters(), lr=1.0)
     phase = Phase("dp", data, private=True, epochs=1, batch_size=batch, sigmas=(sigma,), max_grad_norm=clip)
-    trainer = PrivateTrainer(model, sgd, phase, "hooks", torch.Generator().manual_seed(0))
+    trainer = DPStep(StepContext(model, sgd, "hooks", torch.Generator().manual_seed(0)), phase)
     before = _flat_params(model)
     rows = torch.arange(0) if empty_batch else torch.arange(batch)
-    trainer.step(data.input_ids[rows], torch.zeros_like(data.weights[rows]), sigma)  # zero loss -> zero gradients
+    zero_loss = data.subset(rows).with_weights(torch.zeros(len(rows), T))  # zero loss -> zero gradients
+    trainer(zero_loss, sigma)
     noise = before - _flat_params(trainer.close())
     expected = sigma * clip / batch
     assert noise.numel() > 100_000
@@ -66,8 +67,8 @@ def test_sigma_zero_without_clipping_equals_plain_step(mode):
     sgd.step()
 
     phase = Phase("dp", data, private=True, epochs=1, batch_size=8, sigmas=(0.0,), max_grad_norm=1e6)
-    trainer = PrivateTrainer(private, torch.optim.SGD(private.parameters(), lr=0.1), phase, mode, torch.Generator())
-    trainer.step(data.input_ids, weights, 0.0)
+    trainer = DPStep(StepContext(private, torch.optim.SGD(private.parameters(), lr=0.1), mode, torch.Generator()), phase)
+    trainer(data.with_weights(weights), 0.0)
     a, b = _flat_params(plain), _flat_params(trainer.close())
     assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
 
@@ -79,8 +80,8 @@ def test_ghost_clipping_matches_hooks_with_clipping():
         model = _model()
         start = _flat_params(model)
         phase = Phase("dp", data, private=True, epochs=1, batch_size=8, sigmas=(0.0,), max_grad_norm=0.05)
-        trainer = PrivateTrainer(model, torch.optim.SGD(model.parameters(), lr=1.0), phase, mode, torch.Generator())
-        trainer.step(data.input_ids, data.weights, 0.0)
+        trainer = DPStep(StepContext(model, torch.optim.SGD(model.parameters(), lr=1.0), mode, torch.Generator()), phase)
+        trainer(data, 0.0)
         results.append(start - _flat_params(trainer.close()))
     hooks, ghost = results
     assert (hooks - ghost).norm() / hooks.norm() < 1e-4

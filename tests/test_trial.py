@@ -6,6 +6,7 @@ import json
 import math
 
 import pytest
+import torch
 
 from sdp_core.config import TrialConfig, parse_model
 from sdp_core.privacy import assert_no_bare_epsilon, epsilon_from_ledger
@@ -42,10 +43,25 @@ def test_result_has_metrics_timings_versions_and_a_reloadable_model(dpsgd_result
     assert meta["vocab_size"] == len(tok)
 
 
-def test_trial_is_repeatable_with_its_seed(dpsgd_result, tmp_path):
-    result, _ = dpsgd_result
-    again = run_trial(parse_model(TrialConfig, small_trial_dict(mechanism={"name": "dpsgd"})))
-    assert again.metrics["val_perplexity"] == pytest.approx(result.metrics["val_perplexity"], rel=1e-6)
+def _weights(out) -> torch.Tensor:
+    from sdp_core.models.checkpoint import load_model
+
+    return torch.cat([p.detach().flatten() for p in load_model(out / "model")[0].parameters()])
+
+
+def test_dp_noise_is_secret_while_the_seed_fixes_everything_else(dpsgd_result, tmp_path):
+    """The published seed must not regenerate DP noise: the same DP config and seed train different weights, while
+    No-DP (no privacy randomness) and the debugging switch `reproducible_noise` repeat exactly."""
+    result, out = dpsgd_result
+    run_trial(parse_model(TrialConfig, small_trial_dict(mechanism={"name": "dpsgd"})), tmp_path / "again")
+    assert not torch.allclose(_weights(out), _weights(tmp_path / "again"))
+    assert result.privacy["noise"].startswith("secret")
+    for sections in ({"mechanism": {"name": "nodp"}},
+                     {"mechanism": {"name": "dpsgd"}, "privacy": {"reproducible_noise": True}}):
+        cfg = parse_model(TrialConfig, small_trial_dict(**sections))
+        runs = [run_trial(cfg, tmp_path / f"{cfg.mechanism.name}-{i}") for i in range(2)]
+        assert torch.equal(_weights(tmp_path / f"{cfg.mechanism.name}-0"), _weights(tmp_path / f"{cfg.mechanism.name}-1"))
+    assert "does not hold" in runs[0].privacy["noise"]
 
 
 def test_tokenizer_vocabulary_holds_no_gold_secret():

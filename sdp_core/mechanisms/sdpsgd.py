@@ -32,14 +32,17 @@ One Poisson batch (Algorithm 1, batched)
     in packed order and the embedding's and head's in batch order, which then coincide.
 
 Accounting
-    Each private step releases, computed on the same Poisson sample (rate q = B/N), the noised gradient sum
-    (sensitivity C, noise σ_g·C) and the noised hidden states (each row's slot holds its clipped state: sensitivity
-    C_h, noise σ_h·C_h). Together they are one subsampled Gaussian with σ_eff = (σ_g⁻² + σ_h⁻²)^(-1/2)
-    (`joint_noise_multiplier`). The ledger phase `sdpsgd_gradient+hidden` holds one such event per epoch; one
-    ledger step = one private slot of one batch (gradient *and* hidden-state release), K per batch. `calibrate`
-    scales σ_eff to the ε target; σ_g and σ_h = `hidden_noise_ratio`·σ_g are derived from it. Public steps are
-    free under the SDP notion (Shi et al., Theorem 2), so the ledger's notion is "SDP" and its events touch
-    "private" data only.
+    Every release of a batch is computed on the same Poisson sample (rate q = B/N): each private slot releases the
+    noised gradient sum (sensitivity C, noise σ_g·C) and the noised hidden states (each row's slot holds its
+    clipped state: sensitivity C_h, noise σ_h·C_h), and a row takes at most K private slots. The 2K adaptive
+    Gaussian releases of one batch compose to one Gaussian with σ_batch = (K·(σ_g⁻² + σ_h⁻²))^(-1/2)
+    (`joint_noise_multiplier`; Gaussian mechanisms compose by adding their inverse variances, Dong, Roth & Su
+    2019, Cor. 3.3), and that composed mechanism is subsampled *once*: one ledger step = one Poisson batch,
+    one event. Charging K separately subsampled events instead would apply amplification by sampling K times to
+    the same sample and under-state ε several-fold. `calibrate` scales σ_batch to the ε target; σ_g and
+    σ_h = `hidden_noise_ratio`·σ_g of each slot are derived from it (`split_sigma`). Public steps are free under
+    the SDP notion (Shi et al., Theorem 2), so the ledger's notion is "SDP" and its events touch "private" data
+    only.
 
     K and the slot layout come from the policy's masks (which are treated as public structure, as in the paper);
     the divisor q·N of the DP step is a data-independent constant.
@@ -48,11 +51,10 @@ Accounting
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
+from opacus.distributed import DifferentiallyPrivateDistributedDataParallel as DPDDP
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
@@ -61,11 +63,10 @@ from sdp_core.errors import UserError
 from sdp_core.mechanisms.base import MechanismPlan, TrialData, calibrate
 from sdp_core.privacy import PrivacyLedger
 from sdp_core.train.data import LMData
-from sdp_core.train.loop import (Phase, PhaseStats, PrivateTrainer, StepRecorder, ledger_key, model_device,
-                                 poisson_batches)
+from sdp_core.train.loop import BatchStep, DPStep, Phase, StepContext
 
 PHASE_NAME = "sdpsgd_gradient+hidden"
-"""Ledger phase of S-DPSGD: each step is one private segment slot — its gradient and hidden-state releases."""
+"""Ledger phase of S-DPSGD: each step is one Poisson batch — every gradient and hidden-state release of it."""
 
 State = tuple[torch.Tensor, torch.Tensor]  # (h, c), each [num_layers, rows, hidden]
 
@@ -121,9 +122,11 @@ class SegmentTable:
         return (b[..., 1] > b[..., 0]).sum(1)
 
 
-def segment_table(data: LMData) -> SegmentTable:
-    private = private_positions(data.sensitive)
-    rows = [split_segments(p, int(n)) for p, n in zip(private, row_lengths(data.weights))]
+def segment_table(data: LMData, private_segments: int | None = None) -> SegmentTable:
+    """The slots of every row; K = `private_segments` when given (a batch laid out like its whole phase), else
+    the most private segments of any row."""
+    private = private_positions(data.sensitive.cpu())
+    rows = [split_segments(p, int(n)) for p, n in zip(private, row_lengths(data.weights.cpu()))]
     slotted = []
     for segs in rows:
         slots: list[tuple[int, int]] = []
@@ -132,7 +135,7 @@ def segment_table(data: LMData) -> SegmentTable:
                 slots.append((start, start))
             slots.append((start, end))
         slotted.append(slots)
-    k = max((len(s) // 2 for s in slotted), default=0)
+    k = max((len(s) // 2 for s in slotted), default=0) if private_segments is None else private_segments
     bounds = torch.zeros(len(rows), 2 * k + 1, 2, dtype=torch.long)
     for r, slots in enumerate(slotted):
         if slots:
@@ -146,34 +149,23 @@ def segment_table(data: LMData) -> SegmentTable:
 
 @dataclass(frozen=True)
 class SelectivePhase(Phase):
-    """An S-DPSGD phase. `sigmas` hold σ_eff of each epoch; a *step* of this phase is one private step (one
-    ledger step), so `epoch_steps` is K × the batches of each epoch. `max_steps` caps the batches."""
+    """An S-DPSGD phase. A step is one Poisson batch, whose K private slots are one composed event: `sigmas` hold
+    that event's noise multiplier σ_batch of each epoch (see `split_sigma`)."""
 
     segments: SegmentTable | None = None
     hidden_clip: float = 1.0
     hidden_noise_ratio: float = 1.0  # σ_h / σ_g; the paper adds σC to both (Algorithm 1, lines 17 and 23)
 
-    def epoch_batches(self) -> list[int]:
-        """Poisson batches of each epoch after the `max_steps` cap."""
-        left = self.epochs * self.steps_per_epoch
-        left = min(left, self.max_steps) if self.max_steps else left
-        out = []
-        for _ in range(self.epochs):
-            out.append(min(left, self.steps_per_epoch))
-            left -= out[-1]
-        return out
-
-    def epoch_steps(self) -> list[int]:
-        return [self.segments.private_segments * b for b in self.epoch_batches()]
-
-    @property
-    def total_steps(self) -> int:
-        return sum(self.epoch_steps())
+    def batch_step(self, ctx: StepContext) -> BatchStep:
+        """Algorithm 1's walk over segments; plain steps when the policy flags nothing (no private slot)."""
+        return SelectiveStep(ctx, self) if self.private else super().batch_step(ctx)
 
 
-def split_sigma(sigma_eff: float, hidden_noise_ratio: float) -> tuple[float, float]:
-    """(σ_g, σ_h) with σ_h = ratio·σ_g and joint_noise_multiplier(σ_g, σ_h) = σ_eff."""
-    sigma_grad = sigma_eff * math.sqrt(1 + hidden_noise_ratio**-2)
+def split_sigma(sigma_batch: float, private_segments: int, hidden_noise_ratio: float) -> tuple[float, float]:
+    """(σ_g, σ_h) of each private slot, with σ_h = ratio·σ_g, such that the K slots' 2K Gaussian releases on one
+    Poisson sample compose to one Gaussian of multiplier σ_batch: joint_noise_multiplier(*[σ_g, σ_h] * K)."""
+    sigma_slot = sigma_batch * math.sqrt(private_segments)
+    sigma_grad = sigma_slot * math.sqrt(1 + hidden_noise_ratio**-2)
     return sigma_grad, hidden_noise_ratio * sigma_grad
 
 
@@ -228,115 +220,105 @@ def release_state(state: State, clip: float, sigma: float, generator: torch.Gene
     norms = both.transpose(0, 1).flatten(1).norm(dim=1)
     both = both * (clip / (norms + 1e-6)).clamp(max=1.0)[None, :, None]
     if sigma > 0:
-        both = both + sigma * clip * torch.randn(both.shape, generator=generator).to(both.device)
+        both = both + sigma * clip * torch.randn(both.shape, generator=generator, device=generator.device)
     return both[:layers], both[layers:]
 
 
-def private_step(trainer: PrivateTrainer, lm: nn.Module, seg: SegmentBatch, state: State, sigma: float
-                 ) -> tuple[torch.Tensor, State]:
-    """Algorithm 1, lines 11–19: per-row gradients of the segment, clipped, summed, noised (Opacus)."""
-    trainer.optimizer.noise_multiplier = sigma
-    trainer.optimizer.zero_grad(set_to_none=True)
-    logits, state = segment_forward(lm, seg, state)
-    losses = segment_loss(logits, seg)
-    losses.sum().backward()  # module loss_reduction "sum": exact per-row gradients
-    trainer.optimizer.step()
-    return losses.detach(), state
+class SelectiveStep:
+    """One Poisson batch of Algorithm 1, slot by slot (see the module docstring); the phase's step in the loop.
 
+    Private slots are Opacus DP steps (`DPStep`), public slots regular steps with Opacus' hooks off. Under data
+    parallelism (`world_size` > 1) every rank walks the same 2K+1 slots: the DP optimizer all-reduces private
+    slots (noise once, on rank 0) and public slots all-reduce their summed gradients and row counts, so a rank
+    with no row in a slot still joins the collective. Each row's hidden state is noised by the rank holding it.
+    """
 
-def public_step(trainer: PrivateTrainer, lm: nn.Module, seg: SegmentBatch, state: State) -> tuple[torch.Tensor, State]:
-    """Algorithm 1, lines 8–9: a regular step on the segments' mean loss, Opacus hooks off."""
-    trainer.optimizer.zero_grad(set_to_none=True)
-    trainer.module.disable_hooks()
-    try:
-        logits, state = segment_forward(lm, seg, state)
-        losses = segment_loss(logits, seg)
-        losses.mean().backward()
-    finally:
-        trainer.module.enable_hooks()
-    trainer.optimizer.original_optimizer.step()
-    return losses.detach(), state
+    def __init__(self, ctx: StepContext, phase: SelectivePhase):
+        if ctx.grad_sample_mode != "hooks":
+            raise UserError("Selective-DPSGD needs training.grad_sample_mode: hooks (per-sample gradients of the LSTM)")
+        self.phase, self.noise, self.world_size = phase, ctx.noise, ctx.world_size
+        self.dp = DPStep(ctx, phase)
+        self.lm = ctx.model.module if isinstance(ctx.model, DPDDP) else ctx.model
 
+    def __call__(self, batch: LMData, sigma: float) -> None:
+        k = self.phase.segments.private_segments
+        sigma_grad, sigma_hidden = split_sigma(sigma, k, self.phase.hidden_noise_ratio)
+        bounds = segment_table(batch, k).bounds
+        device = batch.input_ids.device
+        shape = (self.lm.lstm.num_layers, len(batch), self.lm.lstm.hidden_size)
+        h, c = torch.zeros(shape, device=device), torch.zeros(shape, device=device)
+        for slot in range(bounds.shape[1]):
+            start, end = bounds[:, slot, 0], bounds[:, slot, 1]
+            lengths = end - start
+            active = torch.nonzero(lengths > 0).flatten()
+            active = active[torch.argsort(lengths[active], descending=True, stable=True)]
+            seg = gather_segments(batch, active, start[active], end[active], device) if len(active) else None
+            on_device = active.to(device)
+            carried = (h[:, on_device], c[:, on_device])
+            if slot % 2 == 1:
+                out = self.private(seg, carried, sigma_grad)
+                if out is not None:
+                    out = release_state(out, self.phase.hidden_clip, sigma_hidden, self.noise)
+            else:
+                out = self.public(seg, carried)
+            if out is not None:
+                h[:, on_device], c[:, on_device] = out[0].detach(), out[1].detach()
 
-def train_batch(trainer: PrivateTrainer, phase: SelectivePhase, rows: torch.Tensor, sigma_grad: float,
-                sigma_hidden: float, ledger: StepRecorder, ledger_phase: str, state_noise: torch.Generator) -> float:
-    """One Poisson batch, slot by slot, each private slot counted as one step of `ledger_phase`; returns the
-    batch's token-weighted mean loss (nan if it has no loss token)."""
-    lm = trainer.module._module
-    bounds = phase.segments.bounds[rows]
-    shape = (lm.lstm.num_layers, len(rows), lm.lstm.hidden_size)
-    device = model_device(lm)
-    h, c = torch.zeros(shape, device=device), torch.zeros(shape, device=device)
-    loss_sum, tokens = 0.0, 0
-    for slot in range(bounds.shape[1]):
-        private = slot % 2 == 1
-        start, end = bounds[:, slot, 0], bounds[:, slot, 1]
-        lengths = end - start
-        active = torch.nonzero(lengths > 0).flatten()
-        active = active[torch.argsort(lengths[active], descending=True, stable=True)]
-        if private:
-            ledger.record_steps(ledger_phase, 1)
-            if len(active) == 0:  # nobody sampled has this private slot: the step (and its cost) still happens
-                trainer.step(phase.data.input_ids[:0], phase.data.weights[:0], sigma_grad)
-                continue
-        elif len(active) == 0:
-            continue
-        seg = gather_segments(phase.data, rows[active], start[active], end[active], device)
-        carried = (h[:, active.to(device)], c[:, active.to(device)])
-        if private:
-            losses, out = private_step(trainer, lm, seg, carried, sigma_grad)
-            out = release_state(out, phase.hidden_clip, sigma_hidden, state_noise)
-        else:
-            losses, out = public_step(trainer, lm, seg, carried)
-        h[:, active.to(device)], c[:, active.to(device)] = out[0].detach(), out[1].detach()
-        counts = (seg.weights > 0).sum(1)
-        loss_sum += float((losses * counts).sum())
-        tokens += int(counts.sum())
-    return loss_sum / tokens if tokens else float("nan")
+    def private(self, seg: SegmentBatch | None, state: State, sigma: float) -> State | None:
+        """Algorithm 1, lines 11–19: per-row gradients of the segment, clipped, summed, noised (Opacus). A slot no
+        sampled row has still takes its noise-only step: every batch takes exactly K, whatever its sample."""
+        optimizer = self.dp.optimizer
+        optimizer.noise_multiplier = sigma
+        optimizer.zero_grad(set_to_none=True)
+        if seg is None:
+            self.dp.empty_batch()
+            optimizer.step()
+            return None
+        logits, state = segment_forward(self.lm, seg, state)
+        segment_loss(logits, seg).sum().backward()  # module loss_reduction "sum": exact per-row gradients
+        optimizer.step()
+        return state
 
+    def public(self, seg: SegmentBatch | None, state: State) -> State | None:
+        """Algorithm 1, lines 8–9: a regular step on the segments' mean loss over every rank's rows, hooks off."""
+        optimizer = self.dp.optimizer
+        optimizer.zero_grad(set_to_none=True)
+        rows = torch.tensor(0.0 if seg is None else float(len(seg.lengths)), device=self.noise.device)
+        if seg is not None:
+            self.dp.module.disable_hooks()
+            try:
+                logits, state = segment_forward(self.lm, seg, state)
+                segment_loss(logits, seg).sum().backward()
+            finally:
+                self.dp.module.enable_hooks()
+        if self.world_size > 1:
+            for p in optimizer.params:
+                p.grad = torch.zeros_like(p) if p.grad is None else p.grad
+                torch.distributed.all_reduce(p.grad)
+            torch.distributed.all_reduce(rows)
+        if rows.item() == 0:
+            return None
+        for p in optimizer.params:
+            if p.grad is not None:
+                p.grad /= rows
+        optimizer.original_optimizer.step()
+        return state if seg is not None else None
 
-def run_selective_phase(model: nn.Module, optimizer: torch.optim.Optimizer, phase: SelectivePhase,
-                        ledger: StepRecorder | None, seed: int, grad_sample_mode: str = "hooks",
-                        on_step: Callable[[PhaseStats], None] | None = None) -> PhaseStats:
-    """`run_phase` for S-DPSGD: trains `model` (an `LSTMLM`) in place; counts K ledger steps per batch."""
-    if grad_sample_mode != "hooks":
-        raise UserError("Selective-DPSGD needs training.grad_sample_mode: hooks (per-sample gradients of the LSTM)")
-    start_time = time.perf_counter()
-    stats = PhaseStats(phase.name, phase.private)
-    sampling = torch.Generator().manual_seed(seed)
-    state_noise = torch.Generator().manual_seed(seed + 2)
-    model.train()
-    noise = torch.Generator(device=model_device(model)).manual_seed(seed + 1)  # where the gradients are
-    trainer = PrivateTrainer(model, optimizer, phase, grad_sample_mode, noise)
-    k = phase.segments.private_segments
-    try:
-        for epoch, batches in enumerate(phase.epoch_batches()):
-            sigma_grad, sigma_hidden = split_sigma(phase.sigmas[epoch], phase.hidden_noise_ratio)
-            if batches and k:
-                stats.sigmas.append(phase.sigmas[epoch])
-            for rows in poisson_batches(len(phase.data), phase.sample_rate, batches, sampling):
-                key = ledger_key(phase.name, epoch)
-                loss = train_batch(trainer, phase, rows, sigma_grad, sigma_hidden, ledger, key, state_noise)
-                stats.add(k, len(rows), loss)
-                if on_step is not None:
-                    on_step(stats)
-    finally:
-        trainer.close()
-    stats.seconds = time.perf_counter() - start_time
-    return stats
+    def close(self) -> nn.Module:
+        return self.dp.close()
 
 
 # -------------------------------------------------------------------------------------------- mechanism
 
 
 def selective_phase(name: str, data: LMData, segments: SegmentTable, cfg: TrialConfig, epochs: int) -> SelectivePhase:
-    """The uncalibrated phase: relative σ_eff multipliers 1.0; private only if some row has a private segment."""
+    """The uncalibrated phase: relative σ_batch multipliers 1.0; private only if some row has a private segment."""
     t = cfg.training
     return SelectivePhase(name, data, private=segments.private_segments > 0, epochs=epochs,
                           batch_size=t.batch_size, sigmas=(1.0,) * epochs, max_grad_norm=cfg.privacy.max_grad_norm,
                           max_steps=t.private_max_steps or t.max_steps, segments=segments,
                           hidden_clip=cfg.mechanism.hidden_clip or cfg.privacy.max_grad_norm,
-                          hidden_noise_ratio=cfg.mechanism.hidden_noise_ratio, runner=run_selective_phase)
+                          hidden_noise_ratio=cfg.mechanism.hidden_noise_ratio)
 
 
 def sdpsgd(d: TrialData) -> MechanismPlan:
@@ -349,18 +331,18 @@ def sdpsgd(d: TrialData) -> MechanismPlan:
         phases, ledger = calibrate([phase], cfg, notion="SDP", touches="private")
     else:  # the policy flags nothing: plain training, nothing to account
         phases, ledger = [phase], PrivacyLedger("SDP", cfg.privacy.delta, cfg.privacy.accountant)
-    sigma_eff = phases[0].sigmas[0] if k else 0.0
-    sigma_grad, sigma_hidden = split_sigma(sigma_eff, phase.hidden_noise_ratio)
+    sigma_batch = phases[0].sigmas[0] if k else 0.0
+    sigma_grad, sigma_hidden = split_sigma(sigma_batch, k, phase.hidden_noise_ratio) if k else (0.0, 0.0)
     details = {
         "private_steps_per_batch": k,
         "mean_private_segments": float(counts.mean()) if len(counts) else 0.0,
         "private_position_fraction": segments.private_fraction(),
-        "sigma_effective": sigma_eff,
+        "sigma_batch": sigma_batch,
         "sigma_gradient": sigma_grad,
         "sigma_hidden": sigma_hidden,
         "hidden_clip": phase.hidden_clip,
-        "ledger_step": f"one step of phase {PHASE_NAME!r} = one private segment slot of one batch: the noised "
-                       "gradient and the noised hidden states, one subsampled Gaussian with σ_eff = "
-                       "(σ_gradient⁻² + σ_hidden⁻²)^(-1/2)",
+        "ledger_step": f"one step of phase {PHASE_NAME!r} = one Poisson batch: its K = {k} private slots' noised "
+                       "gradients and hidden states, 2K Gaussian releases on one sample, composed to one "
+                       "subsampled Gaussian with σ_batch = (K·(σ_gradient⁻² + σ_hidden⁻²))^(-1/2)",
     }
     return MechanismPlan(phases, ledger, details)

@@ -11,7 +11,8 @@
   COMPLETE with partial values. The state, trial id and error also go into the Optuna trial's user attributes.
 - When several mechanisms are compared, the first trials take each mechanism once (enqueued in a new study),
   so every mechanism is on the report whatever the sampler prefers; TPE chooses freely after them.
-- Early stopping (optional) is ASHA on the training loss, with the cumulative optimizer step as its clock.
+- Early stopping (optional) is ASHA on the held-out validation loss (never a private batch's loss), with the
+  cumulative optimizer step as its clock.
 - Resume is rebuilt from the study's journal and the trial files, not from Tune's snapshot: a trial with a
   row is done; a trial Optuna still lists as running without a row is re-run with the same parameters, id and
   seed; new trials fill up to exactly `num_trials`. Nothing is lost or counted twice whenever the driver died.
@@ -23,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import time
 from functools import partial
 from typing import Any
 
@@ -40,7 +42,7 @@ from sdp_core.errors import PrivacyError, UserError
 from sdp_core.logs import configure_logging
 from sdp_core.sweep.space import MECHANISM_PARAM, sample, trial_config_dict, trial_id
 from sdp_core.sweep.store import SweepStore
-from sdp_core.trial import TrialResult, run_trial
+from sdp_core.trial import TrainingProgress, TrialResult, run_trial
 
 MAX_RETRIES = 2
 """A trial whose Ray worker dies (killed, out of memory, node lost) is re-run from the start this many times
@@ -64,11 +66,13 @@ def objective_value(row: dict, metric: str) -> Any:
     return (row.get("metrics") or {}).get(metric)
 
 
-def stub_row(config: dict, state: str, error: str | None, metrics: dict | None = None) -> dict:
-    """The row of a trial that produced no TrialResult (infeasible, failed, early-stopped)."""
+def stub_row(config: dict, state: str, error: str | None, metrics: dict | None = None, ledger: dict | None = None
+             ) -> dict:
+    """The row of a trial that produced no TrialResult (infeasible, failed, early-stopped). `ledger` is the plan
+    the trial published before training (its spent steps unknown), so the sweep's cost can charge it."""
     trial = config["trial"]
     return TrialResult(name=trial.get("name", config["trial_id"]), state=state, seed=trial.get("seed", 0),
-                       config=trial, metrics=metrics or {}, error=error).to_dict()
+                       config=trial, metrics=metrics or {}, ledger=ledger or {}, error=error).to_dict()
 
 
 def finish_row(row: dict, config: dict) -> dict:
@@ -89,18 +93,29 @@ def write_row(search: SweepSearch | GridSearch, store: SweepStore, row: dict) ->
         return False
 
 
-def completed_row(config: dict, result: dict | None, error: bool, stopped: bool) -> dict | None:
+def completed_row(config: dict, result: dict | None, error: bool, stopped: bool, ledger: dict | None = None
+                  ) -> dict | None:
     """The row of a trial Tune reports complete: its own final row, `early_stopped` (ASHA), or `failed` when its
-    worker died after every retry; None when it was interrupted (so a resume re-runs it)."""
+    worker died after every retry; None when it was interrupted (so a resume re-runs it). A stopped or failed row
+    carries `ledger`, the plan the trial published (`keep_ledger`)."""
     if result and result.get("final"):
         row = json.loads(result["row"])
     elif result and stopped:
-        row = stub_row(config, "early_stopped", None, {"train_loss": result.get("train_loss"), "steps": result.get("step")})
+        row = stub_row(config, "early_stopped", None, {"val_loss": result.get("val_loss"), "steps": result.get("step")},
+                       ledger)
     elif error:
-        row = stub_row(config, "failed", f"the trial's Ray worker died {MAX_RETRIES + 1} times (details in OUT/.tune)")
+        row = stub_row(config, "failed", f"the trial's Ray worker died {MAX_RETRIES + 1} times (details in OUT/.tune)",
+                       ledger=ledger)
     else:
         return None
     return finish_row(row, config)
+
+
+def keep_ledger(ledgers: dict[str, dict], tune_trial_id: str, result: dict) -> None:
+    """Keep the calibrated ledger a trial's report carries (`sweep_trial`), for the row of a trial that is stopped
+    or whose worker dies before its final report."""
+    if "ledger" in result:
+        ledgers[tune_trial_id] = json.loads(result["ledger"])
 
 
 def record_in_study(ot_trial: optuna.Trial, row: dict, objectives: list[str]) -> None:
@@ -120,34 +135,47 @@ def record_in_study(ot_trial: optuna.Trial, row: dict, objectives: list[str]) ->
 # -------------------------------------------------------------------------------------------- trial
 
 
-def sweep_trial(config: dict) -> None:
+def sweep_trial(config: dict, report_interval: float = 0.0, early_stopping: bool = False) -> None:
     """A Tune function trial: train one sampled config and report its row as the final result.
 
-    Reports after every optimizer step (`step`, `train_loss`: ASHA's clock and metric; the live view's
-    progress) and once at the end with `final: True` and the row as JSON (a string, so Tune's flattening of
-    results leaves it intact). A trial's own failure never raises: it becomes a `failed` or `infeasible` row.
+    While training it reports progress at most every `report_interval` seconds (a Tune round trip per optimizer
+    step would dominate small trials): `step`, ASHA's clock and the live view's progress, and with
+    `early_stopping` `val_loss`, ASHA's metric, measured on held-out validation rows at that moment. ASHA acts on
+    the first report at or past each rung, so throttling delays a decision by at most one interval. Nothing
+    computed from a private batch is reported. Once at the end it reports `final: True` and the row as JSON (a
+    string, so Tune's flattening of results leaves it intact). A trial's own failure never raises: it becomes a
+    `failed` or `infeasible` row. The ledger the trial calibrated (`run_trial`'s `on_plan`) goes, as JSON, with
+    the next report, and into the row of a trial that fails after calibrating, so the sweep's cost charges it.
     """
     configure_logging()  # the driver's -v, in this worker
-    steps, loss = 0, float("nan")
+    last = {"step": 0, "val_loss": None, "time": time.monotonic()}
+    ledger: dict = {}  # the calibrated plan, once the mechanism has made it
+    unsent: list[str] = []  # the plan as JSON, until a report has carried it
+
+    def on_plan(plan: dict) -> None:
+        ledger.update(plan)
+        unsent.append(json.dumps(plan))
 
     def report(row: dict | None = None) -> None:
         tune.report({**{m: objective_value(row, m) if row else None for m in config["objectives"]},
-                     "step": steps, "train_loss": loss, "final": row is not None,
-                     **({"row": json.dumps(row, default=str)} if row else {})})
+                     "step": last["step"], "val_loss": last["val_loss"], "final": row is not None,
+                     **({"row": json.dumps(row, default=str)} if row else {}),
+                     **({"ledger": unsent.pop()} if unsent else {})})
 
-    def on_step(stats) -> None:
-        nonlocal steps, loss
-        steps += 1
-        loss = stats.losses[-1] if stats.losses else loss
-        report()
+    def on_step(progress: TrainingProgress) -> None:
+        last["step"] = progress.step
+        if time.monotonic() - last["time"] >= report_interval:
+            last["val_loss"] = progress.validation_loss() if early_stopping else None
+            last["time"] = time.monotonic()
+            report()
 
     try:
         cfg = parse_model(TrialConfig, config["trial"], config["trial_id"])
-        row = run_trial(cfg, None, on_step=on_step).to_dict()
+        row = run_trial(cfg, None, on_step=on_step, on_plan=on_plan).to_dict()
     except PrivacyError as e:
-        row = stub_row(config, "infeasible", str(e))
+        row = stub_row(config, "infeasible", str(e), ledger=ledger)
     except Exception as e:  # any other failure is this trial's: record it, the sweep goes on
-        row = stub_row(config, "failed", f"{type(e).__name__}: {e}")
+        row = stub_row(config, "failed", f"{type(e).__name__}: {e}", ledger=ledger)
     report(row)
 
 
@@ -189,6 +217,7 @@ class SweepSearch(OptunaSearch):
         self._orphans = list(orphans)
         self._stopped = stopped_by_scheduler
         self._configs: dict[str, dict] = {}  # Tune trial id -> what the trainable got
+        self._ledgers: dict[str, dict] = {}  # Tune trial id -> the plan it published (`keep_ledger`)
         self.write_error: Exception | None = None  # the first row that could not be stored (see `write_row`)
 
     def suggest(self, tune_trial_id: str) -> dict:
@@ -204,11 +233,15 @@ class SweepSearch(OptunaSearch):
         self._configs[tune_trial_id] = config
         return config
 
+    def on_trial_result(self, tune_trial_id: str, result: dict) -> None:
+        keep_ledger(self._ledgers, tune_trial_id, result)
+        super().on_trial_result(tune_trial_id, result)
+
     def on_trial_complete(self, tune_trial_id: str, result: dict | None = None, error: bool = False) -> None:
         config = self._configs.get(tune_trial_id)
         if config is None or tune_trial_id in self._completed_trials:
             return
-        row = completed_row(config, result, error, tune_trial_id in self._stopped)
+        row = completed_row(config, result, error, tune_trial_id in self._stopped, self._ledgers.get(tune_trial_id))
         if row is None:
             return  # interrupted (Ctrl-C, driver stopping): still running in the study, so resume re-runs it
         if write_row(self, self._store, row):  # else still running in the study: resume re-runs it
@@ -232,6 +265,7 @@ class GridSearch(Searcher):
         super().__init__()
         self._pending, self._store = list(pending), store
         self._configs: dict[str, dict] = {}
+        self._ledgers: dict[str, dict] = {}  # Tune trial id -> the plan it published (`keep_ledger`)
         self.write_error: Exception | None = None  # the first row that could not be stored (see `write_row`)
 
     def suggest(self, tune_trial_id: str) -> dict | None:
@@ -241,9 +275,12 @@ class GridSearch(Searcher):
             self._configs[tune_trial_id] = self._pending.pop(0)
         return self._configs[tune_trial_id]
 
+    def on_trial_result(self, tune_trial_id: str, result: dict) -> None:
+        keep_ledger(self._ledgers, tune_trial_id, result)
+
     def on_trial_complete(self, tune_trial_id: str, result: dict | None = None, error: bool = False) -> None:
         config = self._configs.get(tune_trial_id)
-        row = completed_row(config, result, error, stopped=False) if config else None
+        row = completed_row(config, result, error, False, self._ledgers.get(tune_trial_id)) if config else None
         if row is not None:
             write_row(self, self._store, row)
 
@@ -334,7 +371,7 @@ def run_sweep(cfg: SweepConfig, space: SearchSpace, store: SweepStore, callbacks
     if remaining <= 0:
         return store.rows()
     stopped: set[str] = set()
-    scheduler = (StopRecordingASHA(stopped, time_attr="step", metric="train_loss", mode="min",
+    scheduler = (StopRecordingASHA(stopped, time_attr="step", metric="val_loss", mode="min",
                                    grace_period=grace_period(cfg), reduction_factor=2, max_t=ASHA_MAX_T)
                  if cfg.early_stopping else None)
     search = SweepSearch(cfg, space, store, storage, orphans[:remaining], stopped,
@@ -349,7 +386,8 @@ def tune_run(cfg: SweepConfig, store: SweepStore, search: SweepSearch | GridSear
     resources = {"cpu": cfg.resources.cpu, "gpu": cfg.resources.gpu}
     attempt = len(list(store.tune_dir.glob("attempt-*"))) if store.tune_dir.is_dir() else 0
     tuner = tune.Tuner(
-        tune.with_resources(sweep_trial, resources),
+        tune.with_resources(tune.with_parameters(sweep_trial, report_interval=cfg.report_interval,
+                                                 early_stopping=cfg.early_stopping), resources),
         tune_config=tune.TuneConfig(
             search_alg=search, scheduler=scheduler, num_samples=num_samples, max_concurrent_trials=cfg.concurrency,
             reuse_actors=True,  # trials share warm processes: torch and the tokenizers load once

@@ -1,19 +1,34 @@
-"""The one training loop: public steps (plain optimizer) and private steps (Opacus DP-SGD) over `LMData`.
+"""The one training loop: `train_phase` walks a phase's sampled batches and hands each to the phase's step.
 
-The loss is the data's task's (`record_losses`): next-token LM loss, or classification loss on labelled rows.
+    for each epoch e, for each batch the sampler draws:
+        private phase: charge the ledger one event of epoch e  (before the batch touches the model)
+        step(batch, σ_e)                                    (public step, DP step, or a mechanism's own step)
+        on_step(stats)                                      (progress, the sweep's reports)
 
-A private phase samples each record independently with probability q = B/N per step (Poisson sampling, the
-sampling the accountant assumes), clips each record's gradient to C and adds N(0, σ²C²) once per step
-(Abadi et al. 2016, Algorithm 1). σ may change per epoch (ATDP's schedule); every step is recorded in the
-ledger, which refuses steps beyond the calibrated plan.
+- The sampler: a private phase Poisson-samples each record independently with probability q = B/N per batch
+  (the sampling the accountant assumes); a public phase takes fixed-size batches over reshuffled epochs. Under
+  data parallelism each rank samples its own shard at the same q, so the ranks' union is one Poisson sample.
+- The step: `Phase.batch_step` builds it. A public phase takes a plain optimizer step (`PublicStep`); a private
+  one clips each record's gradient to C and adds N(0, σ²C²) once (`DPStep`, Abadi et al. 2016, Algorithm 1);
+  a mechanism with its own per-batch walk (Selective-DPSGD's segments) subclasses `Phase` and returns its step.
+- The ledger is charged once per sampled batch, with that batch's composed event: a mechanism whose step makes
+  several releases on one sample (S-DPSGD) plans one event that composes them. The ledger refuses a batch
+  beyond the calibrated plan.
+- Privacy randomness (Poisson sampling and noise) comes from `PrivacyRandomness`: by default seeded from the
+  operating system's entropy and never written anywhere, so a published trial seed does not regenerate it.
+  The trial seed fixes initialisation and public batches only.
+- Nothing computed from a private batch leaves the loop: private phases keep no loss and count expected
+  (not sampled) records.
 """
 
 from __future__ import annotations
 
 import math
+import secrets
+import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Callable, Iterator, Protocol
 
 import torch
 from opacus.grad_sample.utils import wrap_model
@@ -26,6 +41,9 @@ from sdp_core.train.data import LMData, record_losses
 # Opacus' hooks on the embedding see no input gradient (token ids are integers); torch warns on every step.
 warnings.filterwarnings("ignore", message="Full backward hook is firing", category=UserWarning)
 
+RANK_SEED_STRIDE = 1_000_003
+"""With reproducible noise, rank r samples with seed `seed + r * stride`: a distinct stream per rank."""
+
 
 def ledger_key(phase: str, epoch: int) -> str:
     """The ledger's name for one epoch of a private phase (each epoch may have its own σ)."""
@@ -33,9 +51,58 @@ def ledger_key(phase: str, epoch: int) -> str:
 
 
 class StepRecorder(Protocol):
-    """What the loop needs of a privacy ledger: count each private step of a phase, refusing overspending."""
+    """What the loop needs of a privacy ledger: count each private batch of a phase, refusing overspending."""
 
     def record_steps(self, phase: str, steps: int) -> None: ...
+
+
+# ------------------------------------------------------------------------------------------ randomness
+
+
+@dataclass
+class PrivacyRandomness:
+    """The generators of one phase on one rank: `sampling` (batch membership, host) and `noise` (model device).
+
+    Secure (the default): each generator is seeded with 63 bits from the OS entropy pool (`secrets`), fresh per
+    phase and rank and never stored, so nothing published regenerates the noise or the Poisson samples.
+    Reproducible (`privacy.reproducible_noise`, for debugging only): both derive from the trial seed, which every
+    report publishes, so the DP guarantee does not hold against anyone who reads it.
+    A public phase's batches are not privacy randomness: they always follow the trial seed.
+    """
+
+    sampling: torch.Generator
+    noise: torch.Generator
+
+    @classmethod
+    def for_phase(cls, seed: int, device: torch.device, private: bool, reproducible: bool, rank: int = 0
+                  ) -> "PrivacyRandomness":
+        secure = private and not reproducible
+        sampling_seed = secrets.randbits(63) if secure else seed + rank * RANK_SEED_STRIDE
+        noise_seed = secrets.randbits(63) if secure else seed + 1
+        return cls(torch.Generator().manual_seed(sampling_seed),
+                   torch.Generator(device=device).manual_seed(noise_seed))
+
+
+# --------------------------------------------------------------------------------------------- phases
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """What a phase's step is built from: the model and optimizer it trains, and where its randomness lives."""
+
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    grad_sample_mode: str
+    noise: torch.Generator
+    world_size: int = 1  # > 1: one of several data-parallel ranks (Opacus' distributed DP optimizer)
+
+
+class BatchStep(Protocol):
+    """Trains the model on one sampled batch; returns the batch's loss for a public step, None for a private one."""
+
+    def __call__(self, batch: LMData, sigma: float) -> float | None: ...
+
+    def close(self) -> nn.Module: ...
 
 
 @dataclass(frozen=True)
@@ -47,14 +114,18 @@ class Phase:
     private: bool
     epochs: int
     batch_size: int
-    sigmas: tuple[float, ...] = ()  # private: noise multiplier of each epoch
+    sigmas: tuple[float, ...] = ()  # private: noise multiplier of each epoch (of each batch's composed event)
     max_grad_norm: float = 1.0
     max_steps: int | None = None
-    runner: Callable[..., "PhaseStats"] | None = None  # a mechanism's own phase runner (S-DPSGD's segments)
 
     @property
     def sample_rate(self) -> float:
         return min(1.0, self.batch_size / len(self.data))
+
+    @property
+    def expected_batch_size(self) -> float:
+        """q·N: what a DP step divides by (a constant, unlike the sampled batch's size)."""
+        return self.sample_rate * len(self.data)
 
     @property
     def steps_per_epoch(self) -> int:
@@ -66,35 +137,44 @@ class Phase:
         return min(steps, self.max_steps) if self.max_steps else steps
 
     def epoch_steps(self) -> list[int]:
-        """Steps in each epoch after the `max_steps` cap (trailing epochs may get 0)."""
+        """Batches in each epoch after the `max_steps` cap (trailing epochs may get 0)."""
         left, out = self.total_steps, []
         for _ in range(self.epochs):
             out.append(min(left, self.steps_per_epoch))
             left -= out[-1]
         return out
 
+    def batch_step(self, ctx: StepContext) -> BatchStep:
+        """The per-batch step: a DP step for a private phase, a plain one for a public phase."""
+        return DPStep(ctx, self) if self.private else PublicStep(ctx)
+
 
 @dataclass
 class PhaseStats:
+    """What a phase reports: steps, records, seconds, σ per epoch; losses of public steps only."""
+
     name: str
     private: bool
     steps: int = 0
-    records_seen: int = 0
+    records_seen: float = 0.0  # private phases: expected records q·N per batch, not the sampled count
     seconds: float = 0.0
     losses: list[float] = field(default_factory=list)
     sigmas: list[float] = field(default_factory=list)
 
-    def add(self, steps: int, records: int, loss: float) -> None:
-        """Count `steps` optimizer steps over `records` records; a NaN loss (an empty batch) is not kept."""
-        self.steps += steps
+    def add(self, records: float, loss: float | None) -> None:
+        """Count one batch; a missing or NaN loss (a private step, an empty batch) is not kept."""
+        self.steps += 1
         self.records_seen += records
-        if not math.isnan(loss):
+        if loss is not None and not math.isnan(loss):
             self.losses.append(loss)
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "private": self.private, "steps": self.steps, "records_seen": self.records_seen,
-                "seconds": round(self.seconds, 3), "final_loss": self.losses[-1] if self.losses else None,
-                "sigmas": self.sigmas}
+        return {"name": self.name, "private": self.private, "steps": self.steps,
+                "records_seen": round(self.records_seen, 3), "seconds": round(self.seconds, 3),
+                "final_loss": self.losses[-1] if self.losses else None, "sigmas": self.sigmas}
+
+
+# ---------------------------------------------------------------------------------------------- steps
 
 
 def model_device(model: nn.Module) -> torch.device:
@@ -107,63 +187,64 @@ def make_optimizer(model: nn.Module, name: str, lr: float, weight_decay: float) 
     return optimizers[name](model.parameters(), lr=lr, weight_decay=weight_decay)
 
 
-def poisson_batches(n: int, q: float, steps: int, generator: torch.Generator):
-    """Row indices of each step: every row included independently with probability q."""
-    for _ in range(steps):
-        yield torch.nonzero(torch.rand(n, generator=generator) < q).flatten()
+class PublicStep:
+    """A plain optimizer step on the batch's mean record loss."""
 
+    def __init__(self, ctx: StepContext):
+        self.model, self.optimizer = ctx.model, ctx.optimizer
 
-def shuffled_batches(n: int, batch_size: int, steps: int, generator: torch.Generator):
-    """Fixed-size batches over reshuffled epochs (public phases only: no privacy claim rests on them)."""
-    order = torch.empty(0, dtype=torch.long)
-    for _ in range(steps):
-        if len(order) < batch_size:
-            order = torch.cat([order, torch.randperm(n, generator=generator)])
-        yield order[:batch_size]
-        order = order[batch_size:]
-
-
-class PrivateTrainer:
-    """Opacus pieces for one private phase: the per-sample-gradient wrapper and the DP optimizer.
-
-    `grad_sample_mode` is `hooks` (per-sample gradients materialised) or `ghost` (ghost clipping: two backward
-    passes, no per-sample gradients; Li et al. 2022, Bu et al. 2023).
-    """
-
-    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, phase: Phase, grad_sample_mode: str,
-                 noise_generator: torch.Generator, distributed: bool = False):
-        self.mode = grad_sample_mode
-        kwargs = {"max_grad_norm": phase.max_grad_norm} if grad_sample_mode == "ghost" else {}
-        self.module = wrap_model(model, grad_sample_mode, batch_first=True, loss_reduction="sum", **kwargs)
-        optimizer_class = get_optimizer_class(clipping="flat", distributed=distributed, grad_sample_mode=grad_sample_mode)
-        self.optimizer = optimizer_class(
-            optimizer,
-            noise_multiplier=phase.sigmas[0],
-            max_grad_norm=phase.max_grad_norm,
-            expected_batch_size=max(1, round(phase.sample_rate * len(phase.data))),
-            # The module sees the *sum* of per-record losses (exact per-sample gradients); the optimizer's "mean"
-            # divides clipped sum + noise by the expected batch size B, so the noise on the step is σC/B.
-            loss_reduction="mean",
-            generator=noise_generator,
-        )
-
-    def step(self, input_ids: torch.Tensor, weights: torch.Tensor, sigma: float,
-             labels: torch.Tensor | None = None) -> float:
-        self.optimizer.noise_multiplier = sigma
+    def __call__(self, batch: LMData, sigma: float) -> float:
         self.optimizer.zero_grad(set_to_none=True)
-        if len(input_ids) == 0:
-            self._empty_batch()
-            self.optimizer.step()
-            return float("nan")
-        losses = record_losses(self.module(input_ids), input_ids, weights, labels)
-        if self.mode == "ghost":
-            DPTensorFastGradientClipping(self.module, self.optimizer, losses, "sum").backward()
-        else:
-            losses.sum().backward()
+        losses = record_losses(self.model(batch.input_ids), batch.input_ids, batch.weights, batch.labels)
+        losses.mean().backward()
         self.optimizer.step()
         return losses.mean().item()
 
-    def _empty_batch(self) -> None:
+    def close(self) -> nn.Module:
+        return self.model
+
+
+class DPStep:
+    """Opacus pieces for one private phase: the per-sample-gradient wrapper and the DP optimizer.
+
+    `grad_sample_mode` is `hooks` (per-sample gradients materialised) or `ghost` (ghost clipping: two backward
+    passes, no per-sample gradients; Li et al. 2022, Bu et al. 2023). With `world_size` > 1 the optimizer is
+    Opacus' distributed one: it adds the noise once (rank 0) and all-reduces; every rank divides by B/world, so
+    the all-reduced update is (Σ clipped + noise)/B, as on one worker.
+    """
+
+    def __init__(self, ctx: StepContext, phase: Phase):
+        self.mode = ctx.grad_sample_mode
+        kwargs = {"max_grad_norm": phase.max_grad_norm} if self.mode == "ghost" else {}
+        self.module = wrap_model(ctx.model, self.mode, batch_first=True, loss_reduction="sum", **kwargs)
+        optimizer_class = get_optimizer_class(clipping="flat", distributed=ctx.world_size > 1,
+                                              grad_sample_mode=self.mode)
+        self.optimizer = optimizer_class(
+            ctx.optimizer,
+            noise_multiplier=phase.sigmas[0],
+            max_grad_norm=phase.max_grad_norm,
+            expected_batch_size=max(1, round(phase.expected_batch_size)),
+            # The module sees the *sum* of per-record losses (exact per-sample gradients); the optimizer's "mean"
+            # divides clipped sum + noise by the expected batch size B, so the noise on the step is σC/B.
+            loss_reduction="mean",
+            generator=ctx.noise,
+        )
+        self.optimizer.expected_batch_size /= ctx.world_size
+
+    def __call__(self, batch: LMData, sigma: float) -> None:
+        self.optimizer.noise_multiplier = sigma
+        self.optimizer.zero_grad(set_to_none=True)
+        if len(batch) == 0:
+            self.empty_batch()
+        else:
+            losses = record_losses(self.module(batch.input_ids), batch.input_ids, batch.weights, batch.labels)
+            if self.mode == "ghost":
+                DPTensorFastGradientClipping(self.module, self.optimizer, losses, "sum").backward()
+            else:
+                losses.sum().backward()
+        self.optimizer.step()
+
+    def empty_batch(self) -> None:
         """A Poisson batch can be empty; the step still happens (and is accounted): noise only."""
         for p in self.optimizer.params:
             if self.mode == "ghost":
@@ -176,23 +257,42 @@ class PrivateTrainer:
         return self.module.to_standard_module()
 
 
-def run_phase(model: nn.Module, optimizer: torch.optim.Optimizer, phase: Phase, ledger: StepRecorder | None,
-              seed: int, grad_sample_mode: str = "hooks", on_step: Callable[[PhaseStats], None] | None = None) -> PhaseStats:
-    """Train `model` in place for one phase. Private phases count every step in `ledger` before taking it."""
-    import time
+# ----------------------------------------------------------------------------------------------- loop
 
-    if phase.runner is not None:
-        return phase.runner(model, optimizer, phase, ledger, seed, grad_sample_mode, on_step)
 
+def poisson_batches(n: int, q: float, steps: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
+    """Row indices of each step: every row included independently with probability q."""
+    for _ in range(steps):
+        yield torch.nonzero(torch.rand(n, generator=generator) < q).flatten()
+
+
+def shuffled_batches(n: int, batch_size: int, steps: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
+    """Fixed-size batches over reshuffled epochs (public phases only: no privacy claim rests on them)."""
+    order = torch.empty(0, dtype=torch.long)
+    for _ in range(steps):
+        if len(order) < batch_size:
+            order = torch.cat([order, torch.randperm(n, generator=generator)])
+        yield order[:batch_size]
+        order = order[batch_size:]
+
+
+def train_phase(model: nn.Module, optimizer: torch.optim.Optimizer, phase: Phase, ledger: StepRecorder | None,
+                seed: int, *, grad_sample_mode: str = "hooks", reproducible_noise: bool = False,
+                rank: int = 0, world_size: int = 1,
+                on_step: Callable[[PhaseStats], None] | None = None) -> PhaseStats:
+    """Train `model` in place for one phase; a private phase charges `ledger` once per batch before taking it.
+
+    With `world_size` > 1 this is rank `rank` of a data-parallel phase: it trains on its shard (rows r, r+W, ...)
+    at the phase's global sampling rate, and the phase's step all-reduces. `seed` fixes public batches (and,
+    with `reproducible_noise`, the privacy randomness; see `PrivacyRandomness`).
+    """
     start = time.perf_counter()
     stats = PhaseStats(phase.name, phase.private)
-    sampling = torch.Generator().manual_seed(seed)  # batch indices: host memory
     device = model_device(model)
+    rng = PrivacyRandomness.for_phase(seed, device, phase.private, reproducible_noise, rank)
+    data = phase.data.subset(torch.arange(rank, len(phase.data), world_size)) if world_size > 1 else phase.data
     model.train()
-    trainer = None
-    if phase.private:  # the noise is drawn where the gradients are
-        noise = torch.Generator(device=device).manual_seed(seed + 1)
-        trainer = PrivateTrainer(model, optimizer, phase, grad_sample_mode, noise)
+    step = phase.batch_step(StepContext(model, optimizer, grad_sample_mode, rng.noise, world_size))
     try:
         for epoch, steps in enumerate(phase.epoch_steps()):
             if steps == 0:
@@ -200,25 +300,18 @@ def run_phase(model: nn.Module, optimizer: torch.optim.Optimizer, phase: Phase, 
             if phase.private:
                 sigma = phase.sigmas[epoch]
                 stats.sigmas.append(sigma)
-                batches = poisson_batches(len(phase.data), phase.sample_rate, steps, sampling)
+                batches = poisson_batches(len(data), phase.sample_rate, steps, rng.sampling)
             else:
-                batches = shuffled_batches(len(phase.data), min(phase.batch_size, len(phase.data)), steps, sampling)
+                sigma = 0.0
+                batches = shuffled_batches(len(data), min(phase.batch_size, len(data)), steps, rng.sampling)
             for rows in batches:
-                batch = phase.data.subset(rows).to(device)
-                if trainer is not None:
+                if phase.private:
                     ledger.record_steps(ledger_key(phase.name, epoch), 1)
-                    loss = trainer.step(batch.input_ids, batch.weights, sigma, batch.labels)
-                else:
-                    optimizer.zero_grad(set_to_none=True)
-                    losses = record_losses(model(batch.input_ids), batch.input_ids, batch.weights, batch.labels)
-                    losses.mean().backward()
-                    optimizer.step()
-                    loss = losses.mean().item()
-                stats.add(1, len(rows), loss)
+                loss = step(data.subset(rows).to(device), sigma)
+                stats.add(phase.expected_batch_size if phase.private else len(rows), loss)
                 if on_step is not None:
                     on_step(stats)
     finally:
-        if trainer is not None:
-            trainer.close()
+        step.close()
     stats.seconds = time.perf_counter() - start
     return stats
