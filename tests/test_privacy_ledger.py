@@ -62,7 +62,7 @@ def test_events_of_one_phase_must_share_their_steps():
 
 def test_spent_epsilon_grows_with_the_steps_and_stays_within_the_plan():
     ledger = jft_ledger()
-    plan_eps = get_accountant("rdp").epsilon([G(0.01, 1.0, 300)], 1e-5)
+    plan_eps = get_accountant("rdp").epsilon([G(0.01, 1.0, 300)], 1e-5, "replace_one")  # SDP: replace-one
     seen = [ledger.epsilon()]
     for _ in range(3):
         ledger.record_steps("phase2", 100)
@@ -85,8 +85,9 @@ def test_report_carries_epsilon_with_delta_notion_accountant_and_events():
     ledger = jft_ledger()
     ledger.record_steps("phase2", 120)
     report = ledger.report()
-    assert set(report) >= {"epsilon", "delta", "notion", "accountant", "events", "plan", "complete"}
+    assert set(report) >= {"epsilon", "delta", "notion", "accountant", "neighbouring", "events", "plan", "complete"}
     assert (report["delta"], report["notion"], report["accountant"]) == (1e-5, "SDP", "rdp")
+    assert report["neighbouring"] == report["plan"]["neighbouring"] == "replace_one"
     assert [e["steps"] for e in report["events"]] == [0, 120]
     assert [e["steps"] for e in report["plan"]["events"]] == [200, 300]
     assert_no_bare_epsilon(report)
@@ -120,7 +121,7 @@ def test_bayesian_confidentiality_ledger():
     ledger.record_steps("private", 400)
     ledger.record_steps("public", 400)
     report = ledger.report()
-    base = get_accountant("rdp").epsilon(events[:1], 1e-5)
+    base = get_accountant("rdp").epsilon(events[:1], 1e-5, "replace_one")
     assert report["confidentiality"]["epsilon"] == pytest.approx(base)
     assert (report["epsilon"], report["delta"]) == pytest.approx(bayesian_confidentiality(base, 1e-5, 0.1, 1e-6))
     assert (report["gamma"], report["delta2"]) == (0.1, 1e-6)

@@ -53,7 +53,8 @@ def test_crt_reports_confidentiality_of_the_private_part_only():
     d_pub = [G(32 / 9200, 0.0, 288 * 5, "public", "crt", "public")]
     conf = confidentiality_report(d_pri + d_pub, 8e-5, "rdp")
     assert conf["notion"] == "confidentiality"
-    assert conf["epsilon"] == pytest.approx(get_accountant("rdp").epsilon(d_pri, 8e-5))
+    assert conf["epsilon"] == pytest.approx(get_accountant("rdp").epsilon(d_pri, 8e-5, "replace_one"))
+    assert conf["neighbouring"] == "replace_one"
     bayes = bayesian_confidentiality_report(d_pri + d_pub, 8e-5, "rdp", gamma=0.1, delta2=0.0)
     assert bayes["notion"] == "bayesian_confidentiality"
     assert (bayes["gamma"], bayes["delta2"], bayes["accountant"]) == (0.1, 0.0, "rdp")
@@ -195,10 +196,11 @@ def test_epsilon_command_both_ways():
 
 
 def test_assert_no_bare_epsilon_finds_nested_offenders():
-    good = {"trials": [{"privacy": {"epsilon": 1.0, "delta": 1e-5, "notion": "DP", "accountant": "rdp"}}]}
+    good = {"trials": [{"privacy": {"epsilon": 1.0, "delta": 1e-5, "notion": "DP", "accountant": "rdp",
+                                    "neighbouring": "add_remove"}}]}
     assert_no_bare_epsilon(good)
     bad = {"trials": [good["trials"][0], {"metrics": ({"epsilon": 3.0, "delta": 1e-5},)}]}
-    with pytest.raises(AssertionError, match=r"\$\.trials\[1\]\.metrics\[0\]: missing notion, accountant"):
+    with pytest.raises(AssertionError, match=r"\$\.trials\[1\]\.metrics\[0\]: missing notion, accountant, neighbouring"):
         assert_no_bare_epsilon(bad)
 
 

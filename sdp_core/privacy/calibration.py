@@ -4,7 +4,8 @@ A schedule's *shape* is a list of segments (sample rate q_k, steps T_k, relative
 segment k is σ_k = s·m_k. ε is decreasing in s, so `calibrate_noise` brackets the target and runs the
 Illinois variant of regula falsi on log ε against log s (nearly linear, so a few accountant calls suffice),
 keeping the feasible end of the bracket: the returned scale's ε has been computed, is ≤ the target and
-within `rel_tol` of it.
+within `rel_tol` of it. A point where the accountant cannot compute ε (e.g. ε far off the PRV grid) counts as
+infeasible (ε = ∞) and the search goes on. ε is computed under the given neighbouring relation.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from dataclasses import dataclass
 from typing import Callable, Sequence, Union
 
 from sdp_core.errors import PrivacyError
-from sdp_core.privacy.accountants import get_accountant
+from sdp_core.privacy.accountants import Accountant, get_accountant
+from sdp_core.privacy.accountants.base import AccountingFailure, check_delta
 from sdp_core.privacy.events import GaussianEvent
+from sdp_core.privacy.relations import ADD_REMOVE, check_relation
 
 MAX_NOISE_MULTIPLIER = 1e3
 """Above this σ a target is called unreachable: training would be pure noise."""
@@ -58,6 +61,14 @@ def schedule_events(shape: Shape, scale: float) -> list[GaussianEvent]:
     return [s.event(scale) for s in segments(shape)]
 
 
+def _epsilon_or_inf(acc: Accountant, events: list[GaussianEvent], delta: float, relation: str) -> float:
+    """ε of `events`, or ∞ where the accountant cannot compute it (for a search, an infeasible point)."""
+    try:
+        return acc.epsilon(events, delta, relation)
+    except AccountingFailure:
+        return math.inf
+
+
 def calibrate_noise(
     shape: Shape,
     target_epsilon: float,
@@ -65,14 +76,18 @@ def calibrate_noise(
     accountant: str = "rdp",
     fixed_events: Sequence[GaussianEvent] = (),
     rel_tol: float = 1e-3,
+    relation: str = ADD_REMOVE,
 ) -> float:
-    """The noise scale s for which `fixed_events` + `shape` at σ_k = s·m_k spend ε ∈ [(1−rel_tol)·target, target].
+    """The noise scale s for which `fixed_events` + `shape` at σ_k = s·m_k spend ε ∈ [(1−rel_tol)·target, target]
+    under the neighbouring `relation`.
 
     `fixed_events` are composed as they are (e.g. an already calibrated phase 1). Raises PrivacyError when the
     target cannot be met with σ ≤ MAX_NOISE_MULTIPLIER, or when the fixed events alone already spend it.
     """
     if not target_epsilon > 0 or not math.isfinite(target_epsilon):
         raise PrivacyError(f"target epsilon must be finite and > 0, got {target_epsilon}")
+    check_delta(delta)
+    check_relation(relation)
     segs = segments(shape)
     if all(s.steps == 0 or s.sample_rate == 0 for s in segs):
         raise PrivacyError("the schedule has no private step, so there is no noise to calibrate")
@@ -82,16 +97,16 @@ def calibrate_noise(
     lo, hi = math.log(MIN_NOISE_MULTIPLIER / largest), math.log(MAX_NOISE_MULTIPLIER / largest)
 
     def excess(x: float) -> float:  # log ε(e^x) − log target: decreasing, ≤ 0 means feasible
-        eps = acc.epsilon(fixed + schedule_events(segs, math.exp(x)), delta)
+        eps = _epsilon_or_inf(acc, fixed + schedule_events(segs, math.exp(x)), delta, relation)
         return math.inf if eps == math.inf else math.log(max(eps, 1e-300)) - math.log(target_epsilon)
 
-    if fixed and (spent := acc.epsilon(fixed, delta)) >= target_epsilon:
+    if fixed and (spent := _epsilon_or_inf(acc, fixed, delta, relation)) >= target_epsilon:
         raise PrivacyError(
             f"target ε={target_epsilon:g} at δ={delta:g} is unreachable: the fixed events alone spend ε={spent:.4g} ({accountant})"
         )
     x = _solve(excess, min(max(0.0, lo), hi), lo, hi, math.log1p(-rel_tol))
     if x is None:
-        at_cap = acc.epsilon(fixed + schedule_events(segs, math.exp(hi)), delta)
+        at_cap = _epsilon_or_inf(acc, fixed + schedule_events(segs, math.exp(hi)), delta, relation)
         raise PrivacyError(
             f"target ε={target_epsilon:g} at δ={delta:g} is unreachable: even σ={MAX_NOISE_MULTIPLIER:g} spends "
             f"ε={at_cap:.4g} ({accountant}); raise the target or lower the sampling rate or the steps"
@@ -144,14 +159,17 @@ def calibrate_two_phase(
     delta: float,
     accountant: str = "rdp",
     phase1_share: float = 0.1,
+    relation: str = ADD_REMOVE,
 ) -> tuple[float, float]:
     """Scales (s1, s2) for a two-phase mechanism: phase 1 alone spends `phase1_share` of the target; phase 2
-    gets the σ that makes the *composition* of both phases spend the whole target.
+    gets the σ that makes the *composition* of both phases spend the whole target (both under `relation`).
 
     For JFT's light-noise phase 1 pass its segments with the amplified rate p = q·m̃ (see `light_noise`).
     """
     if not 0 < phase1_share < 1:
         raise PrivacyError(f"phase1_share must be in (0, 1), got {phase1_share}")
-    s1 = calibrate_noise(phase1, phase1_share * target_epsilon, delta, accountant)
-    s2 = calibrate_noise(phase2, target_epsilon, delta, accountant, fixed_events=schedule_events(phase1, s1))
+    s1 = calibrate_noise(phase1, phase1_share * target_epsilon, delta, accountant, relation=relation)
+    s2 = calibrate_noise(
+        phase2, target_epsilon, delta, accountant, fixed_events=schedule_events(phase1, s1), relation=relation
+    )
     return s1, s2

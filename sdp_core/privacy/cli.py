@@ -1,14 +1,22 @@
-"""`sdp-sweep epsilon`: ε for (q, σ, steps, δ), σ for a target ε, or the ε of a saved trial ledger."""
+"""`sdp-sweep epsilon`: ε for (q, σ, steps, δ), σ for a target ε, or the ε of a saved trial ledger.
+
+A calibrated σ is printed rounded up (`round_up`), so that running the command again with the printed σ spends
+at most the target: ε decreases as σ grows.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+from decimal import ROUND_CEILING, Decimal
 from pathlib import Path
 
 from sdp_core.errors import UserError
 from sdp_core.privacy.commands import epsilon_command
 from sdp_core.privacy.ledger import epsilon_from_ledger
+from sdp_core.privacy.relations import ADD_REMOVE, RELATIONS
+
+SIGMA_DIGITS = 6
 
 
 def add_epsilon_arguments(p: argparse.ArgumentParser) -> None:
@@ -17,9 +25,18 @@ def add_epsilon_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, help="number of DP-SGD steps")
     p.add_argument("--delta", type=float, default=1e-5)
     p.add_argument("--accountant", default="rdp", choices=["rdp", "prv", "pld"])
+    p.add_argument("--relation", default=ADD_REMOVE, choices=list(RELATIONS),
+                   help="neighbouring datasets: add/remove one record (as most DP-SGD papers) or replace one "
+                   "(bounded DP, the relation of SDP and CRT's confidentiality)")
     p.add_argument("--target-epsilon", type=float, help="calibrate σ for this ε instead of computing ε")
     p.add_argument("--ledger", help="a trial's result.json (or a saved ledger): recompute its ε")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def round_up(x: float, digits: int = SIGMA_DIGITS) -> str:
+    """`x` (> 0) to `digits` significant digits, rounded up exactly (on the float's decimal expansion)."""
+    exact = Decimal(x)
+    return str(exact.quantize(Decimal(1).scaleb(exact.adjusted() - digits + 1), rounding=ROUND_CEILING))
 
 
 def _ledger_dict(path: str) -> dict:
@@ -44,11 +61,12 @@ def run_epsilon(args: argparse.Namespace) -> int:
         if args.sample_rate is None or args.steps is None:
             raise UserError("epsilon needs --sample-rate and --steps (or --ledger FILE)")
         report = epsilon_command(args.sample_rate, args.sigma, args.steps, args.delta, args.accountant,
-                                 args.target_epsilon)
+                                 args.target_epsilon, args.relation)
     if args.json:
-        keys = ("epsilon", "delta", "sigma", "accountant", "notion")
+        keys = ("epsilon", "delta", "sigma", "accountant", "notion", "neighbouring")
         print(json.dumps({k: report.get(k) for k in keys} | {k: v for k, v in report.items() if k not in keys and k != "plan"}))
     else:
-        sigma = f", σ={report['sigma']:.4f}" if report.get("sigma") is not None else ""
-        print(f"ε = {report['epsilon']:.4f} ({report['notion']}, δ = {report['delta']:g}, {report['accountant']}{sigma})")
+        sigma = f", σ={round_up(report['sigma'])}" if report.get("sigma") is not None else ""
+        print(f"ε = {report['epsilon']:.4f} ({report['notion']}, {RELATIONS[report['neighbouring']]}, "
+              f"δ = {report['delta']:g}, {report['accountant']}{sigma})")
     return 0

@@ -39,20 +39,24 @@ def bayesian_confidentiality(epsilon: float, delta: float, gamma: float, delta2:
     return epsilon_b, gamma * delta + delta2
 
 
-def confidentiality_report(events: Sequence[GaussianEvent], delta: float, accountant: str = "rdp") -> dict[str, Any]:
+def confidentiality_report(
+    events: Sequence[GaussianEvent], delta: float, accountant: str = "rdp", relation: str | None = None
+) -> dict[str, Any]:
     """(ε, δ)-confidentiality of CRT's DP-SGD epochs on D_pri."""
-    return account(events, delta, "confidentiality", accountant)
+    return account(events, delta, "confidentiality", accountant, relation=relation)
 
 
 def bayesian_confidentiality_report(
-    events: Sequence[GaussianEvent], delta: float, accountant: str, gamma: float, delta2: float
+    events: Sequence[GaussianEvent], delta: float, accountant: str, gamma: float, delta2: float, *,
+    relation: str | None = None
 ) -> dict[str, Any]:
     """Bayesian confidentiality of CRT, with the (ε, δ)-confidentiality it is derived from under `confidentiality`.
 
     `delta` is the δ of the confidentiality part; the report's `delta` is δ_b = γδ + δ₂.
     """
-    base = confidentiality_report(events, delta, accountant)
+    base = confidentiality_report(events, delta, accountant, relation)
     epsilon_b, delta_b = bayesian_confidentiality(base["epsilon"], delta, gamma, delta2)
     return privacy_report(
-        epsilon_b, delta_b, "bayesian_confidentiality", accountant, events, gamma=gamma, delta2=delta2, confidentiality=base
+        epsilon_b, delta_b, "bayesian_confidentiality", accountant, events, gamma=gamma, delta2=delta2, confidentiality=base,
+        relation=relation,
     )

@@ -3,7 +3,9 @@
 A *phase* is a group of plan events that happen together once per step (S-DPSGD's gradient and hidden-state
 releases; one epoch of ATDP's σ schedule); `record_steps(phase, n)` spends n steps of every event of the phase
 and refuses, with `PrivacyError`, to go past the plan, so a trial cannot spend more than it was calibrated for.
-`to_dict()` is the saved form; `epsilon_from_ledger` recomputes the report from it.
+`to_dict()` is the saved form; `epsilon_from_ledger` recomputes the report from it. Reports use the notion's
+neighbouring relation; with `compare_add_remove` a report under a replace-one notion also carries the
+add/remove figure, labelled as a comparison with papers that account add/remove neighbours, not as the guarantee.
 """
 
 from __future__ import annotations
@@ -17,17 +19,20 @@ from sdp_core.privacy.accountants import get_accountant
 from sdp_core.privacy.accountants.base import check_delta
 from sdp_core.privacy.confidentiality import bayesian_confidentiality_report
 from sdp_core.privacy.events import GaussianEvent, events_from_dicts, events_to_dicts
+from sdp_core.privacy.relations import ADD_REMOVE
 from sdp_core.privacy.report import account, get_notion
 
 BAYESIAN = "bayesian_confidentiality"
 LEDGER_FORMAT = "sdp-ledger/1"
+ADD_REMOVE_LABEL = "for comparison with papers that account add/remove neighbours; not the guarantee"
 
 
 class PrivacyLedger:
     """Plan and spent steps of one trial under one notion, δ and accountant.
 
     Under `bayesian_confidentiality` the ledger also needs CRT's γ = 1 − recall(π) and δ₂ = 1 − recall(π_c);
-    `delta` is then the δ of the underlying confidentiality guarantee.
+    `delta` is then the δ of the underlying confidentiality guarantee. `compare_add_remove` adds the add/remove
+    figure to reports under a notion of another relation (see `report`).
     """
 
     def __init__(
@@ -39,6 +44,7 @@ class PrivacyLedger:
         *,
         gamma: float | None = None,
         delta2: float | None = None,
+        compare_add_remove: bool = False,
     ):
         get_notion(notion)
         check_delta(delta)
@@ -47,6 +53,7 @@ class PrivacyLedger:
             raise PrivacyError(f"gamma and delta2 are given exactly when the notion is {BAYESIAN}")
         self.notion, self.delta, self.accountant = notion, float(delta), accountant
         self.gamma, self.delta2 = gamma, delta2
+        self.compare_add_remove = compare_add_remove
         self._plan: list[GaussianEvent] = []
         self._phase_steps: dict[str, int] = {}
         self._spent: dict[str, int] = defaultdict(int)
@@ -96,21 +103,28 @@ class PrivacyLedger:
 
     # -------------------------------------------------------------------------------------------- reports
 
-    def _report(self, events: list[GaussianEvent]) -> dict[str, Any]:
+    def _report(self, events: list[GaussianEvent], relation: str | None = None) -> dict[str, Any]:
         if self.notion == BAYESIAN:
-            return bayesian_confidentiality_report(events, self.delta, self.accountant, self.gamma, self.delta2)
-        return account(events, self.delta, self.notion, self.accountant)
+            return bayesian_confidentiality_report(
+                events, self.delta, self.accountant, self.gamma, self.delta2, relation=relation
+            )
+        return account(events, self.delta, self.notion, self.accountant, relation=relation)
 
     def epsilon(self) -> float:
         """ε spent so far under the ledger's notion (ε_b for Bayesian confidentiality)."""
         return self._report(self.spent_events())["epsilon"]
 
     def report(self) -> dict[str, Any]:
-        """Spent privacy: `epsilon, delta, notion, accountant, events` (+ `gamma, delta2, confidentiality` under
-        Bayesian confidentiality), with `plan` (the same report for the whole plan) and `complete`."""
+        """Spent privacy: `epsilon, delta, notion, accountant, neighbouring, events` (+ `gamma, delta2,
+        confidentiality` under Bayesian confidentiality), with `plan` (the same report for the whole plan) and
+        `complete`; with `compare_add_remove` and a notion whose relation is not add/remove, also `add_remove`:
+        the spent report under add/remove neighbours, with its `label`."""
         spent = self._report(self.spent_events())
         complete = self.complete
-        return {**spent, "plan": spent if complete else self._report(list(self._plan)), "complete": complete}
+        report = {**spent, "plan": spent if complete else self._report(list(self._plan)), "complete": complete}
+        if self.compare_add_remove and spent["neighbouring"] != ADD_REMOVE:
+            report["add_remove"] = {**self._report(self.spent_events(), ADD_REMOVE), "label": ADD_REMOVE_LABEL}
+        return report
 
     # ---------------------------------------------------------------------------------------- persistence
 
@@ -122,6 +136,7 @@ class PrivacyLedger:
             "accountant": self.accountant,
             "plan": events_to_dicts(self._plan),
             "spent_steps": self.spent_steps,
+            "compare_add_remove": self.compare_add_remove,
         }
         if self.notion == BAYESIAN:
             data.update(gamma=self.gamma, delta2=self.delta2)
@@ -139,6 +154,7 @@ class PrivacyLedger:
                 events_from_dicts(data["plan"]),
                 gamma=data.get("gamma"),
                 delta2=data.get("delta2"),
+                compare_add_remove=data.get("compare_add_remove", False),  # absent from ledgers saved before it
             )
             for phase, n in data["spent_steps"].items():
                 ledger.record_steps(phase, n)

@@ -25,6 +25,7 @@ from sdp_core.errors import PrivacyError
 from sdp_core.privacy.accountants import RDPAccountant
 from sdp_core.privacy.accountants.base import check_delta
 from sdp_core.privacy.events import GaussianEvent, events_from_dicts
+from sdp_core.privacy.relations import ADD_REMOVE
 from sdp_core.privacy.report import account, privacy_report
 
 TRIAL_DISTRIBUTIONS = ("poisson", "truncated_negative_binomial")
@@ -36,18 +37,23 @@ def _tagged(trial_events: Sequence[Sequence[GaussianEvent]]) -> list[GaussianEve
 
 
 def basic_composition(trial_reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """(Σ ε_i, Σ δ_i) over the trials' privacy reports (which must share one notion)."""
+    """(Σ ε_i, Σ δ_i) over the trials' privacy reports (which must share one notion), for their neighbouring
+    relation, or add/remove when they differ; a report without `neighbouring` was computed for add/remove."""
     if not trial_reports:
         raise PrivacyError("no trial to compose")
     notions = {r["notion"] for r in trial_reports}
     if len(notions) != 1:
         raise PrivacyError(f"cannot compose trials under different notions: {', '.join(sorted(notions))}")
+    # A replace-one ε also bounds add/remove neighbours (replacing a record by one of zero clipped contribution is
+    # removing it), so reports of both relations sum to an add/remove bound.
+    relations = {r.get("neighbouring", ADD_REMOVE) for r in trial_reports}
     return privacy_report(
         math.fsum(r["epsilon"] for r in trial_reports),
         math.fsum(r["delta"] for r in trial_reports),
         notions.pop(),
         "basic_composition",
         _tagged([events_from_dicts(r.get("events", [])) for r in trial_reports]),
+        relation=relations.pop() if len(relations) == 1 else ADD_REMOVE,
         trials=len(trial_reports),
         conditions="holds for any k trials on the same data, chosen adaptively, all released (basic composition)",
     )
@@ -73,11 +79,13 @@ def random_search_cost(
     mean_trials: float,
     distribution: Literal["poisson", "truncated_negative_binomial"] = "poisson",
     shape: float | None = None,
+    relation: str = ADD_REMOVE,
 ) -> dict[str, Any]:
     """Papernot–Steinke bound for random search with a random number of trials, only the best one released.
 
     `trial_events` are the candidate trials' schedules (one list per trial; one list when all trials share it).
     `shape` is η of the truncated negative binomial (η = 1 geometric, η → 0 logarithmic); Poisson takes none.
+    Each trial's RDP is computed for `relation` neighbours.
     """
     check_delta(delta)
     if distribution not in TRIAL_DISTRIBUTIONS:
@@ -92,7 +100,7 @@ def random_search_cost(
         raise PrivacyError("no trial schedule given")
     eta = math.inf if distribution == "poisson" else float(shape)
     rdp = RDPAccountant()
-    one_run = np.max([rdp.curve(events) for events in trial_events], axis=0)
+    one_run = np.max([rdp.curve(events, relation) for events in trial_events], axis=0)
     search = _compute_rdp_repeat_and_select(rdp.orders, one_run, mean_trials, eta)
     name = "Poisson" if distribution == "poisson" else f"truncated negative binomial (η={eta:g})"
     return privacy_report(
@@ -101,6 +109,7 @@ def random_search_cost(
         "DP",
         "rdp",
         _tagged(trial_events),
+        relation=relation,
         mean_trials=mean_trials,
         distribution=distribution,
         shape=None if distribution == "poisson" else eta,

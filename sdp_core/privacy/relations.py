@@ -1,0 +1,29 @@
+"""Neighbouring relations: which pairs of datasets an (ε, δ) guarantee compares.
+
+- `add_remove`: D' is D with one record added or removed (unbounded DP; the relation of Abadi et al. 2016's
+  DP-SGD analysis and of most DP language-model papers).
+- `replace_one`: D' is D with one record replaced by another (bounded DP). Selective DP (Shi et al. 2022,
+  Def. 3) and CRT's confidentiality (Zhao et al. 2022, Def. 2) compare a dataset with one whose secret was
+  replaced, so they are substitution notions. Under Poisson subsampling the worst case replaces a record's
+  clipped contribution by one of the opposite direction, which costs more than adding or removing it.
+"""
+
+from __future__ import annotations
+
+from sdp_core.errors import PrivacyError
+
+ADD_REMOVE = "add_remove"
+REPLACE_ONE = "replace_one"
+
+RELATIONS: dict[str, str] = {
+    ADD_REMOVE: "add/remove-one neighbours",
+    REPLACE_ONE: "replace-one neighbours",
+}
+"""Every relation by name, with the words a report prints for it."""
+
+
+def check_relation(relation: str) -> str:
+    """`relation` itself, or PrivacyError naming the known relations."""
+    if relation not in RELATIONS:
+        raise PrivacyError(f"unknown neighbouring relation {relation!r} (known: {', '.join(RELATIONS)})")
+    return relation
