@@ -67,6 +67,8 @@ def _value_defaults(data: Any, key: str, defaults: dict[str, dict[str, Any]]) ->
 
 class DataConfig(Strict):
     source: Literal["customersim", "file", "hf", "synthetic_classification"] = "customersim"
+    seed: int = Field(0, description="the data seed: records, splits, canary values, missed secrets. A sweep's trials "
+                      "share it (they differ in initialisation and sampling only), so they see the same data")
     path: str | None = Field(None, description="JSONL / Parquet / text file, for source=file")
     hf_name: str | None = Field(None, description="`wikitext-2-raw-v1`, `glue/sst2`, ... for source=hf")
     # The generator's own default is 10,000 / 1,000 / 1,000 dialogs; a trial's embedded default is smaller so a
@@ -123,6 +125,11 @@ class TokenizerConfig(Strict):
     kind: Literal["bpe", "pretrained"] = "bpe"
     vocab_size: int = Field(4000, ge=300)
     name_or_path: str | None = None
+    corpus: Literal["training", "public"] = Field(
+        "training", description="what the BPE learns from: the policy-redacted training text (a DP guarantee does "
+        "not cover it; the privacy report says so), or public text (tokenizer.public_path, or for CustomerSim "
+        "dialogs generated apart from the data) that no guarantee needs to cover")
+    public_path: str | None = Field(None, description="JSONL / Parquet / text file of public text, for corpus=public")
 
     @model_validator(mode="after")
     def _pretrained_needs_name(self) -> "TokenizerConfig":

@@ -3,17 +3,37 @@
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import yaml
 
 from sdp_core.errors import UserError
+
+CACHE_ENV = "SDP_CACHE_DIR"
+
+
+def cache_root() -> Path:
+    """`$SDP_CACHE_DIR`, else `~/.cache/sdp-sweep`: an absolute, per-user place, so Ray trials (each in its own
+    working directory) share what one of them computed (detections, tokenizers)."""
+    root = os.environ.get(CACHE_ENV)
+    return Path(root).resolve() if root else Path.home() / ".cache" / "sdp-sweep"
+
+
+def fingerprint(texts: Iterable[str]) -> str:
+    """A digest of the texts in order (length-prefixed, so boundaries between texts count)."""
+    h = hashlib.blake2b(digest_size=16)
+    for t in texts:
+        data = t.encode("utf-8", "surrogatepass")
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.hexdigest()
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:

@@ -18,6 +18,7 @@ from typing import Callable
 
 import numpy as np
 import torch
+from transformers import PreTrainedTokenizerFast
 
 from sdp_core import __version__
 from sdp_core.attacks import canary_exposures, empirical_epsilon, membership_inference
@@ -25,18 +26,21 @@ from sdp_core.config import TrialConfig
 from sdp_core.data.canaries import CanaryPlan
 from sdp_core.data.classification import class_labels
 from sdp_core.data.prepare import prepare_data
-from sdp_core.data.records import Record, Span
-from sdp_core.detectors import detect_records, get_policy
+from sdp_core.data.customersim import generate_customersim
+from sdp_core.data.loaders import load_records
+from sdp_core.data.records import Record, Span, Splits
+from sdp_core.detectors import Policy, detect_records, get_policy
 from sdp_core.detectors.evaluation import evaluate
 from sdp_core.detectors.miss import drop_missed
-from sdp_core.io import atomic_write_json
+from sdp_core.errors import UserError
+from sdp_core.io import atomic_write_json, fingerprint
 from sdp_core.mechanisms import MECHANISMS, MechanismPlan, TrialData
 from sdp_core.metrics import utility_metrics
 from sdp_core.models import build_model
 from sdp_core.models.checkpoint import save_model
 from sdp_core.text.encode import encode
 from sdp_core.text.redaction import redact
-from sdp_core.text.tokenizer import load_pretrained_tokenizer, train_bpe_tokenizer
+from sdp_core.text.tokenizer import cached_bpe_tokenizer, load_pretrained_tokenizer
 from sdp_core.train.data import LMData, record_losses
 from sdp_core.train.loop import PhaseStats, make_optimizer, model_device, train_phase
 
@@ -120,15 +124,52 @@ def _known_secrets(record: Record, detected: list[Span]) -> list[Span]:
     return sorted({*detected, *(record.spans or ())})
 
 
+def public_records(cfg: TrialConfig) -> list[Record]:
+    """Public text for the tokenizer: `tokenizer.public_path`, or CustomerSim dialogs generated from a seed
+    stream apart from the data's (the same distribution, none of its records)."""
+    if cfg.tokenizer.public_path:
+        return load_records(cfg.tokenizer.public_path)
+    if cfg.data.source == "customersim":
+        return generate_customersim(cfg.data.n_train, f"public-{cfg.data.seed}")
+    raise UserError("tokenizer.corpus public needs tokenizer.public_path (a file of public text)")
+
+
+def build_tokenizer(cfg: TrialConfig, train: list[Record], train_spans: list[list[Span]], policy: Policy
+                    ) -> PreTrainedTokenizerFast:
+    """A pretrained tokenizer, or a BPE trained (once per text, `cached_bpe_tokenizer`) on text with every known
+    secret redacted: the training text (`tokenizer.corpus: training`) or public text (`public`)."""
+    if cfg.tokenizer.kind == "pretrained":
+        return load_pretrained_tokenizer(cfg.tokenizer.name_or_path)
+    if cfg.tokenizer.corpus == "public":
+        train = public_records(cfg)
+        train_spans = detect_records(train, policy)
+    clean = [redact(r.text, _known_secrets(r, s)) for r, s in zip(train, train_spans)]
+    return cached_bpe_tokenizer(clean, cfg.tokenizer.vocab_size)
+
+
+def data_fingerprint(splits: Splits) -> str:
+    """One digest of every split's texts, canaries included: trials on one front must share it."""
+    return fingerprint(r.text for part in (splits.train, splits.validation, splits.test) for r in part)
+
+
+def not_covered(cfg: TrialConfig, plan: MechanismPlan) -> list[str]:
+    """What the trial's ε does not cover: data-dependent choices made outside the accounted steps."""
+    out = ["the number of training records N (the sampling rate q = B/N uses it)"]
+    if cfg.tokenizer.kind == "bpe" and cfg.tokenizer.corpus == "training" and plan.ledger.notion == "DP":
+        out.append("the BPE tokenizer, trained on the policy-redacted training text (tokenizer.corpus: public "
+                   "trains it on public text instead)")
+    return out + plan.not_covered
+
+
 def prepare_trial_data(cfg: TrialConfig, timings: dict) -> tuple[TrialData, CanaryPlan | None, dict]:
     t0 = time.perf_counter()
-    splits, plan = prepare_data(cfg.data, cfg.seed)
+    splits, plan = prepare_data(cfg.data, cfg.data.seed)
     timings["data"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     policy = get_policy(cfg.detector.policy, cfg.detector)
     train_spans = _canary_adjusted(detect_records(splits.train, policy), splits.train, plan)
-    train_spans = drop_missed(splits.train, train_spans, cfg.detector.miss_rate, cfg.seed)
+    train_spans = drop_missed(splits.train, train_spans, cfg.detector.miss_rate, cfg.data.seed)
     eval_spans = {name: [list(r.spans) if r.spans is not None else None for r in recs]
                   for name, recs in (("validation", splits.validation), ("test", splits.test))}
     for name, recs in (("validation", splits.validation), ("test", splits.test)):
@@ -144,11 +185,7 @@ def prepare_trial_data(cfg: TrialConfig, timings: dict) -> tuple[TrialData, Cana
             log.debug("redacted example: %r", redact(r.text, _known_secrets(r, s))[:200])
 
     t0 = time.perf_counter()
-    if cfg.tokenizer.kind == "pretrained":
-        tokenizer = load_pretrained_tokenizer(cfg.tokenizer.name_or_path)
-    else:
-        clean = (redact(r.text, _known_secrets(r, s)) for r, s in zip(splits.train, train_spans))
-        tokenizer = train_bpe_tokenizer(clean, cfg.tokenizer.vocab_size)
+    tokenizer = build_tokenizer(cfg, splits.train, train_spans, policy)
     L = cfg.data.max_length
     classify = cfg.model.task == "classification"
     labels = {name: class_labels(recs, cfg.model.num_labels, f"{name} data") if classify else None
@@ -315,9 +352,11 @@ def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool
 
     result = TrialResult(
         name=cfg.name, state="finished", seed=cfg.seed, config=cfg.model_dump(mode="json"), metrics=metrics,
-        privacy={**plan.ledger.report(), "noise": NOISE_SOURCES[cfg.privacy.reproducible_noise]},
+        privacy={**plan.ledger.report(), "noise": NOISE_SOURCES[cfg.privacy.reproducible_noise],
+                 "not_covered": not_covered(cfg, plan)},
         ledger=plan.ledger.to_dict(), mechanism=plan.details, phases=[s.to_dict() for s in phase_stats],
-        canaries=canary_plan.summary() if canary_plan else None, attacks=attacks, detector=detector,
+        canaries=canary_plan.summary() if canary_plan else None, attacks=attacks,
+        detector={**detector, "data_seed": cfg.data.seed, "data_fingerprint": data_fingerprint(data.records)},
         timings={k: round(v, 3) for k, v in timings.items()}, versions=versions(),
     )
     if out_dir is not None:

@@ -112,3 +112,37 @@ def test_delta_at_or_above_one_over_n_warns(tmp_path):
                     "--set", "evaluation.mia=false", "--set", "tokenizer.vocab_size=600", "--out", str(tmp_path / "o"))
     assert proc.returncode == 0
     assert "warning: privacy.delta = 0.02 is not below 1/N = 0.01" in proc.stderr
+
+
+def test_trials_of_one_sweep_see_the_same_data_and_canaries():
+    """Trial seeds vary initialisation and sampling only: the data seed is the sweep's, shared by every trial."""
+    from sdp_core.config import SweepConfig
+    from sdp_core.sweep.space import trial_config_dict
+
+    base = small_trial_dict(data={"canaries": {"format": "My ID is {dddddd}", "count": 2, "repeats": 3}})
+    sweep = parse_model(SweepConfig, {"name": "s", "seed": 4, "base": base, "mechanisms": ["dpsgd"],
+                                      "search_space": {"parameters": {"training.learning_rate":
+                                                                      {"type": "loguniform", "low": 1e-4, "high": 1e-2}}}})
+    cfgs = [parse_model(TrialConfig, trial_config_dict(sweep, {}, n)) for n in (0, 1)]
+    assert cfgs[0].seed != cfgs[1].seed
+    (a, plan_a, _), (b, plan_b, _) = (prepare_trial_data(c, {}) for c in cfgs)
+    assert [r.text for r in a.records.validation] == [r.text for r in b.records.validation]
+    assert [r.text for r in a.records.train] == [r.text for r in b.records.train]
+    assert plan_a == plan_b  # same canary values, same places
+    assert torch.equal(a.validation.input_ids, b.validation.input_ids)  # one tokenizer, trained once
+
+
+def test_dp_report_says_the_tokenizer_is_not_covered_unless_it_learns_from_public_text():
+    from sdp_core.mechanisms import MECHANISMS
+    from sdp_core.trial import not_covered
+
+    for corpus, covered in (("training", False), ("public", True)):
+        cfg = parse_model(TrialConfig, small_trial_dict(mechanism={"name": "dpsgd"}, tokenizer={"corpus": corpus}))
+        data, _, _ = prepare_trial_data(cfg, {})
+        caveats = not_covered(cfg, MECHANISMS["dpsgd"](data))
+        assert any("number of training records" in c for c in caveats)
+        assert covered == (not any("tokenizer" in c for c in caveats))
+        if corpus == "public":  # learnt from other dialogs: no training secret in its vocabulary
+            vocab = {t.replace("Ġ", " ").strip() for t in data.tokenizer.get_vocab()}
+            secrets = {s for r in data.records.train for s in r.secrets() if len(s) >= 4}
+            assert not vocab & secrets

@@ -10,7 +10,6 @@ crashed or concurrent run never leaves a half-written entry; an unreadable entry
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from pathlib import Path
 from typing import Sequence
@@ -18,14 +17,13 @@ from typing import Sequence
 from sdp_core.data.records import Record, Span
 from sdp_core.detectors.base import Policy
 from sdp_core.errors import DataError
+from sdp_core.io import CACHE_ENV, cache_root, fingerprint  # noqa: F401  (re-exported: the cache's key and root)
 
-CACHE_ENV = "SDP_CACHE_DIR"
 CHUNK = 1000  # texts per detect call: bounds memory and drives the progress bar
 
 
 def default_cache_dir() -> Path:
-    root = os.environ.get(CACHE_ENV)
-    return (Path(root).resolve() if root else Path.home() / ".cache" / "sdp-sweep") / "detections"
+    return cache_root() / "detections"
 
 
 def texts_of(records: Sequence[Record | str]) -> list[str]:
@@ -37,16 +35,6 @@ def texts_of(records: Sequence[Record | str]) -> list[str]:
             raise DataError(f"record {i} is not text ({type(text).__name__})")
         texts.append(text)
     return texts
-
-
-def fingerprint(texts: Sequence[str]) -> str:
-    """A digest of the texts in order (length-prefixed, so boundaries between texts count)."""
-    h = hashlib.blake2b(digest_size=16)
-    for t in texts:
-        data = t.encode("utf-8", "surrogatepass")
-        h.update(len(data).to_bytes(8, "little"))
-        h.update(data)
-    return h.hexdigest()
 
 
 def cache_path(cache_dir: Path, texts_fingerprint: str, policy: Policy) -> Path:

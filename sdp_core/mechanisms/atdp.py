@@ -87,4 +87,6 @@ def atdp(d: TrialData) -> MechanismPlan:
     phases, ledger = calibrate([*base, private_phase("atdp", weighted, cfg, cfg.training.epochs, sigmas)], cfg, notion)
     details["sigma_multipliers"] = list(sigmas)
     details["base"] = m.base
-    return MechanismPlan(phases, ledger, details)
+    derived = [] if m.w is not None else [f"ATDP's weight w = {details['w']:.4f}, set from the share α of sensitive "
+                                          "tokens in the training data (fix mechanism.w to avoid it)"]
+    return MechanismPlan(phases, ledger, details, derived)

@@ -345,4 +345,6 @@ def sdpsgd(d: TrialData) -> MechanismPlan:
                        "gradients and hidden states, 2K Gaussian releases on one sample, composed to one "
                        "subsampled Gaussian with σ_batch = (K·(σ_gradient⁻² + σ_hidden⁻²))^(-1/2)",
     }
-    return MechanismPlan(phases, ledger, details)
+    derived = [f"K = {k}, the most private segments of any training row, and each row's segment layout: the "
+               "policy's masks, treated as public structure (Shi et al. 2022)"]
+    return MechanismPlan(phases, ledger, details, derived)

@@ -15,6 +15,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
 from sdp_core.errors import UserError
+from sdp_core.io import atomic_write_text, cache_root, fingerprint
 from sdp_core.text.redaction import MASK
 
 PAD, EOS = "<pad>", "<eos>"
@@ -38,6 +39,21 @@ def train_bpe_tokenizer(redacted_texts: Iterable[str], vocab_size: int) -> PreTr
     )
     tok.train_from_iterator(redacted_texts, trainer=trainer)
     return wrap(tok)
+
+
+def cached_bpe_tokenizer(redacted_texts: list[str], vocab_size: int, cache_dir: Path | None = None
+                         ) -> PreTrainedTokenizerFast:
+    """`train_bpe_tokenizer`, trained once per (texts, vocabulary size) and kept in the cache (`tokenizers/`), so
+    the trials of a sweep, which share their data, share one tokenizer instead of each training its own."""
+    path = (cache_dir or cache_root() / "tokenizers") / f"bpe-{vocab_size}-{fingerprint(redacted_texts)}.json"
+    if path.is_file():
+        try:
+            return wrap(Tokenizer.from_file(str(path)))
+        except Exception:  # a damaged entry is a cache miss
+            pass
+    tok = train_bpe_tokenizer(redacted_texts, vocab_size)
+    atomic_write_text(path, tok.backend_tokenizer.to_str())
+    return tok
 
 
 def wrap(tok: Tokenizer) -> PreTrainedTokenizerFast:
