@@ -14,7 +14,7 @@ from transformers import PreTrainedTokenizerFast
 
 from sdp_core.config import TrialConfig
 from sdp_core.data.records import Span, Splits
-from sdp_core.privacy import GaussianEvent, PrivacyLedger, calibrate_noise
+from sdp_core.privacy import GaussianEvent, PrivacyLedger, calibrate_noise, get_notion
 from sdp_core.train.data import LMData
 from sdp_core.train.loop import Phase, ledger_key
 
@@ -43,7 +43,7 @@ class MechanismPlan:
     phases: list[Phase]
     ledger: PrivacyLedger
     details: dict  # mechanism-specific facts for the result (split sizes, ATDP weight w, ...)
-    not_covered: list[str] = field(default_factory=list)
+    not_covered: list[str] = field(default_factory=list)  # data-dependent choices the ε does not cover
 
 
 Mechanism = Callable[[TrialData], MechanismPlan]
@@ -83,6 +83,8 @@ def calibrate(phases: list[Phase], cfg: TrialConfig, notion: str, touches: str =
     events = lambda phs: [e for ph in phs if ph.private  # noqa: E731
                           for e in phase_events(ph, cfg.mechanism.name, touches, sample_rate_factor)]
     shape = [(e.sample_rate, e.steps, e.noise_multiplier, e.phase, e.mechanism, e.touches) for e in events(phases)]
-    scale = calibrate_noise(shape, target_epsilon or p.target_epsilon, p.delta, p.accountant, fixed_events=list(fixed))
+    scale = calibrate_noise(shape, target_epsilon or p.target_epsilon, p.delta, p.accountant, fixed_events=list(fixed),
+                            relation=get_notion(notion).relation)
     scaled = [replace(ph, sigmas=tuple(scale * m for m in ph.sigmas)) if ph.private else ph for ph in phases]
-    return scaled, PrivacyLedger(notion, p.delta, p.accountant, plan=[*fixed, *events(scaled)])
+    return scaled, PrivacyLedger(notion, p.delta, p.accountant, plan=[*fixed, *events(scaled)],
+                                 compare_add_remove=p.compare_add_remove)
