@@ -1,5 +1,5 @@
 # Two fresh-machine entry points: `make quickstart` and `make test`.
-# torch is installed first and pinned: any other spec pulls GBs of CUDA wheels (shared/STACK_NOTES.md).
+# torch is installed first and pinned: any other torch spec pulls several GB of CUDA wheels.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin

@@ -28,7 +28,7 @@ from sdp_core.data.canaries import insert_canaries
 from sdp_core.data.customersim import generate_customersim
 from sdp_core.models import build_model
 from sdp_core.text.tokenizer import train_bpe_tokenizer
-from sdp_core.train.data import LMData
+from sdp_core.tensors import LMData
 from sdp_core.train.loop import Phase, make_optimizer, train_phase
 
 FORMAT = "My ID is {dddddd}"

@@ -19,7 +19,7 @@ def measure(private: bool, mode: str, steps: int, batch: int, length: int, prese
     import torch
 
     from sdp_core.models.gpt2 import build_gpt2
-    from sdp_core.train.data import LMData
+    from sdp_core.tensors import LMData
     from sdp_core.train.loop import Phase, StepContext, make_optimizer
 
     torch.manual_seed(0)

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from sdp_core.data.canaries import CanaryFormat
 from sdp_core.errors import ConfigError, UserError
 from sdp_core.io import read_yaml
 
@@ -43,8 +44,6 @@ class CanaryConfig(Strict):
     @field_validator("format")
     @classmethod
     def _one_placeholder(cls, v: str) -> str:
-        from sdp_core.data.canaries import CanaryFormat
-
         try:
             CanaryFormat.parse(v)
         except UserError as e:

@@ -13,8 +13,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from sdp_core.train.data import LMData
-from sdp_core.train.loop import model_device
+from sdp_core.tensors import LMData, model_device
 
 
 @torch.no_grad()

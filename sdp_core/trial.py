@@ -41,8 +41,8 @@ from sdp_core.models.checkpoint import save_model
 from sdp_core.text.encode import encode
 from sdp_core.text.redaction import redact
 from sdp_core.text.tokenizer import cached_bpe_tokenizer, load_pretrained_tokenizer
-from sdp_core.train.data import LMData, record_losses
-from sdp_core.train.loop import PhaseStats, make_optimizer, model_device, train_phase
+from sdp_core.tensors import LMData, model_device, record_losses
+from sdp_core.train.loop import PhaseStats, make_optimizer, train_phase
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from sdp_core.data.customersim import generate_customersim
 from sdp_core.data.records import Record
 from sdp_core.models.gpt2 import GPT2LM
 from sdp_core.text.tokenizer import SPECIAL_TOKENS, train_bpe_tokenizer, wrap
-from sdp_core.train.data import LMData
+from sdp_core.tensors import LMData
 from sdp_core.train.loop import Phase, make_optimizer, train_phase
 
 

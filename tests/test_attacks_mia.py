@@ -11,7 +11,7 @@ from sdp_core.attacks import membership_inference
 from sdp_core.attacks.mia import auc, best_accuracy, secret_nll
 from sdp_core.data.customersim import generate_customersim
 from sdp_core.errors import UserError
-from sdp_core.train.data import LMData
+from sdp_core.tensors import LMData
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from sdp_core.mechanisms import sdpsgd as S
 from sdp_core.mechanisms.base import TrialData, calibrate
 from sdp_core.models.lstm import LSTMLM
 from sdp_core.privacy import joint_noise_multiplier
-from sdp_core.train.data import LMData, per_record_loss
+from sdp_core.tensors import LMData, per_record_loss
 from sdp_core.train.loop import StepContext, ledger_key, train_phase
 
 VOCAB, T = 40, 12

@@ -11,7 +11,7 @@ from sdp_core.errors import UserError
 from sdp_core.mechanisms import MECHANISMS
 from sdp_core.mechanisms.atdp import rise_reset_multipliers
 from sdp_core.text.redaction import MASK
-from sdp_core.train.data import per_record_loss
+from sdp_core.tensors import per_record_loss
 from sdp_core.trial import prepare_trial_data, run_trial
 from tests.conftest import small_trial_dict
 

@@ -24,7 +24,7 @@ from sdp_core.sweep import driver
 from sdp_core.sweep.driver import SweepSearch, open_study, reconcile, run_sweep, stub_row, sweep_trial
 from sdp_core.sweep.space import check_space, sample, trial_config_dict
 from sdp_core.sweep.store import SweepStore
-from sdp_core.train.data import LMData
+from sdp_core.tensors import LMData
 from sdp_core.train.distributed import run_private_phase_distributed
 from sdp_core.train.loop import Phase, make_optimizer, train_phase
 from sdp_core.trial import TrainingProgress, TrialResult
@@ -99,7 +99,7 @@ def test_trial_function_reports_held_out_progress_then_one_final_row(monkeypatch
               "trial": small_trial_dict(name="t", seed=1)}
     held_out = iter([4.0, 3.5])
 
-    def fake_run_trial(cfg, out_dir, on_step):
+    def fake_run_trial(cfg, out_dir, on_step, on_plan):
         on_step(TrainingProgress(1, "dp", None, lambda: next(held_out)))
         on_step(TrainingProgress(2, "dp", None, lambda: next(held_out)))
         return TrialResult(name=cfg.name, state="finished", seed=cfg.seed, config={}, metrics={"val_perplexity": 9.0})
@@ -121,7 +121,7 @@ def test_trial_function_turns_errors_into_rows(monkeypatch, error, state, messag
     reports = []
     monkeypatch.setattr(driver.tune, "report", reports.append)
 
-    def failing_run_trial(cfg, out_dir, on_step):
+    def failing_run_trial(cfg, out_dir, on_step, on_plan):
         raise error
 
     monkeypatch.setattr(driver, "run_trial", failing_run_trial)
@@ -141,9 +141,8 @@ def test_search_records_each_end_and_resume_reruns_only_the_unfinished(tmp_path)
     cfg = tiny_sweep()
     store = SweepStore(tmp_path)
     store.create(cfg)
-    study, storage = open_study(cfg, store)
-    search = SweepSearch(cfg, cfg.search_space, store, storage, orphans=[], stopped_by_scheduler={"b"},
-                         sampler_seed=0)
+    study, _ = open_study(cfg, store)
+    search = SweepSearch(cfg, cfg.search_space, store, study, orphans=[], stopped_by_scheduler={"b"})
     configs = {t: search.suggest(t) for t in "abcde"}
     assert [c["trial_id"] for c in configs.values()] == [f"trial_000{i}" for i in range(5)]
 
@@ -172,12 +171,12 @@ def test_search_records_each_end_and_resume_reruns_only_the_unfinished(tmp_path)
     store.write_row(late)
     with open(store.journal_file, "ab") as journal:  # and the kill cut Optuna's last append short
         journal.write(b'{"op_code": 6, "worker_id": "x", "trial_id": 4, "us')
-    study, storage = open_study(cfg, store)
+    study, _ = open_study(cfg, store)
     orphans = reconcile(study, store, OBJECTIVES)
     assert [t.number for t in orphans] == [5]
     assert study.get_trials()[4].state == TrialState.COMPLETE
-    again = SweepSearch(cfg, cfg.search_space, store, storage, orphans, set(), 1).suggest("g")
-    assert again == new  # same id, parameters and seed
+    again = SweepSearch(cfg, cfg.search_space, store, study, orphans, set()).suggest("g")
+    assert again == new  # same id, parameters and seed: `reopen_trial` still reopens a running Optuna trial
 
 
 # ------------------------------------------------------------------------------------ real Ray

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from sdp_core.models.gpt2 import build_gpt2
-from sdp_core.train.data import LMData, per_record_loss
+from sdp_core.tensors import LMData, per_record_loss
 from sdp_core.train.loop import DPStep, Phase, StepContext, poisson_batches
 
 VOCAB, T = 300, 16

@@ -25,7 +25,7 @@ from transformers import PreTrainedTokenizerBase
 
 from sdp_core.attacks.lm import steppable, target_logprobs
 from sdp_core.errors import UserError
-from sdp_core.train.data import LMData
+from sdp_core.tensors import LMData
 
 Reference = Literal["none", "zlib"]
 

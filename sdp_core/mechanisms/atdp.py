@@ -22,7 +22,7 @@ from sdp_core.config import ATDPConfig, JFTConfig
 from sdp_core.errors import UserError
 from sdp_core.mechanisms.base import MechanismPlan, TrialData, calibrate, private_phase, public_phase
 from sdp_core.mechanisms.jft import jft_phases
-from sdp_core.train.data import LMData
+from sdp_core.tensors import LMData
 
 
 def rise_reset_multipliers(epochs: int, escalation: float, jitter: float, ceiling: float, seed: int) -> tuple[float, ...]:

@@ -62,7 +62,7 @@ from sdp_core.config import TrialConfig
 from sdp_core.errors import UserError
 from sdp_core.mechanisms.base import MechanismPlan, TrialData, calibrate
 from sdp_core.privacy import PrivacyLedger
-from sdp_core.train.data import LMData
+from sdp_core.tensors import LMData
 from sdp_core.train.loop import BatchStep, DPStep, Phase, StepContext
 
 PHASE_NAME = "sdpsgd_gradient+hidden"

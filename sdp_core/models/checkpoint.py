@@ -12,6 +12,7 @@ from transformers import PreTrainedTokenizerFast
 from sdp_core.config import ModelConfig
 from sdp_core.errors import UserError
 from sdp_core.io import atomic_write_bytes, atomic_write_json
+from sdp_core.models import build_model
 from sdp_core.text.tokenizer import load_saved_tokenizer, save_tokenizer
 
 WEIGHTS, META = "weights.pt", "model.json"
@@ -34,8 +35,6 @@ def save_model(directory: str | Path, model: nn.Module, tokenizer: PreTrainedTok
 
 def load_model(directory: str | Path) -> tuple[nn.Module, PreTrainedTokenizerFast, dict]:
     """(model in eval mode, tokenizer, metadata) from a directory written by `save_model`."""
-    from sdp_core.models import build_model
-
     directory = Path(directory)
     if not (directory / META).is_file() or not (directory / WEIGHTS).is_file():
         raise UserError(f"not a saved trial model (needs {META} and {WEIGHTS})", str(directory))

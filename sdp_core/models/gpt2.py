@@ -8,7 +8,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 
 from sdp_core.errors import UserError
 
-# The head is untied from the input embedding: Opacus ghost clipping needs distinct parameters (STACK_NOTES).
+# The head is untied from the input embedding: Opacus ghost clipping needs distinct parameters.
 GPT2_PRESETS = {
     "gpt2-tiny": dict(n_layer=2, n_embd=128, n_head=4),
     "gpt2-small": dict(n_layer=12, n_embd=768, n_head=12),
@@ -19,7 +19,7 @@ class GPT2LM(nn.Module):
     """A GPT-2 that maps input ids [B, T] to logits [B, T, V].
 
     It passes contiguous `position_ids` of shape [B, T] itself: Opacus' per-sample hooks fail on the broadcast
-    [1, T] default (STACK_NOTES).
+    [1, T] default.
     """
 
     def __init__(self, model: GPT2LMHeadModel):

@@ -26,7 +26,7 @@ class RobertaClassifier(nn.Module):
     """A RoBERTa that maps input ids [B, T] to class logits [B, C].
 
     It builds the attention mask (padding ignored) and contiguous `position_ids` [B, T] itself: Opacus' per-sample
-    hooks fail on broadcast [1, T] defaults (STACK_NOTES). RoBERTa positions start at padding_idx + 1. The pad id
+    hooks fail on broadcast [1, T] defaults. RoBERTa positions start at padding_idx + 1. The pad id
     is a buffer, so a reloaded checkpoint masks and positions exactly as the trained model did.
     """
 

@@ -7,8 +7,6 @@ created, so a rejected sweep leaves nothing behind. Ray is imported only once a 
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import os
 import shutil
 from pathlib import Path
@@ -75,12 +73,10 @@ def output_folder(out: str | None, cfg: SweepConfig, overwrite: bool) -> Path:
 
 
 def _report(folder: Path) -> Path:
-    """Build the report when the report layer provides `build_report`; the path to show the user."""
-    report = importlib.import_module("sdp_core.report") if importlib.util.find_spec("sdp_core.report") else None
-    if not hasattr(report, "build_report"):
-        return folder
-    index = report.build_report(folder) / "index.html"
-    return index if index.exists() else folder
+    """Build the sweep's report; the path of its `index.html`, to show the user."""
+    from sdp_core.report import build_report  # the report layer loads only once a sweep has rows to show
+
+    return build_report(folder) / "index.html"
 
 
 def _sweep(store: SweepStore, cfg: SweepConfig) -> int:

@@ -25,7 +25,6 @@ import hashlib
 import json
 import math
 import time
-from functools import partial
 from typing import Any
 
 import optuna
@@ -35,7 +34,6 @@ from optuna.trial import FrozenTrial, TrialState
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler, TrialScheduler
 from ray.tune.search import Searcher
-from ray.tune.search.optuna import OptunaSearch
 
 from sdp_core.config import SearchSpace, SweepConfig, TrialConfig, arm_trial_config, parse_model
 from sdp_core.errors import PrivacyError, UserError
@@ -197,56 +195,62 @@ class StopRecordingASHA(ASHAScheduler):
         return decision
 
 
-class SweepSearch(OptunaSearch):
-    """`OptunaSearch` over the sweep's define-by-run space that also owns the trial rows.
+def reopen_trial(study: optuna.Study, frozen: FrozenTrial) -> optuna.Trial:
+    """The live `optuna.Trial` of a trial still running in `study` (a crash left it), to re-run or finish it.
 
-    `suggest` hands Tune the trial's id, parameters and full trial config; `on_trial_complete` writes the row and
-    then tells Optuna. Trials left running by a crash (`orphans`) are handed out again before new ones are asked.
-    The TPE sampler is seeded with `sampler_seed` (the sweep's seed plus the trials already in the study, so a
-    resumed sweep does not replay the first run's random draws).
+    Optuna has no public call for this: `optuna.Trial(study, storage id)` is how its own `Study.ask` builds one,
+    and the storage id is private to `FrozenTrial`. This is the one place that relies on it
+    (`tests/test_sweep.py` fails loudly if a new Optuna changes it).
+    """
+    return optuna.Trial(study, frozen._trial_id)
+
+
+class SweepSearch(Searcher):
+    """Ray Tune's searcher for an Optuna study over the sweep's define-by-run space; it also owns the trial rows.
+
+    `suggest` asks the study for a trial, samples the space into it (`space.sample`) and hands Tune the trial's
+    id, parameters and full trial config; `on_trial_complete` writes the row and then tells Optuna. Trials left
+    running by a crash (`orphans`) are handed out again, with their stored values, before new ones are asked.
+    Only public Ray Tune (`Searcher`) and Optuna (`ask`/`tell`) API, plus `reopen_trial`.
     """
 
-    def __init__(self, cfg: SweepConfig, space: SearchSpace, store: SweepStore, storage: JournalStorage,
-                 orphans: list[FrozenTrial], stopped_by_scheduler: set[str], sampler_seed: int):
-        super().__init__(space=partial(sample, space=space, mechanisms=cfg.mechanisms),
-                         metric=[o.metric for o in cfg.objectives], mode=[o.mode for o in cfg.objectives],
-                         sampler=optuna.samplers.TPESampler(seed=sampler_seed),
-                         study_name=folder_study_name(cfg, storage),
-                         storage=storage)
-        self._cfg, self._store = cfg, store
+    def __init__(self, cfg: SweepConfig, space: SearchSpace, store: SweepStore, study: optuna.Study,
+                 orphans: list[FrozenTrial], stopped_by_scheduler: set[str]):
+        super().__init__()
+        self._cfg, self._space, self._store, self._study = cfg, space, store, study
+        self._objectives = [o.metric for o in cfg.objectives]
         self._orphans = list(orphans)
         self._stopped = stopped_by_scheduler
+        self._trials: dict[str, optuna.Trial] = {}  # Tune trial id -> its Optuna trial
+        self._completed: set[str] = set()
         self._configs: dict[str, dict] = {}  # Tune trial id -> what the trainable got
         self._ledgers: dict[str, dict] = {}  # Tune trial id -> the plan it published (`keep_ledger`)
         self.write_error: Exception | None = None  # the first row that could not be stored (see `write_row`)
 
     def suggest(self, tune_trial_id: str) -> dict:
-        if tune_trial_id not in self._ot_trials:
+        if tune_trial_id not in self._trials:
             orphan = self._orphans.pop(0) if self._orphans else None
-            # FrozenTrial keeps its storage id private; optuna.Trial(study, id) is how a live trial is reopened.
-            self._ot_trials[tune_trial_id] = (optuna.Trial(self._ot_study, orphan._trial_id) if orphan
-                                              else self._ot_study.ask())
-        ot_trial = self._ot_trials[tune_trial_id]
-        params = self._suggest_from_define_by_run_func(self._space, ot_trial)  # an orphan gets its old values
-        config = {"trial_id": trial_id(ot_trial.number), "params": params, "objectives": self.metric,
+            self._trials[tune_trial_id] = reopen_trial(self._study, orphan) if orphan else self._study.ask()
+        ot_trial = self._trials[tune_trial_id]
+        params = sample(ot_trial, self._space, self._cfg.mechanisms)  # an orphan gets its stored values back
+        config = {"trial_id": trial_id(ot_trial.number), "params": params, "objectives": self._objectives,
                   "trial": trial_config_dict(self._cfg, params, ot_trial.number)}
         self._configs[tune_trial_id] = config
         return config
 
     def on_trial_result(self, tune_trial_id: str, result: dict) -> None:
         keep_ledger(self._ledgers, tune_trial_id, result)
-        super().on_trial_result(tune_trial_id, result)
 
     def on_trial_complete(self, tune_trial_id: str, result: dict | None = None, error: bool = False) -> None:
         config = self._configs.get(tune_trial_id)
-        if config is None or tune_trial_id in self._completed_trials:
+        if config is None or tune_trial_id in self._completed:
             return
         row = completed_row(config, result, error, tune_trial_id in self._stopped, self._ledgers.get(tune_trial_id))
         if row is None:
             return  # interrupted (Ctrl-C, driver stopping): still running in the study, so resume re-runs it
         if write_row(self, self._store, row):  # else still running in the study: resume re-runs it
-            record_in_study(self._ot_trials[tune_trial_id], row, self.metric)
-            self._completed_trials.add(tune_trial_id)
+            record_in_study(self._trials[tune_trial_id], row, self._objectives)
+            self._completed.add(tune_trial_id)
 
     def save(self, checkpoint_path: str) -> None:
         """Nothing to save for Tune: resume rebuilds from the Optuna journal and the trial files."""
@@ -254,7 +258,7 @@ class SweepSearch(OptunaSearch):
     def __getstate__(self) -> dict:
         """`Tuner` pickles its search algorithm (for `Tuner.restore`, unused here); the study, whose journal
         storage holds a lock, stays behind."""
-        return {k: v for k, v in self.__dict__.items() if k not in ("_ot_study", "_storage", "_ot_trials")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_study", "_trials")}
 
 
 class GridSearch(Searcher):
@@ -340,7 +344,7 @@ def reconcile(study: optuna.Study, store: SweepStore, objectives: list[str]) -> 
         if row is None:
             orphans.append(t)
         else:
-            record_in_study(optuna.Trial(study, t._trial_id), row, objectives)
+            record_in_study(reopen_trial(study, t), row, objectives)
     return orphans
 
 
@@ -374,8 +378,10 @@ def run_sweep(cfg: SweepConfig, space: SearchSpace, store: SweepStore, callbacks
     scheduler = (StopRecordingASHA(stopped, time_attr="step", metric="val_loss", mode="min",
                                    grace_period=grace_period(cfg), reduction_factor=2, max_t=ASHA_MAX_T)
                  if cfg.early_stopping else None)
-    search = SweepSearch(cfg, space, store, storage, orphans[:remaining], stopped,
-                         sampler_seed=cfg.seed + len(study.trials))
+    # TPE seeded with the sweep's seed plus the trials already in the study: a resumed sweep does not replay the
+    # first run's random draws.
+    study.sampler = optuna.samplers.TPESampler(seed=cfg.seed + len(study.trials))
+    search = SweepSearch(cfg, space, store, study, orphans[:remaining], stopped)
     tune_run(cfg, store, search, scheduler, remaining, callbacks)
     return store.rows()
 

@@ -9,7 +9,7 @@ from transformers import PreTrainedTokenizerFast
 
 from sdp_core.data.records import Span
 from sdp_core.text.alignment import token_mask
-from sdp_core.train.data import LMData
+from sdp_core.tensors import LMData
 
 
 def encode(texts: Sequence[str], spans: Sequence[Sequence[Span]], tokenizer: PreTrainedTokenizerFast,

@@ -36,7 +36,7 @@ from opacus.optimizers import get_optimizer_class
 from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClipping
 from torch import nn
 
-from sdp_core.train.data import LMData, record_losses
+from sdp_core.tensors import LMData, model_device, record_losses
 
 # Opacus' hooks on the embedding see no input gradient (token ids are integers); torch warns on every step.
 warnings.filterwarnings("ignore", message="Full backward hook is firing", category=UserWarning)
@@ -175,11 +175,6 @@ class PhaseStats:
 
 
 # ---------------------------------------------------------------------------------------------- steps
-
-
-def model_device(model: nn.Module) -> torch.device:
-    """Where the model's parameters are: every batch goes there."""
-    return next(model.parameters()).device
 
 
 def make_optimizer(model: nn.Module, name: str, lr: float, weight_decay: float) -> torch.optim.Optimizer:

@@ -1,4 +1,7 @@
-"""Token tensors for training: ids, per-token loss weights and sensitivity, one row per record.
+"""Token tensors: ids, per-token loss weights and sensitivity, one row per record, and the per-record losses.
+
+The plain tensor type every layer shares (text encodes into it, training, metrics and attacks read it), so none
+of them imports another for it.
 
 Row r of `input_ids` is `<eos> tokens... <eos> <pad>...` truncated to `max_length`. `weights[r, t]` is the loss
 weight of *predicting* token t (0 for padding, `<mask>` and the leading `<eos>`), so a mechanism changes what is
@@ -71,3 +74,8 @@ def record_losses(output: torch.Tensor, input_ids: torch.Tensor, weights: torch.
     if labels is None:
         return per_record_loss(output, input_ids, weights)
     return per_record_classification_loss(output, labels)
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
+    """Where the model's parameters are: every batch goes there."""
+    return next(model.parameters()).device
