@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import math
 
+import dp_accounting
 import pytest
+from dp_accounting import pld as dp_pld
 
 from sdp_core.errors import PrivacyError
 from sdp_core.privacy import (
@@ -166,3 +168,61 @@ def test_notion_none_has_infinite_epsilon_whatever_the_events():
     ledger.record_steps("p", 10)
     report = ledger.report()
     assert report["epsilon"] == float("inf") and report["notion"] == "none"
+
+
+# -------------------------------------------------------------------------------------- neighbouring relation
+
+
+def opacus_rdp_epsilon(events: list[GaussianEvent], delta: float) -> float:
+    """Add/remove RDP ε by Opacus' code at our order grid (the same bound, independent code)."""
+    from opacus.accountants.analysis import rdp as opacus_rdp
+
+    from sdp_core.privacy.accountants.rdp import ORDERS
+
+    curve = sum(opacus_rdp.compute_rdp(q=e.sample_rate, noise_multiplier=e.noise_multiplier, steps=e.steps,
+                                       orders=ORDERS) for e in events)
+    return float(opacus_rdp.get_privacy_spent(orders=ORDERS, rdp=curve, delta=delta)[0])
+
+
+def test_compare_add_remove_adds_the_papers_figure_labelled_as_not_the_guarantee():
+    events = [G(0.01, 1.0, 300, "phase2", "jft")]
+    ledger = PrivacyLedger("SDP", 1e-5, "rdp", events, compare_add_remove=True)
+    ledger.record_steps("phase2", 200)
+    report = ledger.report()
+    comparison = report["add_remove"]
+    assert report["neighbouring"] == "replace_one" and comparison["neighbouring"] == "add_remove"
+    assert comparison["notion"] == "SDP" and "not the guarantee" in comparison["label"]
+    assert comparison["epsilon"] == pytest.approx(opacus_rdp_epsilon([G(0.01, 1.0, 200)], 1e-5), rel=1e-6)
+    assert report["epsilon"] > 1.1 * comparison["epsilon"]
+    assert_no_bare_epsilon(report)
+    assert epsilon_from_ledger(json.loads(json.dumps(ledger.to_dict()))) == report
+    # Without the option, or under DP (already add/remove), there is nothing to compare.
+    assert "add_remove" not in PrivacyLedger("SDP", 1e-5, "rdp", events).report()
+    assert "add_remove" not in PrivacyLedger("DP", 1e-5, "rdp", events, compare_add_remove=True).report()
+
+
+def test_compare_add_remove_under_bayesian_confidentiality():
+    events = [G(0.05, 1.0, 400, "private", "crt", "private")]
+    ledger = PrivacyLedger("bayesian_confidentiality", 1e-5, "rdp", events, gamma=0.1, delta2=1e-6,
+                           compare_add_remove=True)
+    ledger.record_steps("private", 400)
+    comparison = ledger.report()["add_remove"]
+    base = opacus_rdp_epsilon(events, 1e-5)
+    assert comparison["confidentiality"]["epsilon"] == pytest.approx(base, rel=1e-6)
+    assert comparison["epsilon"] == pytest.approx(bayesian_confidentiality(base, 1e-5, 0.1, 1e-6)[0], rel=1e-6)
+    assert comparison["neighbouring"] == comparison["confidentiality"]["neighbouring"] == "add_remove"
+    assert_no_bare_epsilon(ledger.report())
+
+
+def test_a_ledger_saved_before_the_relation_reloads_and_is_accounted_for_its_notions_relation():
+    ledger = jft_ledger()
+    ledger.record_steps("phase2", 300)
+    saved = ledger.to_dict()
+    del saved["compare_add_remove"]  # the saved form before the option existed
+    report = epsilon_from_ledger(saved)
+    assert report["neighbouring"] == "replace_one" and "add_remove" not in report
+    # Its ε is the replace-one one, whatever a report saved with it said: checked by dp_accounting's PLD.
+    pld_saved = {**saved, "accountant": "pld"}
+    reference = dp_pld.PLDAccountant(dp_accounting.NeighboringRelation.REPLACE_ONE, value_discretization_interval=1e-3)
+    reference.compose(dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(1.0)), 300)
+    assert epsilon_from_ledger(pld_saved)["epsilon"] == pytest.approx(reference.get_epsilon(1e-5), rel=1e-9)

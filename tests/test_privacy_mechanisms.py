@@ -3,16 +3,21 @@ the CLI helper, and the no-bare-ε rule on every report."""
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
+import re
 
 import dp_accounting
 import pytest
+from dp_accounting import pld as dp_pld
 from dp_accounting.dp_event import RepeatAndSelectDpEvent
 from scipy.stats import binom
 
 from sdp_core.errors import PrivacyError, UserError
 from sdp_core.privacy import (
     GaussianEvent,
+    PrivacyLedger,
     assert_no_bare_epsilon,
     basic_composition,
     bayesian_confidentiality,
@@ -28,6 +33,7 @@ from sdp_core.privacy import (
     random_search_cost,
 )
 from sdp_core.privacy.accountants import rdp as rdp_module
+from sdp_core.privacy.cli import add_epsilon_arguments, run_epsilon
 
 G = GaussianEvent
 MNIST = [G(256 / 60000, 1.1, 14063, "train", "dpsgd")]
@@ -83,14 +89,14 @@ def test_light_noise_epsilon_at_both_ends_of_the_interval():
     phase2 = [G(0.01, 1.2, 1000, "phase2", "jft")]
     report = light_noise_epsilon(phase1, (0.003, 0.012), 1e-5, "rdp", other_events=phase2)
     low, high = report["at_low"], report["at_high"]
-    assert high["epsilon"] >= low["epsilon"] > get_accountant("rdp").epsilon(phase2, 1e-5)
+    assert high["epsilon"] >= low["epsilon"] > get_accountant("rdp").epsilon(phase2, 1e-5, "replace_one")
     assert report["epsilon"] == high["epsilon"] and report["notion"] == "SDP"
     assert report["guarantee"] == "empirical estimate" and "not a formal guarantee" in report["caveat"]
     assert (low["missing_rate"], high["missing_rate"]) == (0.003, 0.012)
     assert [e["sample_rate"] for e in high["events"]] == pytest.approx([0.01 * 0.012, 0.01])
     # Amplification: phase 1 alone at the amplified rate is far cheaper than un-amplified.
     alone = light_noise_epsilon(phase1, (0.003, 0.012), 1e-5, "rdp")
-    assert alone["epsilon"] < 0.25 * get_accountant("rdp").epsilon(phase1, 1e-5)
+    assert alone["epsilon"] < 0.25 * get_accountant("rdp").epsilon(phase1, 1e-5, "replace_one")
     assert_no_bare_epsilon(report)
 
 
@@ -126,6 +132,26 @@ def test_naive_sweep_cost_grows_with_the_number_of_trials():
     assert composed[2] < basic[2]["epsilon"]  # RDP composition is tighter than basic composition
     with pytest.raises(PrivacyError, match="different notions"):
         basic_composition([reports[0], {**reports[0], "notion": "SDP"}])
+
+
+def test_basic_composition_keeps_the_relation_of_its_reports():
+    replace = {"epsilon": 2.0, "delta": 1e-5, "notion": "SDP", "accountant": "rdp", "neighbouring": "replace_one"}
+    assert basic_composition([replace, replace])["neighbouring"] == "replace_one"
+    # A report saved before reports named their relation was computed for add/remove neighbours; a replace-one ε
+    # also bounds add/remove, so a mix sums to an add/remove bound.
+    old = {k: v for k, v in replace.items() if k != "neighbouring"}
+    assert basic_composition([old, old])["neighbouring"] == "add_remove"
+    mixed = basic_composition([replace, old])
+    assert (mixed["neighbouring"], mixed["epsilon"]) == ("add_remove", 4.0)
+
+
+def test_papernot_steinke_under_replace_one():
+    add_remove = random_search_cost([MNIST], 1e-5, 10)
+    replace_one = random_search_cost([MNIST], 1e-5, 10, relation="replace_one")
+    assert (add_remove["neighbouring"], replace_one["neighbouring"]) == ("add_remove", "replace_one")
+    single = get_accountant("rdp").epsilon(MNIST, 1e-5, "replace_one")
+    assert single < replace_one["epsilon"] and replace_one["epsilon"] > add_remove["epsilon"] + 1.0
+
 
 
 def dp_accounting_repeat_and_select(mean: float, shape: float) -> float:
@@ -180,6 +206,50 @@ def test_papernot_steinke_bad_arguments(args, message):
 # ------------------------------------------------------------------------------------------------- CLI
 
 
+def run_epsilon_cli(capsys, *argv: str) -> str:
+    parser = argparse.ArgumentParser()
+    add_epsilon_arguments(parser)
+    assert run_epsilon(parser.parse_args(list(argv))) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("q, steps, target", [(0.01, 1000, 3.0), (256 / 60000, 14063, 8.0), (0.1, 50, 4.0)])
+def test_a_printed_sigma_run_again_spends_at_most_the_target(capsys, q, steps, target):
+    args = ("--sample-rate", repr(q), "--steps", str(steps))
+    line = run_epsilon_cli(capsys, *args, "--target-epsilon", str(target))
+    sigma = re.search(r"σ=([0-9.]+)\)", line).group(1)
+    again = json.loads(run_epsilon_cli(capsys, *args, "--sigma", sigma, "--json"))
+    assert again["epsilon"] <= target
+    assert len(sigma.replace(".", "").lstrip("0")) == 6  # six significant digits, rounded up
+    # Opacus' RDP code at our orders (the same bound) agrees that the printed σ meets the target.
+    from opacus.accountants.analysis import rdp as opacus_rdp
+
+    curve = opacus_rdp.compute_rdp(q=q, noise_multiplier=float(sigma), steps=steps, orders=rdp_module.ORDERS)
+    assert opacus_rdp.get_privacy_spent(orders=rdp_module.ORDERS, rdp=curve, delta=1e-5)[0] <= target * (1 + 1e-7)
+
+
+def test_epsilon_cli_names_the_relation(capsys):
+    args = ("--sample-rate", "0.032", "--sigma", "0.8996", "--steps", "60", "--accountant", "pld")
+    replace = run_epsilon_cli(capsys, *args, "--relation", "replace_one")
+    assert replace.startswith("ε = 2.9472 (DP, replace-one neighbours, δ = 1e-05, pld, σ=0.8996)")
+    assert "(DP, add/remove neighbours, δ = 1e-05, pld, σ=0.8996)" in run_epsilon_cli(capsys, *args)
+    reference = dp_pld.PLDAccountant(dp_accounting.NeighboringRelation.REPLACE_ONE, value_discretization_interval=1e-3)
+    reference.compose(dp_accounting.PoissonSampledDpEvent(0.032, dp_accounting.GaussianDpEvent(0.8996)), 60)
+    report = json.loads(run_epsilon_cli(capsys, *args, "--relation", "replace_one", "--json"))
+    assert report["neighbouring"] == "replace_one"
+    assert report["epsilon"] == pytest.approx(reference.get_epsilon(1e-5), rel=1e-9)
+
+
+def test_epsilon_cli_prints_a_ledgers_add_remove_comparison(capsys, tmp_path):
+    ledger = PrivacyLedger("SDP", 1e-5, "pld", [G(0.032, 0.8996, 60, "dp")], compare_add_remove=True)
+    ledger.record_steps("dp", 60)
+    path = tmp_path / "ledger.json"
+    path.write_text(json.dumps(ledger.to_dict()))
+    first, second = run_epsilon_cli(capsys, "--ledger", str(path)).splitlines()
+    assert first.startswith("ε = 2.9472 (SDP, replace-one neighbours")
+    assert second.startswith("ε = 2.4377 (SDP, add/remove neighbours") and second.endswith("not the guarantee")
+
+
 def test_epsilon_command_both_ways():
     forward = epsilon_command(256 / 60000, 1.1, 14063, 1e-5, "rdp")
     assert forward["epsilon"] == pytest.approx(2.597, abs=5e-3)
@@ -205,15 +275,25 @@ def test_assert_no_bare_epsilon_finds_nested_offenders():
 
 
 def test_every_report_of_the_package_carries_its_context():
-    reports = [
-        epsilon_command(0.01, 1.0, 100, 1e-5, "rdp"),
-        confidentiality_report(MNIST, 1e-5),
-        bayesian_confidentiality_report(MNIST, 1e-5, "rdp", 0.1, 0.0),
-        light_noise_epsilon(MNIST, (0.01, 0.02), 1e-5),
-        basic_composition([epsilon_command(0.01, 1.0, 100, 1e-5, "rdp")] * 2),
-        composed_sweep_cost([MNIST] * 2, 1e-5),
-        random_search_cost([MNIST], 1e-5, 5),
-    ]
-    for report in reports:
-        assert_no_bare_epsilon(report)
-        assert {"epsilon", "delta", "notion", "accountant", "events"} <= set(report)
+    reports = {  # each report with the neighbouring relation its ε is computed for
+        "add_remove": [
+            epsilon_command(0.01, 1.0, 100, 1e-5, "rdp"),
+            basic_composition([epsilon_command(0.01, 1.0, 100, 1e-5, "rdp")] * 2),
+            composed_sweep_cost([MNIST] * 2, 1e-5),
+            random_search_cost([MNIST], 1e-5, 5),
+        ],
+        "replace_one": [
+            epsilon_command(0.01, 1.0, 100, 1e-5, "rdp", relation="replace_one"),
+            confidentiality_report(MNIST, 1e-5),
+            bayesian_confidentiality_report(MNIST, 1e-5, "rdp", 0.1, 0.0),
+            bayesian_confidentiality_report(MNIST, 1e-5, "rdp", 0.1, 0.0)["confidentiality"],
+            light_noise_epsilon(MNIST, (0.01, 0.02), 1e-5),
+            composed_sweep_cost([MNIST] * 2, 1e-5, notion="SDP"),
+            random_search_cost([MNIST], 1e-5, 5, relation="replace_one"),
+        ],
+    }
+    for relation, group in reports.items():
+        for report in group:
+            assert_no_bare_epsilon(report)
+            assert {"epsilon", "delta", "notion", "accountant", "neighbouring", "events"} <= set(report)
+            assert report["neighbouring"] == relation, report["notion"]

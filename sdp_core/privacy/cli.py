@@ -1,7 +1,7 @@
 """`sdp-sweep epsilon`: ε for (q, σ, steps, δ), σ for a target ε, or the ε of a saved trial ledger.
 
 A calibrated σ is printed rounded up (`round_up`), so that running the command again with the printed σ spends
-at most the target: ε decreases as σ grows.
+at most the target: ε decreases as σ grows. A given σ is printed as given.
 """
 
 from __future__ import annotations
@@ -66,7 +66,14 @@ def run_epsilon(args: argparse.Namespace) -> int:
         keys = ("epsilon", "delta", "sigma", "accountant", "notion", "neighbouring")
         print(json.dumps({k: report.get(k) for k in keys} | {k: v for k, v in report.items() if k not in keys and k != "plan"}))
     else:
-        sigma = f", σ={round_up(report['sigma'])}" if report.get("sigma") is not None else ""
-        print(f"ε = {report['epsilon']:.4f} ({report['notion']}, {RELATIONS[report['neighbouring']]}, "
-              f"δ = {report['delta']:g}, {report['accountant']}{sigma})")
+        print(_line(report))
+        if "add_remove" in report:  # a ledger saved with privacy.compare_add_remove
+            print(f"{_line(report['add_remove'])}: {report['add_remove']['label']}")
     return 0
+
+
+def _line(report: dict) -> str:
+    calibrated = report.get("target_epsilon") is not None
+    sigma = "" if report.get("sigma") is None else f", σ={round_up(report['sigma']) if calibrated else report['sigma']}"
+    return (f"ε = {report['epsilon']:.4f} ({report['notion']}, {RELATIONS[report['neighbouring']]}, "
+            f"δ = {report['delta']:g}, {report['accountant']}{sigma})")

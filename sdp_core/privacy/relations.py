@@ -16,7 +16,7 @@ ADD_REMOVE = "add_remove"
 REPLACE_ONE = "replace_one"
 
 RELATIONS: dict[str, str] = {
-    ADD_REMOVE: "add/remove-one neighbours",
+    ADD_REMOVE: "add/remove neighbours",
     REPLACE_ONE: "replace-one neighbours",
 }
 """Every relation by name, with the words a report prints for it."""
