@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import math
+
+import dp_accounting
 import pytest
 import torch
+from dp_accounting import pld
+from scipy.stats import beta
 
 from sdp_core.config import TrialConfig, parse_model
-from sdp_core.detectors import get_policy
+from sdp_core.detectors import detect_records, get_policy
 from sdp_core.errors import UserError
 from sdp_core.mechanisms import MECHANISMS
 from sdp_core.mechanisms.atdp import rise_reset_multipliers
+from sdp_core.mechanisms.crt import line_units
+from sdp_core.mechanisms.jft import LightNoiseLedger
 from sdp_core.text.redaction import MASK
 from sdp_core.tensors import per_record_loss
 from sdp_core.trial import prepare_trial_data, run_trial
@@ -23,10 +30,15 @@ def trial_data():
     return data
 
 
+def _configured(data, **sections):
+    """The same prepared data under a config with some sections replaced."""
+    cfg = parse_model(TrialConfig, {**data.cfg.model_dump(mode="json"), **sections})
+    return type(data)(**{**data.__dict__, "cfg": cfg})
+
+
 def _with(data, **mechanism):
     """The same prepared data under another mechanism config."""
-    cfg = parse_model(TrialConfig, {**data.cfg.model_dump(mode="json"), "mechanism": mechanism})
-    return type(data)(**{**data.__dict__, "cfg": cfg})
+    return _configured(data, mechanism=mechanism)
 
 
 def _texts(data, lm) -> list[str]:
@@ -66,6 +78,83 @@ def test_crt_never_mixes_public_and_private_records(trial_data):
             assert not any(flagged) and not any(has_mask), "an SGD step would read a private record"
     assert plan.ledger.report()["notion"] == "confidentiality"
     assert all(e["touches"] == "private" for e in plan.ledger.report()["plan"]["events"])
+
+
+def _unmasked_secrets(texts, gold, detected) -> int:
+    """Gold secrets with a non-space character outside every detected span: redaction leaves part of them."""
+    count = 0
+    for text, secrets, spans in zip(texts, gold, detected):
+        covered = {i for s in spans for i in range(s.start, s.end)}
+        count += sum(any(not text[i].isspace() and i not in covered for i in range(s.start, s.end)) for s in secrets)
+    return count
+
+
+def _crt_misses(d) -> tuple[int, int, int]:
+    """(secrets π leaves partly unmasked, secrets π and π_c together leave partly unmasked, secrets), counted on
+    the gold spans of CRT's training lines."""
+    texts, pi, gold = line_units(d.records.train, d.train_spans)
+    pi_c = detect_records(texts, get_policy(d.cfg.detector.conservative_policy, d.cfg.detector))
+    return (_unmasked_secrets(texts, gold, pi), _unmasked_secrets(texts, gold, [a + b for a, b in zip(pi, pi_c)]),
+            sum(map(len, gold)))
+
+
+def _upper_95(k: int, n: int) -> float:
+    """One-sided 95 % Clopper–Pearson upper bound of a binomial proportion k/n."""
+    return 1.0 if k == n else float(beta.ppf(0.95, k + 1, n - k))
+
+
+def test_crt_gamma_and_delta2_are_shares_of_secrets_at_their_upper_bounds(trial_data):
+    d = _with(trial_data, name="crt")
+    plan = MECHANISMS["crt"](d)
+    missed, missed_by_both, n = _crt_misses(d)
+    assert missed > 0 and missed_by_both == 0  # the test's policy misses names; π_c catches them
+    bayes = plan.details["bayesian_confidentiality"]
+    assert (bayes["secrets"], bayes["gamma_estimate"], bayes["delta2_estimate"]) == (n, missed / n, 0.0)
+    assert (bayes["gamma"], bayes["delta2"]) == pytest.approx((_upper_95(missed, n), 1 - 0.05 ** (1 / n)), rel=1e-9)
+    conf = plan.details["confidentiality"]
+    assert conf["holds"] is True and conf["epsilon"] == pytest.approx(plan.ledger.report()["plan"]["epsilon"])
+    # ε_b and δ_b use the upper bounds (Thm 1.3): log(1 + γ(e^ε − 1)), γδ + δ₂.
+    gamma, delta2 = bayes["gamma"], bayes["delta2"]
+    assert bayes["epsilon"] == pytest.approx(math.log1p(gamma * math.expm1(conf["epsilon"])))
+    assert bayes["delta"] == pytest.approx(gamma * d.cfg.privacy.delta + delta2)
+
+
+def test_crt_confidentiality_does_not_hold_when_a_secret_escapes_both_policies(trial_data):
+    weak = {**trial_data.cfg.detector.model_dump(mode="json"), "conservative_policy": "phone"}
+    d = _configured(trial_data, mechanism={"name": "crt"}, detector=weak)
+    plan = MECHANISMS["crt"](d)
+    missed, missed_by_both, n = _crt_misses(d)
+    assert missed_by_both > 0  # names: neither the test's policy nor a phone-only π_c masks them
+    report = plan.ledger.report()
+    assert report["epsilon"] == math.inf and report["notion"] == "none"  # a secret trained without noise
+    conf = plan.details["confidentiality"]
+    assert conf["holds"] is False and 0.995 * 3 <= conf["epsilon"] <= 3  # the noise is calibrated all the same
+    assert f"{missed_by_both} gold secret(s) masked by neither" in conf["condition"]
+    bayes = plan.details["bayesian_confidentiality"]  # still holds: δ₂ charges the secrets both policies miss
+    assert bayes["delta2_estimate"] == missed_by_both / n and bayes["delta2"] == pytest.approx(_upper_95(missed_by_both, n))
+
+
+def test_jft_light_noise_is_an_estimate_beside_its_formal_bound(trial_data):
+    pld_accounting = {**trial_data.cfg.privacy.model_dump(mode="json"), "accountant": "pld"}
+    d = _configured(trial_data, mechanism={"name": "jft", "phase1_mode": "light_noise"}, privacy=pld_accounting)
+    plan = MECHANISMS["jft"](d)
+    report = plan.ledger.report()["plan"]
+    assert report["guarantee"] == "empirical estimate" and 0.995 * 3 <= report["epsilon"] <= 3
+    formal = report["formal"]
+    assert (formal["notion"], formal["accountant"]) == ("SDP", "pld")
+    # Phase 1 at its real sampling rate q (not q·m̃), composed with phase 2, by dp_accounting's PLD.
+    relation = {"add_remove": dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
+                "replace_one": dp_accounting.NeighboringRelation.REPLACE_ONE}[formal.get("neighbouring", "add_remove")]
+    event = dp_accounting.ComposedDpEvent([
+        dp_accounting.SelfComposedDpEvent(
+            dp_accounting.PoissonSampledDpEvent(phase.sample_rate, dp_accounting.GaussianDpEvent(phase.sigmas[0])),
+            sum(phase.epoch_steps()))
+        for phase in plan.phases])
+    reference = pld.PLDAccountant(relation, value_discretization_interval=1e-3).compose(event).get_epsilon(1e-5)
+    assert formal["epsilon"] == pytest.approx(reference, rel=1e-6)
+    assert formal["epsilon"] > report["epsilon"]
+    saved = LightNoiseLedger.from_dict(plan.ledger.to_dict())  # a saved ledger keeps the tag and the real rates
+    assert saved.report() == plan.ledger.report()
 
 
 def test_crt_with_no_private_records_is_a_clear_error(trial_data):
@@ -142,3 +231,4 @@ def test_every_mechanism_trains_from_a_trial_config_and_writes_its_ledger(mechan
     if mechanism.get("phase1_mode") == "light_noise":
         light = result.mechanism["light_noise"]
         assert light["guarantee"] == "empirical estimate" and light["at_low"]["epsilon"] <= light["at_high"]["epsilon"]
+        assert p["guarantee"] == "empirical estimate" and p["formal"]["epsilon"] >= p["epsilon"]

@@ -49,9 +49,19 @@ def test_bayesian_confidentiality_formula_on_hand_computed_values():
     assert bayesian_confidentiality(2.0, 1e-5, 0.5, 0.0) == pytest.approx((math.log(1 + 0.5 * (math.e**2 - 1)), 5e-6))
     assert bayesian_confidentiality(3.0, 1e-5, 1.0, 0.0) == pytest.approx((3.0, 1e-5))  # nothing redacted
     assert bayesian_confidentiality(math.inf, 1e-5, 0.0, 0.0) == (0.0, 0.0)  # perfect recall
-    assert crt_gamma_delta2(0.9, 1.0) == pytest.approx((0.1, 0.0))
     with pytest.raises(PrivacyError):
         bayesian_confidentiality(1.0, 1e-5, 1.5, 0.0)
+
+
+def test_crt_gamma_and_delta2_are_upper_confidence_bounds_on_shares_of_secrets():
+    # 10 of 100 gold secrets not fully masked by π, 0 by π and π_c together.
+    est = crt_gamma_delta2(10, 0, 100)
+    assert (est["gamma_estimate"], est["delta2_estimate"]) == (0.1, 0.0)
+    # One-sided 95 % Clopper–Pearson: the upper bound p is where P(X <= k | n, p) = 5 % (binomial tail).
+    assert binom.cdf(10, 100, est["gamma"]) == pytest.approx(0.05, rel=1e-9)
+    assert est["delta2"] == pytest.approx(1 - 0.05 ** (1 / 100))  # exact when k = 0
+    with pytest.raises(PrivacyError):
+        crt_gamma_delta2(3, 5, 100)  # π and π_c together cannot miss more than π alone
 
 
 def test_crt_reports_confidentiality_of_the_private_part_only():
@@ -94,6 +104,9 @@ def test_light_noise_epsilon_at_both_ends_of_the_interval():
     assert report["guarantee"] == "empirical estimate" and "not a formal guarantee" in report["caveat"]
     assert (low["missing_rate"], high["missing_rate"]) == (0.003, 0.012)
     assert [e["sample_rate"] for e in high["events"]] == pytest.approx([0.01 * 0.012, 0.01])
+    formal = report["formal"]  # beside the estimate: phase 1 at its real sampling rate
+    assert [e["sample_rate"] for e in formal["events"]] == [0.01, 0.01]
+    assert (formal["notion"], formal["accountant"]) == ("SDP", "rdp") and formal["epsilon"] > report["epsilon"]
     # Amplification: phase 1 alone at the amplified rate is far cheaper than un-amplified.
     alone = light_noise_epsilon(phase1, (0.003, 0.012), 1e-5, "rdp")
     assert alone["epsilon"] < 0.25 * get_accountant("rdp").epsilon(phase1, 1e-5, "replace_one")

@@ -226,3 +226,18 @@ def test_a_sweep_where_nothing_finished_still_reports(sweep_dir, tmp_path):
     assert "No trial finished with a formal privacy guarantee" in (out / "summary.md").read_text()
     assert list((out / "frontier").iterdir()) == []
     assert (out / "pareto.png").is_file() and not pd.read_parquet(out / "trials.parquet")["pareto"].any()
+
+
+def test_an_empirical_estimate_is_labelled_and_never_the_formal_best_of_the_headline(report, sweep_dir):
+    rows = {r["trial_id"]: r for r in raw_rows(sweep_dir) if r["state"] == "finished"}
+    estimates = {t for t, r in rows.items() if r["privacy"].get("guarantee") == "empirical estimate"}
+    summary = (report / "summary.md").read_text()
+    best = re.search(r"the best model is \S+ \(trial (\w+);", summary).group(1)
+    ppl = {t: r["metrics"]["val_perplexity"] for t, r in rows.items()}
+    assert estimates and min(ppl[t] for t in estimates) < ppl[best]  # an estimate would have won as a guarantee
+    assert best not in estimates
+    assert "ε = 3 (SDP, δ = 1e-5, RDP), empirical estimate; formal bound ε = 41 (SDP, δ = 1e-5, RDP)" in summary
+    frame = pd.read_parquet(report / "trials.parquet").set_index("trial_id")
+    assert set(frame.loc[sorted(estimates), "privacy.guarantee"]) == {"empirical estimate"}
+    assert set(frame.loc[sorted(estimates), "privacy.formal_epsilon"]) == {41.0}
+    assert frame.loc[best, "privacy.guarantee"] == "formal"

@@ -9,7 +9,10 @@ Quantities (G = gold-sensitive tokens, P = detected tokens, N = all tokens):
 - missing rate m = |G∖P|/N: the probability that a sampled token is a missed secret (Shi et al., JFT §3.1,
   the quantity privacy amplification uses), and CRT's γ = 1 − recall (Zhao et al. 2022, Prop. 6);
 - redacted fraction |P|/N (`detection_stats`, which needs no gold);
-- per gold label: token recall, and secrets found (a gold span counts as found when all its tokens are detected).
+- secrets found, overall and per gold label: a gold span counts as found only when every one of its non-space
+  characters lies inside a detected span, i.e. redaction leaves nothing of it (a detected span touching one of
+  its tokens is not enough: "K5STD8E8GB" with only "GB" detected stays readable). CRT's γ and δ₂ are shares of
+  secrets not found (Zhao et al. 2022, Thm 1.3), not of tokens: a long secret missed counts once.
 
 Intervals: 95 % Wilson score intervals (closed form, sensible at 0 and at 1, unlike the normal approximation).
 They treat tokens as independent draws; tokens of one secret are correlated, so read them as optimistic when a
@@ -77,7 +80,7 @@ class Rate:
 class LabelRecall:
     label: str
     tokens: Rate  # token recall of this gold label
-    secrets: Rate  # gold spans whose every token is detected
+    secrets: Rate  # gold spans fully masked (every non-space character detected)
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,7 @@ class Evaluation:
     recall: Rate
     precision: float
     missing_rate: Rate
+    secrets: Rate  # gold spans fully masked (every non-space character detected), over all gold spans
     per_label: dict[str, LabelRecall]
 
     def to_dict(self) -> dict:
@@ -105,6 +109,16 @@ class DetectionStats:
     @property
     def redacted_fraction(self) -> float:
         return self.redacted_tokens / self.tokens if self.tokens else 0.0
+
+
+def _masked(text: str, secrets: Sequence[Span], detected: Sequence[Span]) -> list[bool]:
+    """For each secret, whether every one of its non-space characters lies inside a detected span (a secret of
+    only spaces counts as not masked)."""
+    inside = np.zeros(len(text), dtype=bool)
+    for s in detected:
+        inside[max(s.start, 0):s.end] = True
+    solid = [[i for i in range(max(s.start, 0), min(s.end, len(text))) if not text[i].isspace()] for s in secrets]
+    return [bool(chars) and bool(inside[chars].all()) for chars in solid]
 
 
 def _offsets(records: Sequence[Record], offsets: Sequence[np.ndarray] | None) -> list[np.ndarray]:
@@ -139,11 +153,10 @@ def evaluate(
         det_n += int(det.sum())
         hit_n += int((gold & det).sum())
         by_label: dict[str, list[Span]] = defaultdict(list)
-        for s in record.spans:
+        for s, found in zip(record.spans, _masked(record.text, record.spans, spans)):
             by_label[s.label].append(s)
-            covered = token_mask(offs, [s], record.text)
             label_secrets[s.label] += 1
-            label_found[s.label] += bool(covered.any() and det[covered].all())
+            label_found[s.label] += found
         for label, group in by_label.items():
             g = token_mask(offs, group, record.text)
             label_tokens[label] += int(g.sum())
@@ -162,6 +175,7 @@ def evaluate(
         recall=Rate.of(hit_n, gold_n, confidence),
         precision=hit_n / det_n if det_n else float("nan"),
         missing_rate=Rate.of(gold_n - hit_n, n_tokens, confidence),
+        secrets=Rate.of(sum(label_found.values()), sum(label_secrets.values()), confidence),
         per_label=per_label,
     )
 

@@ -3,20 +3,54 @@
 Phase 1 fine-tunes on redacted text — `direct`ly, on a small `screened` subset whose missed secrets a person
 removed (sampling audit), or with `light_noise`: DP-SGD whose sampling rate, for a secret the policy missed, is
 amplified to p = q·m̃ by the missing rate m̃ (§4.2; an empirical estimate, since m̃ is estimated). Phase 2 runs
-DP-SGD on the original text from phase 1's weights. SDP ε is the composition of both phases' private steps.
+DP-SGD on the original text from phase 1's weights. SDP ε is the composition of both phases' private steps; with
+light noise it is tagged an empirical estimate and carries the formal bound, phase 1 at its real rate q
+(`LightNoiseLedger`).
 """
 
 from __future__ import annotations
+
+from typing import Any, Mapping
 
 from sdp_core.config import JFTConfig
 from sdp_core.detectors.audit import missing_rate, read_audit
 from sdp_core.detectors.evaluation import evaluate
 from sdp_core.errors import UserError
 from sdp_core.mechanisms.base import MechanismPlan, TrialData, calibrate, phase_events, private_phase, public_phase
-from sdp_core.privacy import light_noise_epsilon
+from sdp_core.privacy import PrivacyLedger, light_noise_epsilon
+from sdp_core.privacy.light_noise import REAL_SAMPLE_RATES, at_real_rates, with_formal_bound
 from sdp_core.text.encode import encode
 from sdp_core.text.redaction import redact
 from sdp_core.train.loop import Phase
+
+
+class LightNoiseLedger(PrivacyLedger):
+    """The ledger of JFT with a light-noise phase 1 (Shi et al. 2022, §3.1).
+
+    Its plan charges phase 1 at the amplified rate q·m̃ that σ was calibrated for, so its ε is an empirical
+    estimate: `report()` (spent and plan) is tagged so and carries `formal`, the same steps with phase 1 at its
+    real rate q, under the ledger's notion and accountant. Made by `from_dict` from a saved ledger whose
+    `real_sample_rates` maps each phase-1 ledger phase to q; `to_dict()` keeps them.
+    """
+
+    real_sample_rates: dict[str, float]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "LightNoiseLedger":
+        ledger = super().from_dict(data)
+        ledger.real_sample_rates = dict(data[REAL_SAMPLE_RATES])
+        return ledger
+
+    def report(self) -> dict[str, Any]:
+        report = super().report()
+
+        def tagged(estimate: dict, events) -> dict:
+            return with_formal_bound(estimate, at_real_rates(events, self.real_sample_rates))
+
+        return {**tagged(report, self.spent_events()), "plan": tagged(report["plan"], self.plan)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), REAL_SAMPLE_RATES: self.real_sample_rates}
 
 
 def screened_subset(d: TrialData, audit_path: str):
@@ -61,8 +95,11 @@ def jft(d: TrialData) -> MechanismPlan:
     fixed = phase_events(phase1, "jft", "all", sample_rate_factor=amplified)
     (phase2,), ledger = calibrate([private_phase("phase2", d.train, cfg, cfg.training.epochs)], cfg, notion="SDP",
                                   fixed=fixed)
-    report = light_noise_epsilon(phase_events(phase1, "jft", "all"), (rate.low, rate.high), cfg.privacy.delta,
-                                 cfg.privacy.accountant, other_events=ledger.plan[len(fixed):])
+    real = phase_events(phase1, "jft", "all")
+    report = light_noise_epsilon(real, (rate.low, rate.high), cfg.privacy.delta, cfg.privacy.accountant,
+                                 other_events=ledger.plan[len(fixed):])
+    real_rates = {e.phase: e.sample_rate for e in real}
+    ledger = LightNoiseLedger.from_dict({**ledger.to_dict(), REAL_SAMPLE_RATES: real_rates})
     return MechanismPlan([phase1, phase2], ledger, {"phase1_mode": "light_noise", "missing_rate": rate.value,
                                                    "missing_rate_interval": [rate.low, rate.high],
                                                    "missing_rate_source": source, "light_noise": report})

@@ -1,8 +1,14 @@
 """The privacy cost of the sweep itself: many trials trained on the same data leak more than one.
 
+- `trial_charge`: what one trial cost, at formal sampling rates: its spent privacy when it finished, its whole
+  calibrated plan when it published one but its spent steps are unknown (stopped early, failed, killed: an upper
+  bound, since the ledger refuses steps past the plan), nothing when it never calibrated (no private step).
 - `basic_composition`: k trials with (ε_i, δ_i) together are (Σε_i, Σδ_i)-DP (Dwork et al. 2006); holds for
   any trials, adaptively chosen, all of them released.
 - `composed_sweep_cost`: the accountant's composition of every trial's events (tighter than basic).
+- `all_trials_cost`: every trial touched the same records, whatever its notion: the composition of every trial's
+  counted events, stated under the weakest notion among them (a DP trial's events are charged in full; an SDP or
+  confidentiality trial's free public steps stay free). Conservative: it charges every trial to every secret.
 - `random_search_cost`: Papernot & Steinke 2022 ("Hyperparameter Tuning with Renyi Differential Privacy",
   Thm 2 for the truncated negative binomial, Thm 6 for the Poisson number of runs): if the number of trials K
   is random with the given distribution and only the best trial is released, the whole search costs roughly
@@ -25,15 +31,37 @@ from sdp_core.errors import PrivacyError
 from sdp_core.privacy.accountants import RDPAccountant
 from sdp_core.privacy.accountants.base import check_delta
 from sdp_core.privacy.events import GaussianEvent, events_from_dicts
+from sdp_core.privacy.light_noise import REAL_SAMPLE_RATES, at_real_rates
 from sdp_core.privacy.relations import ADD_REMOVE
-from sdp_core.privacy.report import account, privacy_report
+from sdp_core.privacy.report import account, counted_events, privacy_report
 
 TRIAL_DISTRIBUTIONS = ("poisson", "truncated_negative_binomial")
+NOTION_ORDER = ("DP", "SDP", "confidentiality")
+"""Notions a trial's events can be composed under, strongest first: DP protects every record; SDP and
+confidentiality protect only secrets and leave public steps free."""
+WHOLE_PLAN = "whole plan (spent steps unknown: an upper bound)"
+SPENT = "spent steps"
 
 
 def _tagged(trial_events: Sequence[Sequence[GaussianEvent]]) -> list[GaussianEvent]:
     """Every trial's events, with the trial's index in front of each phase name."""
     return [replace(e, phase=f"trial{i}/{e.phase}") for i, events in enumerate(trial_events) for e in events]
+
+
+def trial_charge(privacy: Mapping[str, Any], ledger: Mapping[str, Any], spent_known: bool
+                 ) -> dict[str, Any] | None:
+    """The privacy report one trial is charged in the sweep's cost, with `charged` saying on what basis.
+
+    `privacy` is the trial's spent report (its `formal` bound when it is only an empirical estimate), used when
+    `spent_known`; otherwise `ledger`, the plan it published before training (`PrivacyLedger.to_dict()`), is
+    charged whole, with light-noise phases at their real sampling rates. None: no plan, so no private step.
+    """
+    if spent_known:
+        return {**privacy.get("formal", privacy), "charged": SPENT}
+    if not ledger:
+        return None
+    events = at_real_rates(events_from_dicts(ledger["plan"]), ledger.get(REAL_SAMPLE_RATES, {}))
+    return account(events, ledger["delta"], ledger["notion"], ledger["accountant"], charged=WHOLE_PLAN)
 
 
 def basic_composition(trial_reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -60,16 +88,36 @@ def basic_composition(trial_reports: Sequence[Mapping[str, Any]]) -> dict[str, A
 
 
 def composed_sweep_cost(
-    trial_events: Sequence[Sequence[GaussianEvent]], delta: float, accountant: str = "rdp", notion: str = "DP"
+    trial_events: Sequence[Sequence[GaussianEvent]],
+    delta: float,
+    accountant: str = "rdp",
+    notion: str = "DP",
+    conditions: str = "holds for these trials' schedules fixed in advance, all trials released",
 ) -> dict[str, Any]:
     """The accountant's composition of every trial's events at `delta`."""
-    return account(
-        _tagged(trial_events),
-        delta,
-        notion,
-        accountant,
-        trials=len(trial_events),
-        conditions="holds for these trials' schedules fixed in advance, all trials released",
+    return account(_tagged(trial_events), delta, notion, accountant, trials=len(trial_events), conditions=conditions)
+
+
+def all_trials_cost(trial_reports: Sequence[Mapping[str, Any]], accountant: str = "rdp") -> dict[str, Any]:
+    """One bound for every trial on the same data, whatever their notions: each trial's events counted under its
+    own notion (`counted_events`), composed by `accountant` at the largest δ, under the weakest notion present
+    (`NOTION_ORDER`) and its neighbouring relation (replace-one as soon as one trial is SDP or confidentiality,
+    which charges a DP trial's events at least as much as add/remove). Trials without a formal guarantee (notion
+    `none`) cannot be in it."""
+    if not trial_reports:
+        raise PrivacyError("no trial to compose")
+    notions = {r["notion"] for r in trial_reports}
+    unknown = notions - set(NOTION_ORDER)
+    if unknown:
+        raise PrivacyError(f"cannot compose trials under {', '.join(sorted(unknown))} with other notions")
+    weakest = max(notions, key=NOTION_ORDER.index)
+    events = [counted_events(events_from_dicts(r["events"]), r["notion"]) for r in trial_reports]
+    return composed_sweep_cost(
+        events, max(r["delta"] for r in trial_reports), accountant, weakest,
+        conditions=(f"every trial on the same data, all released, schedules fixed in advance: the composition of "
+                    f"every trial's counted events ({', '.join(n for n in NOTION_ORDER if n in notions)} trials), "
+                    f"stated under the weakest of their notions, {weakest}; conservative, since it charges every "
+                    "trial to every secret"),
     )
 
 

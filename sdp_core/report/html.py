@@ -13,6 +13,7 @@ from sdp_core.report.statement import CAVEATS, SweepCost
 from sdp_core.report.tables import (
     EPSILON_COLUMN,
     Table,
+    charges_table,
     counts_line,
     cost_table,
     detector_table,
@@ -134,9 +135,11 @@ def render(a: Analysis, plots: list[Plot], cost: SweepCost, claims: list[ClaimRe
                                 "Share of training tokens the policy redacts; recall against gold spans with 95 % "
                                 "Wilson intervals where the data has them."))
     notes = "".join(f"<li>{e(n)}</li>" for n in cost.notes)
+    counted = ("<p>Trials counted, each with what it is charged:</p>" + _table(charges_table(a, cost.charges))
+               if cost.charges else "")
     sections.append(Section(
         "cost", "The sweep's own privacy cost",
-        (_table(cost_table(cost.bounds)) if cost.bounds else "") + f'<ul class="notes">{notes}</ul>',
+        (_table(cost_table(cost.bounds)) if cost.bounds else "") + counted + f'<ul class="notes">{notes}</ul>',
         f"Every ε above is one trial's guarantee and does not count the selection among {len(sweep.trials)} trials "
         f"on the same data. These bounds do, under the stated conditions; {e(cost.source)}."))
     nav = "".join(f'<a href="#{s.anchor}">{e(s.title)}</a>' for s in sections)

@@ -8,18 +8,23 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sdp_core.config import Objective, SweepConfig, parse_model
 from sdp_core.errors import UserError
 from sdp_core.io import read_yaml
+from sdp_core.privacy.light_noise import ESTIMATE, REAL_SAMPLE_RATES
 
 TRIAL_STATES = ("finished", "early_stopped", "infeasible", "failed")
 CANARY_FIELDS = ("format", "space_size", "count", "repeats", "missed_by_detector")
 """What a report may say about canaries: their shape, never their values."""
 REPORT_FIELDS = ("epsilon", "delta", "notion", "accountant")
+QUALIFIER_FIELDS = ("guarantee", "formal", "holds", "condition")
+"""What qualifies a privacy report, lifted with it when present: an empirical estimate with its formal bound, or a
+claim whose condition (`holds`) the data did not meet."""
+LEDGER_FIELDS = ("format", "notion", "delta", "accountant", "plan", "spent_steps", REAL_SAMPLE_RATES)
 
 
 def number(value: Any) -> float | None:
@@ -39,7 +44,7 @@ class Trial:
     mechanism: str
     params: dict[str, Any]  # dotted config path -> sampled value
     metrics: dict[str, float]  # finite numbers only
-    privacy: dict[str, Any]  # epsilon, delta, notion, accountant, events
+    privacy: dict[str, Any]  # epsilon, delta, notion, accountant, events (+ QUALIFIER_FIELDS)
     config: dict[str, Any]  # the full, re-runnable trial config
     detector: dict[str, Any]
     canaries: dict[str, Any] | None  # CANARY_FIELDS only
@@ -47,6 +52,7 @@ class Trial:
     timings: dict[str, float]
     versions: dict[str, str]
     error: str | None
+    ledger: dict[str, Any] = field(default_factory=dict)  # LEDGER_FIELDS: what a stopped or failed trial planned
 
     def metric(self, name: str) -> float | None:
         """A measured metric; `epsilon` is the ε the trial spent (so it can be an axis or an objective)."""
@@ -64,9 +70,9 @@ class Trial:
 
     @property
     def guaranteed(self) -> bool:
-        """A formal guarantee: a finite ε from at least one noised step. (Redacted's ε = 0 rests on a perfect
-        detector; No-DP has no ε.)"""
-        return self.epsilon is not None and any(
+        """A formal guarantee: a finite ε from at least one noised step, and not an empirical estimate (JFT's light
+        noise). (Redacted's ε = 0 rests on a perfect detector; No-DP has no ε.)"""
+        return self.epsilon is not None and self.privacy.get("guarantee") != ESTIMATE and any(
             e.get("steps", 0) > 0 and e.get("sample_rate", 0) > 0 and e.get("noise_multiplier", 0) > 0
             for e in self.privacy.get("events", []))
 
@@ -102,9 +108,9 @@ def _mapping(row: dict, key: str, path: Path) -> dict:
 
 
 def other_guarantees(details: dict) -> dict[str, dict]:
-    """The privacy reports among a mechanism's details, by name: only their REPORT_FIELDS."""
-    return {name: {f: value[f] for f in REPORT_FIELDS} for name, value in details.items()
-            if isinstance(value, dict) and all(f in value for f in REPORT_FIELDS)}
+    """The privacy reports among a mechanism's details, by name: only their REPORT_FIELDS and QUALIFIER_FIELDS."""
+    return {name: {f: value[f] for f in (*REPORT_FIELDS, *QUALIFIER_FIELDS) if f in value}
+            for name, value in details.items() if isinstance(value, dict) and all(f in value for f in REPORT_FIELDS)}
 
 
 def parse_trial(row: Any, path: Path) -> Trial:
@@ -127,6 +133,7 @@ def parse_trial(row: Any, path: Path) -> Trial:
         params=_mapping(row, "params", path),
         metrics={k: v for k, v in ((k, number(v)) for k, v in values.items()) if v is not None},
         privacy=_mapping(row, "privacy", path),
+        ledger={k: v for k, v in _mapping(row, "ledger", path).items() if k in LEDGER_FIELDS},
         config=config,
         detector=_mapping(row, "detector", path),
         canaries={k: canaries[k] for k in CANARY_FIELDS if k in canaries} if isinstance(canaries, dict) else None,

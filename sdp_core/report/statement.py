@@ -1,20 +1,26 @@
 """What the sweep's models protect (`privacy_statement.md`) and what the sweep itself cost in privacy.
 
 The sweep's own cost comes from `sweep_cost.json` when the sweep wrote one; otherwise it is computed here from
-the trials' ledgers with the privacy layer: basic composition (always holds) and the Papernot–Steinke random
-search bound (holds only under its conditions, which are printed with it).
+the trials' ledgers with the privacy layer. Every trial that took a private step is charged (`trial_charge`): a
+finished one its spent steps (the formal bound of an empirical estimate), one stopped early or failed after
+calibrating its whole published plan (an upper bound). Per notion: basic composition (always holds) and the
+Papernot–Steinke random search bound (holds only under its conditions, which are printed with it); and since every
+trial touched the same data, one bound composing all trials under the weakest of their notions.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sdp_core.privacy import NOTIONS, basic_composition, counted_events, events_from_dicts, random_search_cost
-from sdp_core.report.load import Sweep, Trial
+from sdp_core.privacy.relations import ADD_REMOVE, RELATIONS
+from sdp_core.privacy.sweep_cost import WHOLE_PLAN, all_trials_cost, trial_charge
+from sdp_core.report.load import Sweep, Trial, number
 from sdp_core.report.pareto import Analysis
 from sdp_core.report.tables import (
+    charges_table,
     cost_table,
     fmt,
     format_epsilon,
@@ -30,9 +36,12 @@ CAVEATS = {
                 "secrets it misses have no guarantee.",
     "dpsgd": "DP-SGD protects every record entirely, whatever the detector finds.",
     "jft": "JFT protects the tokens the policy flags; phase 1 trains on redacted text (with light_noise, its "
-           "amplification uses an estimated missing rate: an empirical, not a formal, bound).",
-    "crt": "CRT's confidentiality is relative to the perfectly redacted data (policy π plus the conservative π_c); "
-           "Bayesian confidentiality accounts for π's recall.",
+           "amplification uses an estimated missing rate: an empirical, not a formal, bound, printed with the formal "
+           "bound of phase 1 at its real sampling rate beside it).",
+    "crt": "CRT's confidentiality is relative to the perfectly redacted data (policy π plus the conservative π_c) "
+           "and holds only if π_c flags every secret π misses: where gold spans show a secret both miss, the trial "
+           "has no formal guarantee and its confidentiality ε is marked as not holding. Bayesian confidentiality "
+           "accounts for the shares of secrets π, and π with π_c, miss (95 % upper bounds).",
     "atdp": "ATDP noises every record's whole token-weighted gradient; its ε composes every σ of the rise–reset "
             "schedule.",
     "sdpsgd": "Selective-DPSGD noises private token segments and the hidden state carried out of them; public "
@@ -58,11 +67,13 @@ def protected(t: Trial) -> str:
 
 @dataclass(frozen=True)
 class SweepCost:
-    """The sweep's privacy bounds by name, where they come from, and what they leave out."""
+    """The sweep's privacy bounds by name, where they come from, what they leave out, and (when computed here) the
+    trials they count with what each is charged."""
 
     bounds: dict[str, dict]
     source: str
     notes: list[str]
+    charges: dict[str, dict] = field(default_factory=dict)
 
 
 def _trial_count_note(sweep: Sweep) -> str:
@@ -70,44 +81,73 @@ def _trial_count_note(sweep: Sweep) -> str:
             "it does not meet these conditions: only basic composition holds for it.")
 
 
-def computed_cost(sweep: Sweep) -> dict[str, dict]:
-    """Basic composition and the Papernot–Steinke bound over every trial that trained with a finite ε.
+def trial_charges(sweep: Sweep) -> dict[str, dict]:
+    """Every trial that published a plan, by id, with the privacy report it is charged (`trial_charge`): its spent
+    steps when it has a privacy report, else its whole plan (stopped early, failed or killed after calibrating)."""
+    charges = {t.trial_id: trial_charge(t.privacy, t.ledger, spent_known="epsilon" in t.privacy)
+               for t in sweep.trials}
+    return {trial_id: charge for trial_id, charge in charges.items() if charge is not None}
 
-    Trials of different notions cannot be composed into one number, so each notion gets its own bounds.
-    """
-    by_notion: dict[str, list[Trial]] = defaultdict(list)
-    for t in sweep.trials:
-        if t.epsilon is not None and t.state != "infeasible":
-            by_notion[str(t.privacy.get("notion"))].append(t)
+
+def computed_cost(charges: dict[str, dict], sweep: Sweep) -> dict[str, dict]:
+    """Basic composition and the Papernot–Steinke bound per notion and neighbouring relation (rows written before
+    reports named their relation are add/remove), over the charges (each with a finite ε); then one bound
+    composing them all under the weakest notion (`all_trials_cost`)."""
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for charge in charges.values():
+        groups[(charge["notion"], charge.get("neighbouring", ADD_REMOVE))].append(charge)
     bounds: dict[str, dict] = {}
-    for notion, trials in sorted(by_notion.items()):
-        suffix = f" ({notion} trials)" if len(by_notion) > 1 else ""
-        bounds["basic composition" + suffix] = basic_composition([t.privacy for t in trials])
-        schedules = [counted_events(events_from_dicts(t.privacy.get("events", [])), notion) for t in trials]
+    for (notion, relation), reports in sorted(groups.items()):
+        mixed = sum(n == notion for n, _ in groups) > 1  # one notion under two relations
+        label = f"{notion} trials, {RELATIONS[relation]}" if mixed else f"{notion} trials"
+        suffix = f" ({label})" if len(groups) > 1 else ""
+        bounds["basic composition" + suffix] = basic_composition(reports)
+        schedules = [counted_events(events_from_dicts(r["events"]), notion) for r in reports]
         if any(schedules) and notion in RDP_NOTIONS:
-            ps = random_search_cost([s for s in schedules if s], max(t.privacy["delta"] for t in trials),
-                                    mean_trials=len(trials))
+            ps = random_search_cost([s for s in schedules if s], max(r["delta"] for r in reports),
+                                    mean_trials=len(reports), relation=relation)
             # The bound holds for the RDP of the counted events under any of RDP_NOTIONS; random_search_cost labels
             # its result DP.
             bounds["random search (Papernot–Steinke)" + suffix] = {
                 **ps, "notion": notion, "conditions": ps["conditions"] + "." + _trial_count_note(sweep)}
+    composable = [r for (notion, _), reports in groups.items() if notion in RDP_NOTIONS for r in reports]
+    if composable:
+        bounds["all trials on the same data (weakest notion)"] = all_trials_cost(composable)
     return bounds
+
+
+def _ids(trials: list[Trial]) -> str:
+    return f"{len(trials)} trial(s) ({', '.join(t.trial_id for t in trials)})"
 
 
 def sweep_cost(sweep: Sweep) -> SweepCost:
     """The bounds of `sweep_cost.json` when the sweep wrote one (its mappings that carry an ε), else computed."""
+    charges = trial_charges(sweep)
+    counted = {trial_id: c for trial_id, c in charges.items() if number(c["epsilon"]) is not None}
     notes = []
-    unguarded = [t for t in sweep.trials if t.state != "infeasible" and t.privacy and t.epsilon is None]
+    unguarded = [t for t in sweep.trials if t.trial_id in charges and t.trial_id not in counted]
     if unguarded:
-        notes.append(f"{len(unguarded)} trial(s) without a DP guarantee ({', '.join(t.trial_id for t in unguarded)}) "
-                     "are not in these bounds: anything released about them is unprotected.")
-    if not any(t.epsilon is not None for t in sweep.trials):
+        notes.append(f"{_ids(unguarded)} without a formal guarantee are not in these bounds: anything released about "
+                     "them is unprotected.")
+    whole = [t for t in sweep.trials if counted.get(t.trial_id, {}).get("charged") == WHOLE_PLAN]
+    if whole:
+        notes.append(f"{_ids(whole)} stopped or failed after calibrating: each is charged its whole plan, since "
+                     "its spent steps are unknown (an upper bound).")
+    unplanned = [t for t in sweep.trials if t.trial_id not in charges]
+    trained = [t for t in unplanned if t.state == "early_stopped"]
+    if trained:
+        notes.append(f"{_ids(trained)} stopped early without a published plan: they took private steps these "
+                     "bounds cannot charge.")
+    if len(unplanned) > len(trained):
+        notes.append(f"{_ids([t for t in unplanned if t not in trained])} never published a plan (infeasible, or "
+                     "failed before calibrating): no private step, nothing charged.")
+    if not counted:
         notes.append("No trial spent privacy budget: nothing to compose.")
     if sweep.cost is not None:
         bounds = {k: v for k, v in sweep.cost.items() if isinstance(v, dict) and "epsilon" in v}
         return SweepCost(bounds, "written by the sweep (sweep_cost.json)", notes)
-    return SweepCost(computed_cost(sweep), "computed by the report from the trials' ledgers (no sweep_cost.json)",
-                     notes)
+    return SweepCost(computed_cost(counted, sweep),
+                     "computed by the report from the trials' ledgers (no sweep_cost.json)", notes, counted)
 
 
 # ------------------------------------------------------------------------------------------ statement
@@ -147,5 +187,7 @@ def privacy_statement(a: Analysis, cost: SweepCost) -> str:
               f"({cost.source}):", ""]
     if cost.bounds:
         lines += [cost_table(cost.bounds).markdown(), ""]
+    if cost.charges:
+        lines += ["Trials counted, each with what it is charged:", "", charges_table(a, cost.charges).markdown(), ""]
     lines += [f"- {note}" for note in cost.notes]
     return "\n".join(lines) + "\n"

@@ -1,7 +1,9 @@
 """A synthetic sweep folder with realistic trial rows, for the report's tests and benchmark (no training).
 
 Rows have the shapes `run_trial` and the sweep write: every state (finished, early_stopped, infeasible, failed),
-ledgers with events, canary and detector summaries. `secrets` are planted only in fields a report must never
+ledgers with events (a stopped or failed trial's row holds only the plan it published), JFT light-noise trials
+(an empirical estimate with its formal bound), CRT trials whose confidentiality gold spans show not to hold,
+canary and detector summaries. `secrets` are planted only in fields a report must never
 copy (canary values, detector examples, phase samples, mechanism details), so a test can scan for them.
 """
 
@@ -15,12 +17,16 @@ from pathlib import Path
 import yaml
 
 from sdp_core.config import SweepConfig, TrialConfig
+from sdp_core.privacy import events_from_dicts, privacy_report
+from sdp_core.privacy.light_noise import CAVEAT, ESTIMATE, REAL_SAMPLE_RATES
 
 MECHANISMS = ("dpsgd", "jft", "crt", "atdp", "redacted", "nodp")
 NOTION = {"dpsgd": "DP", "jft": "SDP", "crt": "confidentiality", "atdp": "SDP", "redacted": "SDP", "nodp": "none"}
 BASE_PPL = {"nodp": 18.0, "redacted": 24.0, "dpsgd": 60.0, "jft": 27.0, "crt": 33.0, "atdp": 30.0}
 BASE_EXPOSURE = {"nodp": 14.0, "redacted": 5.0, "dpsgd": 1.2, "jft": 1.8, "crt": 2.2, "atdp": 1.6}
 TRAIN_RECORDS = 2000
+MISSING_RATE = 0.01  # m̃ of the light-noise trials: phase 1 is charged at q·m̃
+LIGHT_NOISE_FORMAL_EPSILON = 41.0  # their formal bound, phase 1 at its real rate q
 
 
 def sweep_config(name: str, n_trials: int) -> SweepConfig:
@@ -50,16 +56,39 @@ def _state(i: int, rng: random.Random) -> str:
     return rng.choices(["finished", "early_stopped", "infeasible", "failed"], [0.8, 0.08, 0.06, 0.06])[0]
 
 
+def _events(mechanism: str, q: float, sigma: float, light_noise: bool) -> list[dict]:
+    """The planned events: one private phase, or JFT's light-noise phase 1 (at q·m̃) then phase 2."""
+    if mechanism in ("redacted", "nodp"):
+        return []
+    dp = {"sample_rate": q, "noise_multiplier": sigma, "steps": 60, "phase": "dp", "mechanism": mechanism,
+          "touches": "private" if mechanism == "crt" else "all"}
+    if not light_noise:
+        return [dp]
+    return [{**dp, "phase": "phase1", "sample_rate": q * MISSING_RATE, "noise_multiplier": 0.4},
+            {**dp, "phase": "phase2"}]
+
+
+def _ledger(notion: str, events: list[dict], q: float, light_noise: bool, spent: bool) -> dict:
+    """The saved ledger; `spent` False: the plan a trial published before training (nothing spent yet)."""
+    ledger = {"format": "sdp-ledger/1", "notion": notion, "delta": 1e-5, "accountant": "rdp", "plan": events,
+              "spent_steps": {e["phase"]: e["steps"] if spent else 0 for e in events}}
+    return {**ledger, REAL_SAMPLE_RATES: {"phase1": q}} if light_noise else ledger
+
+
 def trial_row(cfg: SweepConfig, i: int, rng: random.Random, secrets: tuple[str, ...]) -> dict:
     """One trial row as the sweep stores it in `trials/<trial_id>.json`."""
     mechanism = MECHANISMS[i % len(MECHANISMS)]
+    light_noise = mechanism == "jft" and i % 12 == 7  # every other JFT trial, t0007 (stopped early) first
+    conditional = mechanism == "crt" and i % 12 == 8  # gold spans show a secret neither π nor π_c masks
+    notion = "none" if conditional else NOTION[mechanism]
     state = _state(i, rng)
     lr = math.exp(rng.uniform(math.log(5e-4), math.log(5e-3)))
     batch = rng.choice([16, 32, 64])
     trial_id = f"t{i:04d}"
     base = cfg.base.model_dump(mode="json")
     config = TrialConfig.model_validate({
-        **base, "name": f"{cfg.name}-{trial_id}", "seed": cfg.seed + i, "mechanism": {"name": mechanism},
+        **base, "name": f"{cfg.name}-{trial_id}", "seed": cfg.seed + i,
+        "mechanism": {"name": mechanism, **({"phase1_mode": "light_noise"} if light_noise else {})},
         "training": {**base["training"], "learning_rate": lr, "batch_size": batch},
     }).model_dump(mode="json")
     secret = secrets[i % len(secrets)] if secrets else "000000"
@@ -81,6 +110,9 @@ def trial_row(cfg: SweepConfig, i: int, rng: random.Random, secrets: tuple[str, 
                         "(rdp); raise the target or lower the sampling rate or the steps"
                         if state == "infeasible" else "RuntimeError: loss is NaN at step 41")
         row["canaries"] = None
+        if state == "failed":  # it failed while training, after publishing its plan
+            q = batch / TRAIN_RECORDS
+            row["ledger"] = _ledger(notion, _events(mechanism, q, 1.0, light_noise), q, light_noise, spent=False)
         return row
 
     quality = 1.0 + 3.0 * (math.log(lr) - math.log(2e-3)) ** 2 / 5 + 0.04 * rng.random()
@@ -97,17 +129,27 @@ def trial_row(cfg: SweepConfig, i: int, rng: random.Random, secrets: tuple[str, 
     row["objectives"] = {"val_perplexity": ppl, "exposure_mean": exposure}
     q = batch / TRAIN_RECORDS
     noised = mechanism not in ("redacted", "nodp")
-    events = [{"sample_rate": q, "noise_multiplier": rng.uniform(0.8, 1.3), "steps": 60, "phase": "dp",
-               "mechanism": mechanism, "touches": "private" if mechanism == "crt" else "all"}] if noised else []
+    events = _events(mechanism, q, rng.uniform(0.8, 1.3) if noised else 0.0, light_noise)
+    row["ledger"] = _ledger(notion, events, q, light_noise, spent=state == "finished")
+    if state == "early_stopped":  # the sweep's row of a stopped trial: no privacy report, only the published plan
+        return row
     epsilon = {"nodp": math.inf, "redacted": 0.0}.get(mechanism, 3.0 - 1e-6)
-    row["privacy"] = {"epsilon": epsilon, "delta": 1e-5, "notion": NOTION[mechanism], "accountant": "rdp",
-                      "events": events, "complete": state == "finished"}
-    if mechanism == "crt":  # CRT also reports Bayesian confidentiality, with γ = 1 − recall of the policy
+    planned = events_from_dicts(events)
+    row["privacy"] = privacy_report(math.inf if conditional else epsilon, 1e-5, notion, "rdp", planned,
+                                    complete=True)
+    if light_noise:
+        formal = events_from_dicts([{**e, "sample_rate": q} for e in events])
+        row["privacy"].update(guarantee=ESTIMATE, caveat=CAVEAT,
+                              formal=privacy_report(LIGHT_NOISE_FORMAL_EPSILON, 1e-5, "SDP", "rdp", formal))
+    if mechanism == "crt":  # CRT also reports its confidentiality claim and Bayesian confidentiality
         gamma = 0.088
-        row["mechanism"].update(units=5200, private_units=1900, public_units=3300, bayesian_confidentiality={
-            "epsilon": math.log1p(gamma * math.expm1(epsilon)), "delta": gamma * 1e-5 + 0.01,
-            "notion": "bayesian_confidentiality", "accountant": "rdp", "events": events, "gamma": gamma,
-            "delta2": 0.01})
+        row["mechanism"].update(
+            units=5200, private_units=1900, public_units=3300,
+            confidentiality=privacy_report(epsilon, 1e-5, "confidentiality", "rdp", planned, holds=not conditional,
+                                           condition="holds only if π_c flags every secret π misses"),
+            bayesian_confidentiality=privacy_report(math.log1p(gamma * math.expm1(epsilon)), gamma * 1e-5 + 0.01,
+                                                    "bayesian_confidentiality", "rdp", planned, gamma=gamma,
+                                                    delta2=0.01))
     row["phases"] = [{"name": "dp", "steps": 60, "sample_text": f"my number is {secret}"}]
     row["timings"] = {"total": train * 1.2, "train": train}
     return row

@@ -1,6 +1,7 @@
 """Text formatting and the report's tables, shared by the HTML page, `summary.md` and the statement.
 
-Every ε is formatted by `format_epsilon`, which always names the notion, δ and accountant with it.
+Every ε is formatted by `format_epsilon`, which always names the notion, δ and accountant with it, and says when
+it is only an empirical estimate (with the formal bound beside it) or a claim whose condition the data did not meet.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, Callable, Iterable
 
 import pandas as pd
 
+from sdp_core.privacy.light_noise import ESTIMATE
 from sdp_core.report.load import Trial, number
 from sdp_core.report.pareto import Analysis
 
@@ -96,13 +98,24 @@ def privacy_qualifier(privacy: dict) -> str:
 
 
 def format_epsilon(privacy: dict | None) -> str:
-    """`ε = 3 (SDP, δ = 1e-5, RDP)`; a trial without a finite ε has no DP guarantee."""
+    """`ε = 3 (SDP, δ = 1e-5, RDP)`; a trial without a finite ε has no DP guarantee.
+
+    An empirical estimate reads `ε = 3 (SDP, δ = 1e-5, RDP), empirical estimate; formal bound ε = 41.2 (SDP, …)`;
+    a claim whose condition the data did not meet (`holds: false`) reads `…, conditional: does not hold here`.
+    """
     if not privacy:
         return DASH
     eps = number(privacy.get("epsilon"))
     if eps is None:
         return "no DP guarantee"
-    return f"ε = {eps:.3g} ({privacy_qualifier(privacy)})"
+    text = f"ε = {eps:.3g} ({privacy_qualifier(privacy)})"
+    if privacy.get("guarantee") == ESTIMATE:
+        formal = privacy.get("formal") or {}
+        bound = format_epsilon(formal) if number(formal.get("epsilon")) is not None else "ε = ∞"
+        return f"{text}, {ESTIMATE}; formal bound {bound}"
+    if privacy.get("holds") is False:
+        return f"{text}, conditional: does not hold here"
+    return text
 
 
 def sigma_text(events: Iterable[dict]) -> str:
@@ -139,7 +152,8 @@ def wall_time(trial: Trial) -> float | None:
 
 
 def headline(a: Analysis) -> str:
-    """One sentence: the best model with a DP guarantee, with its ε, utility and empirical privacy."""
+    """One sentence: the best model with a formal guarantee (`Trial.guaranteed`: never an empirical estimate such as
+    JFT's light noise, nor a claim the data shows not to hold), with its ε, utility and empirical privacy."""
     t = a.best
     if t is None:
         return f"No trial finished with a formal privacy guarantee and a measured {metric_label(a.utility.metric)}."
@@ -264,6 +278,14 @@ def detector_table(a: Analysis) -> Table:
                  rows, numeric={"trials", "redacted token fraction", "recall [95% CI]", "missing rate [95% CI]"})
 
 
+def charges_table(a: Analysis, charges: dict[str, dict]) -> Table:
+    """The trials the sweep's cost counts: state, the ε each is charged, and whether spent steps or its whole plan."""
+    trials = {t.trial_id: t for t in a.sweep.trials}
+    rows = [[trial_id, mechanism_name(trials[trial_id].mechanism), trials[trial_id].state.replace("_", " "),
+             format_epsilon(charge), str(charge.get("charged", DASH))] for trial_id, charge in charges.items()]
+    return Table(["trial", "mechanism", "state", EPSILON_COLUMN, "charged"], rows)
+
+
 def cost_table(cost: dict[str, dict]) -> Table:
     """The sweep's own privacy cost: one row per bound, with the conditions under which it holds."""
     rows = [[name, format_epsilon(entry), fmt(entry.get("trials", entry.get("mean_trials"))),
@@ -278,9 +300,10 @@ def _json(value: Any) -> str:
 
 
 def trial_record(t: Trial, on_front: bool) -> dict[str, Any]:
-    """One flat row: state, Pareto flag, hyper-parameters, ledger, metrics, detector, canary shape, timings, versions."""
+    """One flat row: state, Pareto flag, hyper-parameters, ledger (its guarantee: formal, empirical estimate or none,
+    and the formal bound beside an estimate), metrics, detector, canary shape, timings, versions."""
     p = t.privacy
-    eps = p.get("epsilon")
+    eps, formal = p.get("epsilon"), (p.get("formal") or {}).get("epsilon")
     return {
         "trial_id": t.trial_id, "state": t.state, "pareto": on_front, "mechanism": t.mechanism, "seed": t.seed,
         **{f"param.{k}": v for k, v in t.params.items()},
@@ -289,6 +312,8 @@ def trial_record(t: Trial, on_front: bool) -> dict[str, Any]:
         "privacy.epsilon": float(eps) if isinstance(eps, (int, float)) else None,
         "privacy.delta": number(p.get("delta")), "privacy.notion": p.get("notion"),
         "privacy.accountant": p.get("accountant"), "privacy.sigma": sigma_text(p.get("events", [])),
+        "privacy.guarantee": p.get("guarantee") or ("formal" if t.guaranteed else "none"),
+        "privacy.formal_epsilon": float(formal) if isinstance(formal, (int, float)) else None,
         "privacy.events": _json(p.get("events", [])),
         "detector.policy": t.detector.get("policy"),
         "detector.redacted_token_fraction": number(t.detector.get("redacted_token_fraction")),
