@@ -3,6 +3,8 @@
 - Each trial is `run_trial` on one sampled config inside a Tune function trial; `run_trial` calibrates the
   trial's noise to the sweep's ε target itself. The trial reports a row; the driver writes it to
   `OUT/trials/<trial_id>.json` and then tells Optuna, in that order (a crash in between is repaired on resume).
+- A trial whose private phases run on CPU Ray Train workers reserves them in its own placement group
+  (`trial_resources`): trials start only when their workers fit too.
 - Multi-objective: the sweep's objectives become `OptunaSearch(metric=[...], mode=[...])`.
 - What Optuna is told, per stored state: `finished` -> COMPLETE with the objective values (FAIL instead when
   one is missing or not finite, e.g. an infinite ε); `infeasible` (the ε target cannot be met: `PrivacyError`)
@@ -25,6 +27,7 @@ import hashlib
 import json
 import math
 import time
+from functools import partial
 from typing import Any
 
 import optuna
@@ -35,7 +38,7 @@ from ray import tune
 from ray.tune.schedulers import ASHAScheduler, TrialScheduler
 from ray.tune.search import Searcher
 
-from sdp_core.config import SearchSpace, SweepConfig, TrialConfig, arm_trial_config, parse_model
+from sdp_core.config import ResourcesConfig, SearchSpace, SweepConfig, TrialConfig, arm_trial_config, parse_model
 from sdp_core.errors import PrivacyError, UserError
 from sdp_core.logs import configure_logging
 from sdp_core.sweep.space import MECHANISM_PARAM, sample, trial_config_dict, trial_id
@@ -142,23 +145,23 @@ def sweep_trial(config: dict, report_interval: float = 0.0, early_stopping: bool
     the first report at or past each rung, so throttling delays a decision by at most one interval. Nothing
     computed from a private batch is reported. Once at the end it reports `final: True` and the row as JSON (a
     string, so Tune's flattening of results leaves it intact). A trial's own failure never raises: it becomes a
-    `failed` or `infeasible` row. The ledger the trial calibrated (`run_trial`'s `on_plan`) goes, as JSON, with
-    the next report, and into the row of a trial that fails after calibrating, so the sweep's cost charges it.
+    `failed` or `infeasible` row. The ledger the trial calibrated (`run_trial`'s `on_plan`) is reported, as JSON,
+    before its first private step, and goes into the row of a trial that fails after calibrating, so the sweep's
+    cost charges it.
     """
     configure_logging()  # the driver's -v, in this worker
     last = {"step": 0, "val_loss": None, "time": time.monotonic()}
     ledger: dict = {}  # the calibrated plan, once the mechanism has made it
-    unsent: list[str] = []  # the plan as JSON, until a report has carried it
 
-    def on_plan(plan: dict) -> None:
-        ledger.update(plan)
-        unsent.append(json.dumps(plan))
-
-    def report(row: dict | None = None) -> None:
+    def report(row: dict | None = None, plan: dict | None = None) -> None:
         tune.report({**{m: objective_value(row, m) if row else None for m in config["objectives"]},
                      "step": last["step"], "val_loss": last["val_loss"], "final": row is not None,
                      **({"row": json.dumps(row, default=str)} if row else {}),
-                     **({"ledger": unsent.pop()} if unsent else {})})
+                     **({"ledger": json.dumps(plan)} if plan else {})})
+
+    def on_plan(plan: dict) -> None:  # reported at once: a trial that dies before any progress report is charged
+        ledger.update(plan)
+        report(plan=plan)
 
     def on_step(progress: TrainingProgress) -> None:
         last["step"] = progress.step
@@ -386,14 +389,33 @@ def run_sweep(cfg: SweepConfig, space: SearchSpace, store: SweepStore, callbacks
     return store.rows()
 
 
+def trial_resources(config: dict, resources: ResourcesConfig) -> tune.PlacementGroupFactory:
+    """The placement group of one trial (`config` as the searcher made it): the trial's own bundle and, when its
+    private phases run on CPU Ray Train workers (`training.workers` > 1, `resources.gpu` 0), one bundle per worker.
+
+    Tune then starts a trial only once its workers fit as well, so `concurrency` trials never hold the resources
+    each other's workers wait for. Ray Train V2 always makes a placement group of its own, which Ray cannot nest
+    in the trial's; its workers are carved out of the trial's bundles instead, by asking for the group's own CPU
+    resource (`train.distributed.worker_resources`). GPU workers cannot be: a GPU reached that way is not
+    assigned to the worker (no CUDA device), so they ask the cluster for their GPUs when a phase starts, and a
+    GPU cluster needs at least `concurrency` × `resources.gpu` + `workers` GPUs (one worker group can always start).
+    """
+    trial = {"CPU": resources.cpu, **({"GPU": resources.gpu} if resources.gpu else {})}
+    training = config["trial"]["training"]
+    if training["workers"] > 1 and not resources.gpu:
+        return tune.PlacementGroupFactory([trial] + [{"CPU": training["cpu_per_worker"]}] * training["workers"])
+    return tune.PlacementGroupFactory([trial])
+
+
 def tune_run(cfg: SweepConfig, store: SweepStore, search: SweepSearch | GridSearch,
              scheduler: TrialScheduler | None, num_samples: int, callbacks: list | None) -> None:
-    """One Tune run of `num_samples` trials chosen by `search`; each attempt logs to its own `OUT/.tune/attempt-N`."""
-    resources = {"cpu": cfg.resources.cpu, "gpu": cfg.resources.gpu}
+    """One Tune run of `num_samples` trials chosen by `search`, each in its placement group (`trial_resources`);
+    each attempt logs to its own `OUT/.tune/attempt-N`."""
     attempt = len(list(store.tune_dir.glob("attempt-*"))) if store.tune_dir.is_dir() else 0
     tuner = tune.Tuner(
         tune.with_resources(tune.with_parameters(sweep_trial, report_interval=cfg.report_interval,
-                                                 early_stopping=cfg.early_stopping), resources),
+                                                 early_stopping=cfg.early_stopping),
+                            partial(trial_resources, resources=cfg.resources)),
         tune_config=tune.TuneConfig(
             search_alg=search, scheduler=scheduler, num_samples=num_samples, max_concurrent_trials=cfg.concurrency,
             reuse_actors=True,  # trials share warm processes: torch and the tokenizers load once
