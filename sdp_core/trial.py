@@ -34,7 +34,7 @@ from sdp_core.detectors.evaluation import evaluate
 from sdp_core.detectors.miss import drop_missed
 from sdp_core.errors import UserError
 from sdp_core.io import atomic_write_json, fingerprint
-from sdp_core.mechanisms import MECHANISMS, MechanismPlan, TrialData
+from sdp_core.mechanisms import MechanismPlan, TrialData, get_mechanism
 from sdp_core.metrics import utility_metrics
 from sdp_core.models import build_model
 from sdp_core.models.checkpoint import save_model
@@ -326,7 +326,7 @@ def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool
     if cfg.privacy.delta >= 1 / n:  # δ should be well below 1/N: a δ-chance of leaking one whole record is likely
         print(f"warning: privacy.delta = {cfg.privacy.delta:g} is not below 1/N = {1 / n:.3g} ({n} training records)",
               file=sys.stderr)
-    plan = MECHANISMS[cfg.mechanism.name](data)
+    plan = get_mechanism(cfg.mechanism.name).plan(data)
     if on_plan is not None:
         on_plan(plan.ledger.to_dict())
 

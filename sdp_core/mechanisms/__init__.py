@@ -1,16 +1,12 @@
-"""Mechanisms by name: each maps the trial's prepared data to calibrated phases and a privacy ledger."""
+"""Mechanisms by name: each module registers its `MechanismSpec` (settings, plan, notion, words, colour).
 
-from sdp_core.mechanisms import atdp, baselines, crt, jft, sdpsgd
+Importing this package registers the built-in mechanisms; `MECHANISMS[name].plan(data)` maps a trial's prepared
+data to calibrated phases and a privacy ledger.
+"""
+
+from sdp_core.mechanisms import atdp, baselines, crt, jft, sdpsgd  # noqa: F401  (each registers itself)
 from sdp_core.mechanisms.base import Mechanism, MechanismPlan, TrialData
+from sdp_core.mechanisms.registry import MECHANISMS, MechanismSpec, get_mechanism, register_mechanism
 
-MECHANISMS: dict[str, Mechanism] = {
-    "nodp": baselines.nodp,
-    "dpsgd": baselines.dpsgd,
-    "redacted": baselines.redacted,
-    "jft": jft.jft,
-    "crt": crt.crt,
-    "atdp": atdp.atdp,
-    "sdpsgd": sdpsgd.sdpsgd,
-}
-
-__all__ = ["MECHANISMS", "Mechanism", "MechanismPlan", "TrialData"]
+__all__ = ["MECHANISMS", "Mechanism", "MechanismPlan", "MechanismSpec", "TrialData", "get_mechanism",
+           "register_mechanism"]

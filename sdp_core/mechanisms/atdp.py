@@ -21,6 +21,7 @@ from transformers import PreTrainedTokenizerFast
 from sdp_core.config import ATDPConfig, JFTConfig
 from sdp_core.errors import UserError
 from sdp_core.mechanisms.base import MechanismPlan, TrialData, calibrate, private_phase, public_phase
+from sdp_core.mechanisms.registry import MechanismSpec, register_mechanism
 from sdp_core.mechanisms.jft import jft_phases
 from sdp_core.tensors import LMData
 
@@ -90,3 +91,9 @@ def atdp(d: TrialData) -> MechanismPlan:
     derived = [] if m.w is not None else [f"ATDP's weight w = {details['w']:.4f}, set from the share α of sensitive "
                                           "tokens in the training data (fix mechanism.w to avoid it)"]
     return MechanismPlan(phases, ledger, details, derived)
+
+
+register_mechanism(MechanismSpec(
+    "atdp", atdp, "ATDP", "#9467bd", notion="DP / SDP / none, by base",
+    caveat="ATDP noises every record's whole token-weighted gradient; its ε composes every σ of the rise–reset "
+           "schedule."))

@@ -15,7 +15,7 @@ from transformers import PreTrainedTokenizerFast
 from sdp_core.config import TrialConfig
 from sdp_core.data.records import Span, Splits
 from sdp_core.privacy import GaussianEvent, PrivacyLedger, calibrate_noise, get_notion
-from sdp_core.train.data import LMData
+from sdp_core.tensors import LMData
 from sdp_core.train.loop import Phase, ledger_key
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sdp_core.mechanisms.base import MechanismPlan, TrialData, calibrate, private_phase, public_phase
+from sdp_core.mechanisms.registry import MechanismSpec, register_mechanism
 from sdp_core.privacy import PrivacyLedger
 
 
@@ -26,3 +27,16 @@ def redacted(d: TrialData) -> MechanismPlan:
     phases = [public_phase("redacted", d.train_redacted, cfg, cfg.training.epochs)]
     ledger = PrivacyLedger("SDP", cfg.privacy.delta, cfg.privacy.accountant)
     return MechanismPlan(phases, ledger, {"guarantee": "epsilon_s = 0 for detected secrets only; none for missed"})
+
+
+register_mechanism(MechanismSpec(
+    "nodp", nodp, "No-DP", "#8c564b", notion="none", tasks=("lm", "classification"),
+    caveat="No-DP trains without noise: no privacy guarantee; a reference point only."))
+register_mechanism(MechanismSpec(
+    "dpsgd", dpsgd, "DP-SGD", "#1f77b4", notion="DP", tasks=("lm", "classification"),
+    caveat="DP-SGD protects every record entirely, whatever the detector finds."))
+register_mechanism(MechanismSpec(
+    "redacted", redacted, "Redacted", "#e0a800", notion="SDP (ε = 0 for detected secrets)",
+    tasks=("lm", "classification"),
+    caveat="Redacted trains without noise on policy-redacted text: it protects the secrets the policy detects; "
+           "secrets it misses have no guarantee."))

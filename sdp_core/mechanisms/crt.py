@@ -21,6 +21,7 @@ from sdp_core.detectors import detect_records, get_policy
 from sdp_core.detectors.evaluation import evaluate
 from sdp_core.errors import UserError
 from sdp_core.mechanisms.base import MechanismPlan, TrialData, calibrate, private_phase, public_phase
+from sdp_core.mechanisms.registry import MechanismSpec, register_mechanism
 from sdp_core.privacy import PrivacyLedger, bayesian_confidentiality_report, crt_gamma_delta2
 from sdp_core.privacy.confidentiality import confidentiality_claim
 from sdp_core.text.dedup import duplicate_spans
@@ -90,3 +91,11 @@ def crt(d: TrialData) -> MechanismPlan:
         details["bayesian_confidentiality"] = bayesian_confidentiality_report(ledger.plan, p.delta, p.accountant,
                                                                               **estimates)
     return MechanismPlan(phases, ledger, details)
+
+
+register_mechanism(MechanismSpec(
+    "crt", crt, "CRT", "#2ca02c", notion="confidentiality, Bayesian confidentiality",
+    caveat="CRT's confidentiality is relative to the perfectly redacted data (policy π plus the conservative π_c) "
+           "and holds only if π_c flags every secret π misses: where gold spans show a secret both miss, the trial "
+           "has no formal guarantee and its confidentiality ε is marked as not holding. Bayesian confidentiality "
+           "accounts for the shares of secrets π, and π with π_c, miss (95 % upper bounds)."))

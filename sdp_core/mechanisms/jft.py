@@ -17,6 +17,7 @@ from sdp_core.detectors.audit import missing_rate, read_audit
 from sdp_core.detectors.evaluation import evaluate
 from sdp_core.errors import UserError
 from sdp_core.mechanisms.base import MechanismPlan, TrialData, calibrate, phase_events, private_phase, public_phase
+from sdp_core.mechanisms.registry import MechanismSpec, register_mechanism
 from sdp_core.privacy import PrivacyLedger, light_noise_epsilon
 from sdp_core.privacy.light_noise import REAL_SAMPLE_RATES, at_real_rates, with_formal_bound
 from sdp_core.text.encode import encode
@@ -103,3 +104,10 @@ def jft(d: TrialData) -> MechanismPlan:
     return MechanismPlan([phase1, phase2], ledger, {"phase1_mode": "light_noise", "missing_rate": rate.value,
                                                    "missing_rate_interval": [rate.low, rate.high],
                                                    "missing_rate_source": source, "light_noise": report})
+
+
+register_mechanism(MechanismSpec(
+    "jft", jft, "JFT", "#d62728", notion="SDP (light noise: an empirical estimate)", tasks=("lm", "classification"),
+    caveat="JFT protects the tokens the policy flags; phase 1 trains on redacted text (with light_noise, its "
+           "amplification uses an estimated missing rate: an empirical, not a formal, bound, printed with the formal "
+           "bound of phase 1 at its real sampling rate beside it)."))

@@ -61,6 +61,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from sdp_core.config import TrialConfig
 from sdp_core.errors import UserError
 from sdp_core.mechanisms.base import MechanismPlan, TrialData, calibrate
+from sdp_core.mechanisms.registry import MechanismSpec, register_mechanism
 from sdp_core.privacy import PrivacyLedger
 from sdp_core.tensors import LMData
 from sdp_core.train.loop import BatchStep, DPStep, Phase, StepContext
@@ -348,3 +349,9 @@ def sdpsgd(d: TrialData) -> MechanismPlan:
     derived = [f"K = {k}, the most private segments of any training row, and each row's segment layout: the "
                "policy's masks, treated as public structure (Shi et al. 2022)"]
     return MechanismPlan(phases, ledger, details, derived)
+
+
+register_mechanism(MechanismSpec(
+    "sdpsgd", sdpsgd, "Selective-DPSGD", "#ff7f0e", notion="SDP",
+    caveat="Selective-DPSGD noises private token segments and the hidden state carried out of them; public "
+           "segments train without noise."))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from sdp_core.report.findings import ClaimResult, claims_table
 from sdp_core.report.pareto import Analysis
 from sdp_core.report.plots import Plot, plotly_div
-from sdp_core.report.statement import CAVEATS, SweepCost
+from sdp_core.report.statement import SweepCost, caveat
 from sdp_core.report.tables import (
     EPSILON_COLUMN,
     Table,
@@ -103,7 +103,7 @@ def render(a: Analysis, plots: list[Plot], cost: SweepCost, claims: list[ClaimRe
     figures = "".join(f'<div class="plot"><h3>{e(p.title)}</h3>{plotly_div(p, a, include_plotlyjs=i == 0)}</div>'
                       for i, p in enumerate(plots))
     mechanisms = dict.fromkeys([*sweep.config.mechanisms, *(t.mechanism for t in sweep.trials)])
-    caveats = "".join(f"<li><b>{e(mechanism_name(m))}</b>: {e(CAVEATS[m])}</li>" for m in mechanisms if m in CAVEATS)
+    caveats = "".join(f"<li><b>{e(mechanism_name(m))}</b>: {e(caveat(m))}</li>" for m in mechanisms if caveat(m))
     unfinished = unfinished_table(a)
     detector = detector_table(a)
     plots_body = (f'<div class="plots">{figures}</div>' if plots else

@@ -14,6 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from sdp_core.mechanisms import MECHANISMS
 from sdp_core.privacy import NOTIONS, basic_composition, counted_events, events_from_dicts, random_search_cost
 from sdp_core.privacy.relations import ADD_REMOVE, RELATIONS
 from sdp_core.privacy.sweep_cost import WHOLE_PLAN, all_trials_cost, trial_charge
@@ -30,23 +31,12 @@ from sdp_core.report.tables import (
     metric_label,
 )
 
-CAVEATS = {
-    "nodp": "No-DP trains without noise: no privacy guarantee; a reference point only.",
-    "redacted": "Redacted trains without noise on policy-redacted text: it protects the secrets the policy detects; "
-                "secrets it misses have no guarantee.",
-    "dpsgd": "DP-SGD protects every record entirely, whatever the detector finds.",
-    "jft": "JFT protects the tokens the policy flags; phase 1 trains on redacted text (with light_noise, its "
-           "amplification uses an estimated missing rate: an empirical, not a formal, bound, printed with the formal "
-           "bound of phase 1 at its real sampling rate beside it).",
-    "crt": "CRT's confidentiality is relative to the perfectly redacted data (policy π plus the conservative π_c) "
-           "and holds only if π_c flags every secret π misses: where gold spans show a secret both miss, the trial "
-           "has no formal guarantee and its confidentiality ε is marked as not holding. Bayesian confidentiality "
-           "accounts for the shares of secrets π, and π with π_c, miss (95 % upper bounds).",
-    "atdp": "ATDP noises every record's whole token-weighted gradient; its ε composes every σ of the rise–reset "
-            "schedule.",
-    "sdpsgd": "Selective-DPSGD noises private token segments and the hidden state carried out of them; public "
-              "segments train without noise.",
-}
+
+def caveat(mechanism: str) -> str:
+    """The registered mechanism's caveat ("" for one this installation does not know)."""
+    spec = MECHANISMS.get(mechanism)
+    return spec.caveat if spec else ""
+
 
 RDP_NOTIONS = ("DP", "SDP", "confidentiality")
 """Notions whose ε is the RDP conversion of the counted events (Bayesian confidentiality is a transform of it)."""
@@ -177,7 +167,7 @@ def privacy_statement(a: Analysis, cost: SweepCost) -> str:
         also = "".join(f" Also {format_epsilon(g)}." for g in t.other_guarantees.values())
         lines.append(f"- **{t.trial_id}, {mechanism_name(t.mechanism)}** (seed {t.seed}): "
                      f"{format_epsilon(t.privacy)}; protects {protected(t)}.{also} Events: {_events_text(t.privacy)}. "
-                     f"{CAVEATS.get(t.mechanism, '')} Empirical check: {_canary_text(t)}.")
+                     f"{caveat(t.mechanism)} Empirical check: {_canary_text(t)}.")
     notions = sorted({str(r.get("notion")) for t in a.front for r in (t.privacy, *t.other_guarantees.values())
                       if r.get("notion") in NOTIONS})
     lines += ["", "## Notions", ""] + [f"- **{n}**: {NOTIONS[n].description}." for n in notions]

@@ -14,12 +14,11 @@ from typing import Any, Callable, Iterable
 
 import pandas as pd
 
+from sdp_core.mechanisms import MECHANISMS
 from sdp_core.privacy.light_noise import ESTIMATE
 from sdp_core.report.load import Trial, number
 from sdp_core.report.pareto import Analysis
 
-MECHANISM_NAMES = {"nodp": "No-DP", "redacted": "Redacted", "dpsgd": "DP-SGD", "jft": "JFT", "crt": "CRT",
-                   "atdp": "ATDP", "sdpsgd": "Selective-DPSGD"}
 METRIC_LABELS = {
     "val_perplexity": "val perplexity",
     "val_private_perplexity": "private-token perplexity",
@@ -45,7 +44,9 @@ DASH = "—"
 # ------------------------------------------------------------------------------------------ formatting
 
 def mechanism_name(name: str) -> str:
-    return MECHANISM_NAMES.get(name, name)
+    """The registered display name; a mechanism this installation does not know keeps its config name."""
+    spec = MECHANISMS.get(name)
+    return spec.display_name if spec else name
 
 
 def metric_label(name: str) -> str:
