@@ -15,7 +15,7 @@ from pathlib import Path
 
 start_wall, start_cpu = time.perf_counter(), time.process_time()
 from sdp_core.report import build_report  # noqa: E402  (timed: plotly, matplotlib, pandas, the privacy layer)
-from sdp_core.report.synthetic import write_synthetic_sweep  # noqa: E402
+from tests.synthetic_sweep import write_synthetic_sweep  # noqa: E402
 
 IMPORT_WALL, IMPORT_CPU = time.perf_counter() - start_wall, time.process_time() - start_cpu
 

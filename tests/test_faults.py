@@ -97,7 +97,7 @@ ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
 def test_full_disk_while_writing_a_report_is_one_line_and_leaves_no_partial_folder(tmp_path, monkeypatch):
-    from sdp_core.report.synthetic import write_synthetic_sweep
+    from tests.synthetic_sweep import write_synthetic_sweep
 
     sweep_dir = write_synthetic_sweep(tmp_path / "sweep", n_trials=6)
     real_write = Path.write_text

@@ -15,7 +15,7 @@ from PIL import Image
 from sdp_core.config import load_trial_config
 from sdp_core.report import build_report
 from sdp_core.report.cli import add_report_arguments, run_report
-from sdp_core.report.synthetic import write_synthetic_sweep
+from tests.synthetic_sweep import write_synthetic_sweep
 
 SECRETS = ("482913", "555-0134", "ZQ7XK2")
 N_TRIALS = 40
@@ -176,6 +176,22 @@ def test_missing_or_corrupt_results_are_one_line_exit_2(damage, sweep_dir, tmp_p
     assert not (tmp_path / "out").exists()
     if damage in ("corrupt_json", "bad_state"):
         assert "t0001.json" in err
+
+
+def test_a_search_front_over_trials_that_saw_different_data_is_refused(sweep_dir, tmp_path, capsys):
+    import json
+    import shutil
+
+    mixed = tmp_path / "mixed"
+    shutil.copytree(sweep_dir, mixed, ignore=shutil.ignore_patterns("report"))
+    row_file = sorted((mixed / "trials").glob("*.json"))[0]
+    row = json.loads(row_file.read_text())
+    row["detector"]["data_fingerprint"] = "1e" * 16  # this trial trained on other records
+    row_file.write_text(json.dumps(row))
+    assert run(str(mixed), "--out", str(tmp_path / "out")) == 2
+    err = capsys.readouterr().err
+    assert "2 different datasets" in err and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
 
 
 def test_report_folder_is_complete_or_absent(sweep_dir, tmp_path, monkeypatch):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sdp_core.report import build_report
-from sdp_core.report.synthetic import write_synthetic_sweep
+from tests.synthetic_sweep import write_synthetic_sweep
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",

@@ -12,6 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from sdp_core.config import Objective
+from sdp_core.errors import UserError
 from sdp_core.report.load import Sweep, Trial
 
 
@@ -83,6 +84,16 @@ class Analysis:
         return self.best_of([t for t in self.sweep.trials if t.guaranteed])
 
 
+def check_same_data(sweep: Sweep) -> None:
+    """A search sweep's front compares trials, so they must have seen the same data (one data fingerprint);
+    otherwise a UserError names how many datasets the trials saw."""
+    prints = {t.detector.get("data_fingerprint") for t in sweep.trials if t.detector.get("data_fingerprint")}
+    if sweep.config.experiments is None and len(prints) > 1:
+        raise UserError(f"the sweep's trials saw {len(prints)} different datasets (data fingerprints); one Pareto "
+                        "front needs one dataset: give every trial the same data.seed and data settings")
+
+
 def analyse(sweep: Sweep) -> Analysis:
+    check_same_data(sweep)
     utility = utility_objective(sweep.config.objectives)
     return Analysis(sweep, utility, ranked(pareto_front(sweep.trials, sweep.config.objectives), utility))
