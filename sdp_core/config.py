@@ -65,7 +65,7 @@ def _value_defaults(data: Any, key: str, defaults: dict[str, dict[str, Any]]) ->
 
 
 class DataConfig(Strict):
-    source: Literal["customersim", "file", "hf", "synthetic_classification"] = "customersim"
+    source: Literal["customersim", "clinic", "file", "hf", "synthetic_classification"] = "customersim"
     seed: int = Field(0, description="the data seed: records, splits, canary values, missed secrets. A sweep's trials "
                       "share it (they differ in initialisation and sampling only), so they see the same data")
     path: str | None = Field(None, description="JSONL / Parquet / text file, for source=file")
@@ -96,8 +96,20 @@ class DataConfig(Strict):
 # ------------------------------------------------------------------------------------------- detector
 
 
+# The detector policy of a data source when the config names none: CustomerSim's own policy for CustomerSim, the
+# general one (identifier shapes, entities, proper nouns; no format assumed) for every other source.
+SOURCE_POLICIES: dict[str, str] = {"customersim": "customersim"}
+DEFAULT_POLICY = "general"
+
+
+def default_policy(source: str) -> str:
+    """The detector policy a trial on data from `source` uses when its config names none."""
+    return SOURCE_POLICIES.get(source, DEFAULT_POLICY)
+
+
 class DetectorConfig(Strict):
-    policy: str = Field("customersim", description="a policy name or a union `a,b` (see sdp_core.detectors)")
+    policy: str = Field(DEFAULT_POLICY, description="a policy name or a union `a,b` (see sdp_core.detectors); in a "
+                        "trial left out: `default_policy(data.source)`, `customersim` for CustomerSim, else `general`")
     conservative_policy: str = Field("conservative", description="π_c: the high-recall policy CRT uses")
     patterns: dict[str, str] = Field(default_factory=dict, description="user regex policies: name -> pattern")
     spacy_model: str = "en_core_web_sm"
@@ -299,6 +311,21 @@ class TrialConfig(Strict):
     privacy: PrivacyConfig = Field(default_factory=PrivacyConfig)
     training: TrainingConfig = Field(default_factory=TrainingConfig)
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _source_policy(cls, data: Any) -> Any:
+        """A `detector.policy` the config leaves out is its data source's default; a policy it names wins."""
+        if not isinstance(data, dict):
+            return data
+        block, detector = data.get("data", {}), data.get("detector", {})
+        if isinstance(detector, DetectorConfig):
+            detector = detector.model_dump(exclude_unset=True)
+        source = block.source if isinstance(block, DataConfig) else (
+            block.get("source", DataConfig.model_fields["source"].default) if isinstance(block, dict) else None)
+        if not (isinstance(detector, dict) and isinstance(source, str)) or "policy" in detector:
+            return data
+        return {**data, "detector": {**detector, "policy": default_policy(source)}}
 
     @model_validator(mode="after")
     def _coherent(self) -> "TrialConfig":

@@ -44,6 +44,13 @@ POSITIVE = {
         ("mail PO Box 1234, Springfield, IL 62701", ["PO Box 1234, Springfield, IL 62701"]),
         ("to PSC 1234, Box 5678 APO AA 12345", ["PSC 1234, Box 5678 APO AA 12345"]),
     ],
+    "identifier": [
+        ("MRN 00123456, DOB: 14.03.1962.", ["00123456", "14.03.1962"]),
+        ("record #A12-99-331 and MRN-7788123", ["A12-99-331", "MRN-7788123", "7788123"]),
+        ("NI number QQ 12 34 56 C", ["QQ 12 34 56 C", "12 34 56"]),
+        ("call +44 (0)161 496 0123", ["+44 (0)161 496 0123", "161 496 0123"]),
+        ("at Hauptstraße 12, 10115 Berlin.", ["Hauptstraße 12, 10115 Berlin", "10115"]),
+    ],
 }
 
 NEGATIVE = {
@@ -56,6 +63,7 @@ NEGATIVE = {
     "tracking_number": ["UNIVERSITY", "INCREDIBLE news", "1234567890", "ABCDE12345X", "abcde12345", "FH6F6-GMMF4"],
     "id": ["pi is 3.141592", "12345", "1,234,567 people", "A1234567"],
     "address": ["I have 3 big dogs", "We had 12 Park rangers", "Call 555-123-4567"],
+    "identifier": ["2 tablets for 3 days", "BP 120/80 in 2019", "10,000 steps", "500-1000 mg", "E11.9", "500mg"],
 }
 
 

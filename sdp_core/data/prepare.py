@@ -8,6 +8,7 @@ from typing import Callable
 from sdp_core.config import DataConfig
 from sdp_core.data.canaries import CanaryPlan, insert_canaries
 from sdp_core.data.classification import classification_splits
+from sdp_core.data.clinic import clinic_splits
 from sdp_core.data.customersim import customersim_splits
 from sdp_core.data.loaders import load_hf, load_records
 from sdp_core.data.records import Record, Splits
@@ -45,6 +46,7 @@ def _hf_splits(cfg: DataConfig, seed: int) -> Splits:
 
 SOURCES: dict[str, Callable[[DataConfig, int], Splits]] = {
     "customersim": lambda cfg, seed: customersim_splits(cfg.n_train, cfg.n_validation, cfg.n_test, seed),
+    "clinic": lambda cfg, seed: clinic_splits(cfg.n_train, cfg.n_validation, cfg.n_test, seed),
     "synthetic_classification":
         lambda cfg, seed: classification_splits(cfg.n_train, cfg.n_validation, cfg.n_test, seed),
     "file": lambda cfg, seed: _split_file(load_records(cfg.path), cfg, seed, cfg.path),

@@ -1,7 +1,7 @@
 """Secret detectors (policy functions): regexes, the four spaCy tiers of JFT, CRT's conservative policy π_c,
 their unions, evaluation against gold spans, a sampling audit, and a detection cache.
 
-    policy = get_policy("customersim")                # or "phone,low_entity", a user pattern, "conservative"
+    policy = get_policy("general")                    # or "customersim", "phone,low_entity", a user pattern, ...
     spans = detect_records(records, policy)           # cached per dataset × policy version
     report = evaluate(records, spans)                 # token recall / precision / missing rate, Wilson CIs
 """
@@ -20,12 +20,12 @@ from sdp_core.detectors.evaluation import (
     word_offsets,
 )
 from sdp_core.detectors.regex import BUILTIN_PATTERNS, RegexPolicy
-from sdp_core.detectors.registry import CUSTOMERSIM_POLICY, POLICIES, get_policy, register_policy
+from sdp_core.detectors.registry import CUSTOMERSIM_POLICY, GENERAL_POLICY, POLICIES, get_policy, register_policy
 from sdp_core.detectors.spacy_tiers import TIERS, SpacyTierPolicy, load_spacy
 
 __all__ = [
-    "AuditItem", "BUILTIN_PATTERNS", "CUSTOMERSIM_POLICY", "DetectionStats", "Evaluation", "LabelRecall",
-    "POLICIES", "Policy", "Rate", "RegexPolicy", "SpacyTierPolicy", "TIERS", "UnionPolicy", "default_cache_dir",
-    "detect_records", "detection_stats", "evaluate", "export_audit", "fingerprint", "get_policy", "load_spacy",
-    "missing_rate", "read_audit", "register_policy", "union", "wilson_interval", "word_offsets",
+    "AuditItem", "BUILTIN_PATTERNS", "CUSTOMERSIM_POLICY", "DetectionStats", "Evaluation", "GENERAL_POLICY",
+    "LabelRecall", "POLICIES", "Policy", "Rate", "RegexPolicy", "SpacyTierPolicy", "TIERS", "UnionPolicy",
+    "default_cache_dir", "detect_records", "detection_stats", "evaluate", "export_audit", "fingerprint", "get_policy",
+    "load_spacy", "missing_rate", "read_audit", "register_policy", "union", "wilson_interval", "word_offsets",
 ]  # fmt: skip

@@ -1,4 +1,5 @@
-"""Regular-expression policies: digits (Shi et al. 2022's WikiText-2 policy), US PII formats, user patterns.
+"""Regular-expression policies: digits (Shi et al. 2022's WikiText-2 policy), US PII formats, generic identifier
+shapes, user patterns.
 
 A pattern may contain a named group `secret`; then only that group is the span, so context can anchor a match
 without being redacted (`tracking number is (?P<secret>[A-Z0-9]{10})`). A policy may hold several patterns and
@@ -18,6 +19,7 @@ Built-in patterns and their decisions:
 | tracking_number | 10 × `[A-Z0-9]` holding both a letter and a digit (an all-caps word has no digit, a bare number no letter), or any 10 × `[A-Z0-9]` right after "tracking number" |
 | id              | 6 or more digits standing alone (not part of a decimal or a grouped number)                |
 | address         | US street address: building number, one to four capitalised words, a USPS street suffix (plural allowed), optional Apt/Suite/Unit, optional `City, ST 12345`; PO boxes; APO/FPO/DPO military addresses |
+| identifier      | identifier shapes for data of unknown formats: 5+ digits; digit groups joined by `-`, `.` or space (3+ groups of 2+ digits, or 7+ digits, not two years or a range of round numbers); upper-case codes with 3+ digits in 6+ characters or 2+ in 8+ (not ICD-10 codes); capitals before spaced digit groups (`QQ 12 34 56 C`); `+` international and area-code phones; email; US, UK (with postcode) and German street addresses; UK postcodes; a date after DOB / date of birth / born. Leaves small numbers, doses, vitals, decimals, `12,500`, `E11.9`, `500mg`, `12/05/2024` |
 """
 
 from __future__ import annotations
@@ -83,13 +85,78 @@ _STREET = (
 )
 _CITY_STATE_ZIP = rf"(?:,?\s+{_WORD}(?:\s+{_WORD}){{0,3}},?\s+[A-Z]{{2}}\s+\d{{5}}(?:-\d{{4}})?(?!\d))"
 
+_EXTENSION = r"(?:\s?(?:x|ext\.?\s?)\d{1,5})?"
+_EMAIL = r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"
+_US_ADDRESSES = (
+    # Two alternatives, not an optional tail, so the engine backtracks into the street to reach a tail.
+    rf"{_L}(?:{_STREET}{_CITY_STATE_ZIP}|{_STREET})",
+    rf"\bP\.?\s?O\.?\s+Box\s+\d+{_CITY_STATE_ZIP}?",
+    r"\b(?:PSC\s+\d{4},?\s+Box\s+\d{4}|Unit\s+\d{4}\s+Box\s+\d{4}|(?:USNS|USS|USNV|USCGC)\s+[A-Z][a-z]+)"
+    r"\s+[AFD]PO\s+A[AEP]\s+\d{5}\b",
+)
+
+# `identifier`: the shapes identifiers take whatever their issuer, for data whose formats are not known in advance.
+# A number must not continue a decimal, a thousands-grouped number or another digit group (`3.14159`, `12,500`,
+# `0113 496`), nor be continued by one.
+_NUM_L = r"(?<![\w.,])(?<!\d[-. /])"
+_NUM_R = r"(?!\w|[-.,/]\d)"
+_DIGIT_RUNS = (
+    rf"{_NUM_L}\d{{5,}}{_NUM_R}",  # 5 or more digits
+    rf"{_NUM_L}\d{{2,}}(?:[-. ]\d{{2,}}){{2,}}{_NUM_R}",  # 3 or more groups of 2 or more digits: 12 495 219
+    rf"{_NUM_L}(?=(?:[-. ]?\d){{7}})\d+(?:[-. ]\d+){{2,}}{_NUM_R}",  # 3+ groups, 7+ digits: 1-800-555-0199
+    # two groups holding 7 or more digits (07700 900123, 4471-2290, 2023/004512), but not two years (2019-2020) or
+    # a range of round numbers (500-1000 mg)
+    rf"{_NUM_L}(?!(?:(?:19|20)\d\d[-/ ](?:19|20)\d\d|\d+00[-/ ]\d+00){_NUM_R})"
+    rf"(?:\d{{2}}[-./ ]\d{{5,}}|\d{{3}}[-./ ]\d{{4,}}|\d{{4}}[-./ ]\d{{3,}}|\d{{5,}}[-./ ]\d{{2,}}){_NUM_R}",
+)
+# An upper-case code of letters and digits, dashes, dots or slashes inside, with 3 or more digits in 6 or more
+# characters or 2 or more in 8 or more: MRN-7788123, AB12C345, X7-553-21Q, 12345678Z, FH6F6GMMF4. Lower case keeps
+# doses (500mg) out, the lengths short codes (E11.9, COVID-19); ICD-10 codes (J45.909) are not identifiers.
+_CODE = (
+    r"(?<![\w-])(?![A-Z]\d[\dA-Z]\.[\dA-Z]{1,4}(?![\w-]))(?=[A-Z0-9./-]{0,40}[A-Z])"  # bounded: linear time
+    r"(?:(?=(?:[A-Z./-]{0,40}\d){3})(?=(?:[./-]?[A-Z0-9]){6})|(?=(?:[A-Z./-]{0,40}\d){2})(?=(?:[./-]?[A-Z0-9]){8}))"
+    r"[A-Z0-9]+(?:[-./][A-Z0-9]+)*(?![\w-]|[./][A-Z0-9])"
+)
+# One to three capitals (and up to two digits) before space-separated digit groups holding 5 or more digits,
+# optionally one capital after: QQ 12 34 56 C, NHS 943 476 5919, DE89 3704 0044 0532 0130 00.
+_SPACED_CODE = r"(?<![\w-])[A-Z]{1,3}\d{0,2}(?=(?: ?\d){5})(?: \d{2,4}){2,6}(?: [A-Z])?(?![\w-])"
+_PHONES = (
+    # international: +44 20 7946 0958, +44 (0)161 496 0123, +1-415-555-0132
+    rf"(?<![\w+])\+\d{{1,3}}(?:[ .-]?\(0\))?(?:[ .-]?\(?\d{{1,5}}\)?){{2,6}}{_EXTENSION}{_NUM_R}",
+    # an area code in parentheses or before a slash: (415) 555-0132, (05178) 12865, 030/1234567
+    rf"(?<![\w(/])(?:\(\d{{2,5}}\)\s?\d{{3,}}|0\d{{1,4}}/\d{{5,}})(?:[ -]\d{{2,}})*{_EXTENSION}{_NUM_R}",
+)
+_CAP = r"[A-ZÀ-ÖØ-Þ]"
+_NAME_WORD = rf"{_CAP}[^\W\d_]*(?:['-][^\W\d_]+)*"  # Hannoversch, Main-Höchst, O'Neill
+_PLACE = rf"{_NAME_WORD}(?:\s+(?:(?:am|an|der|ob|vorm|im|in|upon|on|sur|de|la|le)\s+)*{_NAME_WORD}){{0,3}}"
+_UK_POSTCODE = r"(?<![\w-])[A-Z]{1,2}\d[A-Z\d]?\s\d[A-Z]{2}(?![\w-])"
+_UNIT = r"(?:(?:Flat|Apartment|Apt\.?|Unit|Suite)\s+\w+,?\s+)"
+# A German street: a compound (Schillerstraße 5; on `ring` only before a postcode, so "During 3" stays) or words
+# joined to a capitalised suffix (Gustav-Heinemann-Ring 12a).
+_GERMAN_STREET = (
+    rf"{_CAP}[^\W\d_]*(?:[ -](?:{_CAP}[^\W\d_]*|van|von|der|den|de|am|an|zu|auf|im|in)){{0,3}}"
+    r"(?:straße|strasse|str\.|weg|gasse|platz|allee|damm|ufer|chaussee"
+    r"|[ -](?:Straße|Strasse|Str\.|Weg|Gasse|Platz|Allee|Ring|Damm|Ufer|Chaussee))"
+    r"\s+\d{1,4}[a-z]?(?:[-/]\d{1,4}[a-z]?)?"
+)
+_ADDRESSES = (
+    rf"{_L}{_UNIT}?(?:{_STREET},?\s+{_PLACE},?\s+{_UK_POSTCODE}|{_STREET})",  # 5 Denis Hill, Lake Stacey E6G 6SD
+    rf"(?<![\w-]){_GERMAN_STREET}(?:,?\s+\d{{5}}\s+{_PLACE})?",  # Hauptstraße 12, 10115 Berlin
+    rf"(?<![\w-]){_CAP}[^\W\d_]*ring\s+\d{{1,4}}[a-z]?,?\s+\d{{5}}\s+{_PLACE}",  # Kaiserring 5, 68161 Mannheim
+)
+_MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?"
+_DATE = (
+    rf"(?:\d{{1,2}}[./-]\d{{1,2}}[./-]\d{{2,4}}|\d{{4}}-\d{{1,2}}-\d{{1,2}}|\d{{1,2}}[ -]{_MONTH}[ -]\d{{4}}"
+    rf"|{_MONTH} \d{{1,2}},? \d{{4}})"
+)
+_DATE_OF_BIRTH = rf"(?i:\b(?:DOB|D\.O\.B\.?|date of birth|born(?: on)?))\s*:?\s*(?P<secret>{_DATE})(?!\w)"
+
 BUILTIN_PATTERNS: dict[str, PatternSpec] = {
     "digits": PatternSpec((r"\d+",)),
     "phone": PatternSpec(
-        (rf"(?<![\w+-])(?:(?:\+1|001)[-.\s]?)?(?:\(\d{{3}}\)\s?|\d{{3}}[-.\s])\d{{3}}[-.\s]\d{{4}}"
-         rf"(?:\s?(?:x|ext\.?\s?)\d{{1,5}})?{_R}",)
+        (rf"(?<![\w+-])(?:(?:\+1|001)[-.\s]?)?(?:\(\d{{3}}\)\s?|\d{{3}}[-.\s])\d{{3}}[-.\s]\d{{4}}{_EXTENSION}{_R}",)
     ),
-    "email": PatternSpec((r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b",)),
+    "email": PatternSpec((_EMAIL,)),
     "ssn": PatternSpec((rf"{_L}(?!000|666|9\d\d)\d{{3}}(?P<sep>[- ])(?!00)\d{{2}}(?P=sep)(?!0000)\d{{4}}{_R}",)),
     "credit_card": PatternSpec((rf"{_L}\d(?:[ -]?\d){{12,18}}{_R}",), luhn_valid),
     "order_number": PatternSpec((rf"{_L}\d{{3}}-\d{{5}}-\d{{4}}{_R}",)),
@@ -100,13 +167,18 @@ BUILTIN_PATTERNS: dict[str, PatternSpec] = {
         )
     ),
     "id": PatternSpec((r"(?<![\w.,])\d{6,}(?!\w|[.,]\d)",)),
-    "address": PatternSpec(
+    "address": PatternSpec(_US_ADDRESSES),
+    "identifier": PatternSpec(
         (
-            # Two alternatives, not an optional tail, so the engine backtracks into the street to reach a tail.
-            rf"{_L}(?:{_STREET}{_CITY_STATE_ZIP}|{_STREET})",
-            rf"\bP\.?\s?O\.?\s+Box\s+\d+{_CITY_STATE_ZIP}?",
-            r"\b(?:PSC\s+\d{4},?\s+Box\s+\d{4}|Unit\s+\d{4}\s+Box\s+\d{4}|(?:USNS|USS|USNV|USCGC)\s+[A-Z][a-z]+)"
-            r"\s+[AFD]PO\s+A[AEP]\s+\d{5}\b",
+            *_DIGIT_RUNS,
+            _CODE,
+            _SPACED_CODE,
+            *_PHONES,
+            _EMAIL,
+            *_US_ADDRESSES,
+            *_ADDRESSES,
+            _UK_POSTCODE,
+            _DATE_OF_BIRTH,
         )
     ),
 }

@@ -7,6 +7,7 @@
 | low_contextual  | all 18                             | PROPN PRON                          | SUBJ: nsubj nsubjpass csubj csubjpass (+UD nsubj:pass csubj:pass); OBJ: dobj iobj dative pobj (+UD obj) |
 | high_contextual | all 18                             | PROPN PRON VERB                     | as low_contextual                           |
 | proper_nouns    | –                                  | PROPN                               | –  (a helper for the conservative policy)   |
+| general_entity  | low_entity's and FAC               | –                                   | –  (for the general policy: hospitals, buildings) |
 
 Decisions, from the paper's Table 1 ("Did <PRON> <VERB> <PROPN> is getting <VERB>"): only the head token of a
 subject or object is masked (determiners stay: "the <OBJ>"); "verbs" means POS `VERB`, not `AUX` (the paper keeps
@@ -77,6 +78,7 @@ TIERS: dict[str, Tier] = {
     "low_contextual": Tier(entities=ONTONOTES_LABELS, pos=("PROPN", "PRON"), deps=_CONTEXT_DEPS),
     "high_contextual": Tier(entities=ONTONOTES_LABELS, pos=("PROPN", "PRON", "VERB"), deps=_CONTEXT_DEPS),
     "proper_nouns": Tier(pos=("PROPN",)),
+    "general_entity": Tier(entities=(*LOW_ENTITY_LABELS, "FAC")),
 }
 
 

@@ -1,0 +1,144 @@
+"""The generic `identifier` regex, the `general` policy, and which policy a trial gets by default."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from sdp_core.config import DataConfig, DetectorConfig, TrialConfig, default_policy, load_trial_config
+from sdp_core.data.clinic import MRN_FORMATS, NATIONAL_ID_FORMATS, PHONE_FORMATS, generate_clinic
+from sdp_core.detectors import evaluate, get_policy
+from sdp_core.detectors.registry import GENERAL_POLICY
+
+STRUCTURED = ("mrn", "national_id", "phone", "email", "address", "date_of_birth")
+
+
+def found(text: str) -> list[str]:
+    [spans] = get_policy("identifier").detect([text])
+    return [text[s.start : s.end] for s in spans]
+
+
+def shape(value: str) -> str:
+    """Digits as `#`, capitals as `?`: a value's format, comparable with a generator pattern."""
+    return re.sub(r"[A-Z]", "?", re.sub(r"\d", "#", value))
+
+
+@pytest.fixture(scope="module")
+def notes():
+    return generate_clinic(600, seed=11)
+
+
+@pytest.fixture(scope="module")
+def identifier_eval(notes):
+    return evaluate(notes, get_policy("identifier").detect([n.text for n in notes]))
+
+
+@pytest.mark.parametrize("label", STRUCTURED)
+def test_identifier_masks_every_structured_clinic_secret(identifier_eval, label):
+    lr = identifier_eval.per_label[label]
+    assert lr.secrets.n > 100
+    assert lr.secrets.k == lr.secrets.n, label
+    assert lr.tokens.k == lr.tokens.n, label
+
+
+@pytest.mark.parametrize(("label", "patterns"), [
+    ("mrn", [p for _, p in MRN_FORMATS]),
+    ("national_id", [p for _, p in NATIONAL_ID_FORMATS]),
+    ("phone", [p for formats in PHONE_FORMATS.values() for p in formats]),
+])
+def test_every_format_is_emitted(notes, label, patterns):
+    """The notes above hold every format of the generator, so the recall test covers each one."""
+    emitted = {shape(v) for n in notes for s, v in zip(n.spans, n.secrets()) if s.label == label}
+    assert emitted == {shape(p) for p in patterns}
+
+
+def test_identifier_precision_on_clinic_notes(identifier_eval):
+    """Doses, vitals, lab values, counts, years, visit dates and ICD-10 codes in the notes stay unflagged."""
+    assert identifier_eval.precision > 0.97
+
+
+@pytest.mark.parametrize(("text", "secret"), [
+    ("Patient's NHS number is 943 476 5919.", "943 476 5919"),
+    ("Reach her at 01 42 68 53 00 (home).", "01 42 68 53 00"),
+    ("Passport C01X00T47 was checked.", "C01X00T47"),
+    ("IBAN DE89 3704 0044 0532 0130 00 for refunds.", "DE89 3704 0044 0532 0130 00"),
+    ("AHV number 756.1234.5678.97 on file.", "756.1234.5678.97"),
+    ("CPF 123.456.789-09 given.", "123.456.789-09"),
+    ("Driver licence S530-4128-7193.", "S530-4128-7193"),
+    ("Call +61 2 9876 5432 today.", "+61 2 9876 5432"),
+    ("Fax: 1-800-555-0199.", "1-800-555-0199"),
+    ("Case ref 2023/004512.", "2023/004512"),
+    ("Lives at Apt 5B, 300 East 57th Street.", "Apt 5B, 300 East 57th Street"),
+    ("Praxis: Kaiserring 5, 68161 Mannheim.", "Kaiserring 5, 68161 Mannheim"),
+    ("Your tracking number is FH6F6GMMF4.", "FH6F6GMMF4"),
+])
+def test_identifier_formats_beyond_the_generators(text, secret):
+    assert secret in found(text)
+
+
+PROSE = [
+    "She took 2 tablets twice a day for 3 days and felt better after 48 hours.",
+    "BP 120/80 mmHg, HR 72, temperature 37.2 °C, SpO2 97 %, weight 82.5 kg, height 176 cm.",
+    "In 2019 she moved to the coast; between 2019 and 2021 she worked nights, and the 2019-2020 season was hard.",
+    "He walks about 10,000 steps a day and has lost 3.5 kg since March.",
+    "Metformin 500 mg, increasing to 500-1000 mg daily over 4-6 weeks; vitamin B12 and vitamin D3 added.",
+    "HbA1c 7.4 % (was 8.1 % in 2022); LDL 3.1 mmol/L; eGFR 74 mL/min/1.73m2; platelets 250 x10^9/L.",
+    "Assessment: type 2 diabetes (E11.9), asthma (J45.909) and hypertension (I10); COVID-19 in 2021.",
+    "MMSE 28/30, PHQ-9 score 12, GAD-7 score 8; follow up in 6 weeks at 10:30 am on 12/05/2024.",
+    "The trial enrolled 1,250 patients aged 18-65; p < 0.001, 95 % CI 1.2-3.4, NNT 14.",
+    "Pi is 3.14159, the dose was 0.00125 mg/kg, and the bill came to $1,250.00 in total.",
+    "Chapter 11 of version 2.1.3 covers room 12 on floor 3, page 123, line 45.",
+    "Infusion at 150 mL/h for 24 hours, then 1.5-2.0 L over 8.5 h; 3 x 500 mg doses; 500mg at night.",
+    "She was treated in the 1990s and again in mid-2020, on 12 May and 3 June. During 3 weeks she rested.",
+    "G6PD deficiency, HLA-B27 positive, CYP2D6 poor metaboliser, SARS-CoV-2 negative, T2DM for 10 years.",
+    "Scores fell from 24 to 18 over 2 years; 3 of 5 siblings are affected; 1 in 250 carriers.",
+]
+
+
+@pytest.mark.parametrize("text", PROSE)
+def test_identifier_leaves_ordinary_numbers(text):
+    assert found(text) == []
+
+
+def test_general_is_identifiers_entities_and_proper_nouns():
+    general = get_policy("general")
+    assert general.key == get_policy(GENERAL_POLICY).key
+    assert {m.name for m in general.members} == {"identifier", "general_entity", "proper_nouns"}
+    conservative = {m.name for m in get_policy("conservative").members}
+    assert "identifier" in conservative  # π_c keeps flagging a superset of the general policy (high_entity ⊇ FAC)
+
+
+def test_general_policy_on_clinic_notes(notes):
+    sample = notes[:60]
+    ev = evaluate(sample, get_policy("general").detect([n.text for n in sample]))
+    for label, lr in ev.per_label.items():
+        assert lr.secrets.value >= 0.95, (label, lr.secrets)
+    assert ev.recall.value > 0.99
+
+
+@pytest.mark.parametrize(("data", "policy"), [
+    ({}, "customersim"),
+    ({"source": "customersim"}, "customersim"),
+    ({"source": "clinic"}, "general"),
+    ({"source": "file", "path": "records.jsonl"}, "general"),
+    ({"source": "hf", "hf_name": "wikitext-2-raw-v1"}, "general"),
+    ({"source": "synthetic_classification"}, "general"),
+])
+def test_default_policy_follows_the_data_source(data, policy):
+    assert TrialConfig.model_validate({"data": data}).detector.policy == policy
+    assert default_policy(data.get("source", "customersim")) == policy
+
+
+def test_an_explicit_policy_wins():
+    clinic = {"source": "clinic"}
+    assert TrialConfig.model_validate({"data": clinic, "detector": {"policy": "phone"}}).detector.policy == "phone"
+    assert TrialConfig.model_validate({"detector": {"policy": "general"}}).detector.policy == "general"
+    named = TrialConfig(data=DataConfig(**clinic), detector=DetectorConfig(policy="customersim"))
+    assert named.detector.policy == "customersim"
+    unnamed = TrialConfig(data=DataConfig(**clinic), detector=DetectorConfig(miss_rate=0.1))
+    assert unnamed.detector.policy == "general" and unnamed.detector.miss_rate == 0.1
+    assert load_trial_config(None, ["data.source=file", "data.path=x.jsonl"]).detector.policy == "general"
+    cfg = load_trial_config(None, ["data.source=clinic", "detector.policy=conservative"])
+    assert cfg.detector.policy == "conservative"
+    assert TrialConfig.model_validate(cfg.model_dump(mode="json")) == cfg
