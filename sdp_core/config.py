@@ -477,6 +477,9 @@ class SweepConfig(Strict):
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
     early_stopping: bool = Field(False, description="ASHA on the held-out validation loss")
     report_interval: float = Field(5.0, ge=0, description="seconds between a trial's progress reports to Ray Tune")
+    keep_models: Literal["front", "all", "none"] = Field(
+        "front", description="which trials keep their model under OUT/models/ (DP noise is secret: a model cannot "
+        "be re-trained from its config): the Pareto front's, every trial's, or none")
 
     _seeds = field_validator("seeds")(_distinct_seeds)
 

@@ -110,6 +110,12 @@ def test_sigkilled_sweep_resumes_to_exactly_the_planned_trials(tmp_path):
     assert "3/3 trials" in result.stdout
     shown = Path(result.stdout.strip().splitlines()[-1])
     assert shown == out / "report" / "index.html" and shown.is_file()  # sweep -> report, the page itself
+    # Only the Pareto front's models are kept (DP noise is secret: they cannot be re-trained from their configs).
+    objectives = [list(r["objectives"].values()) for r in rows.values()]
+    front = {name[:-5] for (name, row), mine in zip(rows.items(), objectives)
+             if not any(all(o <= m for o, m in zip(other, mine)) and other != mine for other in objectives)}
+    assert {p.name for p in (out / "models").iterdir()} == front
+    assert all((out / "models" / t / "model").is_dir() and (out / "models" / t / "result.json").is_file() for t in front)
 
     import optuna
 

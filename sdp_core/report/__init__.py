@@ -53,6 +53,11 @@ def report_folder(sweep_dir: Path, out_dir: Path | None) -> Path:
     return out
 
 
+def front_trial_ids(sweep_dir: Path) -> set[str]:
+    """The ids of the trials on the sweep's Pareto front."""
+    return {t.trial_id for t in analyse(load_sweep(sweep_dir)).front}
+
+
 def build_report(sweep_dir: Path, out_dir: Path | None = None) -> Path:
     """Build the report of the sweep stored in `sweep_dir` into `out_dir` (default `<sweep_dir>/report/`).
 

@@ -11,7 +11,9 @@ from sdp_core.report.pareto import Analysis
 from sdp_core.report.plots import Plot, plotly_div
 from sdp_core.report.statement import SweepCost, caveat
 from sdp_core.report.tables import (
+    DASH,
     EPSILON_COLUMN,
+    MODEL_COLUMN,
     Table,
     charges_table,
     counts_line,
@@ -75,8 +77,11 @@ def _table(table: Table) -> str:
             return ' class="num"'
         return ' class="nowrap"' if column == EPSILON_COLUMN else ""
 
+    def cell(column: str, value: str) -> str:  # a kept model links to its folder (the report is OUT/report/)
+        return f'<a href="../{e(value)}/">{e(value)}</a>' if column == MODEL_COLUMN and value != DASH else e(value)
+
     head = "".join(f"<th{cls(c)}>{e(c)}</th>" for c in table.columns)
-    body = "".join("<tr>" + "".join(f"<td{cls(c)}>{e(v)}</td>" for c, v in zip(table.columns, row)) + "</tr>"
+    body = "".join("<tr>" + "".join(f"<td{cls(c)}>{cell(c, v)}</td>" for c, v in zip(table.columns, row)) + "</tr>"
                    for row in table.rows)
     return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 

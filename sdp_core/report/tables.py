@@ -10,6 +10,7 @@ import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import pandas as pd
@@ -222,9 +223,19 @@ def _trial_table(a: Analysis, trials: list[Trial], first: list[str], first_cells
     return Table(columns, rows, numeric={"σ", *map(metric_label, metrics), "wall time"})
 
 
+MODEL_COLUMN = "model"
+"""The front table's column of saved models: paths inside the sweep folder (`models/<trial>/model`)."""
+
+
+def saved_model(a: Analysis, t: Trial) -> str:
+    """Where `t`'s model was kept, inside the sweep folder (the sweep's `keep_models`), or a dash."""
+    path = Path("models") / t.trial_id / "model"
+    return path.as_posix() if (a.sweep.directory / path).is_dir() else DASH
+
+
 def frontier_table(a: Analysis) -> Table:
-    return _trial_table(a, a.front, ["trial", "mechanism", "hyper-parameters"],
-                        lambda t: [t.trial_id, mechanism_name(t.mechanism), params_text(t)])
+    return _trial_table(a, a.front, ["trial", "mechanism", "hyper-parameters", MODEL_COLUMN],
+                        lambda t: [t.trial_id, mechanism_name(t.mechanism), params_text(t), saved_model(a, t)])
 
 
 def mechanism_table(a: Analysis) -> Table:

@@ -72,11 +72,18 @@ def output_folder(out: str | None, cfg: SweepConfig, overwrite: bool) -> Path:
     return folder
 
 
-def _report(folder: Path) -> Path:
-    """Build the sweep's report; the path of its `index.html`, to show the user."""
-    from sdp_core.report import build_report  # the report layer loads only once a sweep has rows to show
+def _report(store: SweepStore, keep_models: str) -> Path:
+    """Build the sweep's report, then (`keep_models: front`) delete the models of trials off its Pareto front; the
+    path of its `index.html`, to show the user."""
+    from sdp_core.report import build_report, front_trial_ids  # loaded only once a sweep has rows to show
 
-    return build_report(folder) / "index.html"
+    index = build_report(store.root) / "index.html"
+    if keep_models == "front" and store.models_dir.is_dir():
+        front = front_trial_ids(store.root)
+        for folder in store.models_dir.iterdir():
+            if folder.name not in front:
+                shutil.rmtree(folder)
+    return index
 
 
 def _sweep(store: SweepStore, cfg: SweepConfig) -> int:
@@ -96,7 +103,7 @@ def _sweep(store: SweepStore, cfg: SweepConfig) -> int:
     print(f"{len(rows)}/{cfg.num_trials} trials: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
     if len(rows) < cfg.num_trials:
         print(f"the sweep stopped early; continue it with: sdp-sweep resume {store.root}")
-    print(_report(store.root))
+    print(_report(store, cfg.keep_models))
     return 0 if len(rows) == cfg.num_trials else 1
 
 

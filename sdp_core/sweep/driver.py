@@ -27,6 +27,7 @@ import hashlib
 import json
 import math
 import time
+from pathlib import Path
 from functools import partial
 from typing import Any
 
@@ -136,7 +137,8 @@ def record_in_study(ot_trial: optuna.Trial, row: dict, objectives: list[str]) ->
 # -------------------------------------------------------------------------------------------- trial
 
 
-def sweep_trial(config: dict, report_interval: float = 0.0, early_stopping: bool = False) -> None:
+def sweep_trial(config: dict, report_interval: float = 0.0, early_stopping: bool = False,
+                models_dir: str | None = None) -> None:
     """A Tune function trial: train one sampled config and report its row as the final result.
 
     While training it reports progress at most every `report_interval` seconds (a Tune round trip per optimizer
@@ -145,9 +147,10 @@ def sweep_trial(config: dict, report_interval: float = 0.0, early_stopping: bool
     the first report at or past each rung, so throttling delays a decision by at most one interval. Nothing
     computed from a private batch is reported. Once at the end it reports `final: True` and the row as JSON (a
     string, so Tune's flattening of results leaves it intact). A trial's own failure never raises: it becomes a
-    `failed` or `infeasible` row. The ledger the trial calibrated (`run_trial`'s `on_plan`) is reported, as JSON,
-    before its first private step, and goes into the row of a trial that fails after calibrating, so the sweep's
-    cost charges it.
+    `failed` or `infeasible` row. With `models_dir` the trial saves its model and result in `<models_dir>/<id>/`:
+    DP noise is secret, so a trial cannot be re-trained to the same weights from its config. The ledger the trial
+    calibrated (`run_trial`'s `on_plan`) is reported, as JSON, before its first private step, and goes into the row
+    of a trial that fails after calibrating, so the sweep's cost charges it.
     """
     configure_logging()  # the driver's -v, in this worker
     last = {"step": 0, "val_loss": None, "time": time.monotonic()}
@@ -172,7 +175,8 @@ def sweep_trial(config: dict, report_interval: float = 0.0, early_stopping: bool
 
     try:
         cfg = parse_model(TrialConfig, config["trial"], config["trial_id"])
-        row = run_trial(cfg, None, on_step=on_step, on_plan=on_plan).to_dict()
+        out_dir = Path(models_dir) / config["trial_id"] if models_dir else None
+        row = run_trial(cfg, out_dir, on_step=on_step, on_plan=on_plan).to_dict()
     except PrivacyError as e:
         row = stub_row(config, "infeasible", str(e), ledger=ledger)
     except Exception as e:  # any other failure is this trial's: record it, the sweep goes on
@@ -413,9 +417,10 @@ def tune_run(cfg: SweepConfig, store: SweepStore, search: SweepSearch | GridSear
     each attempt logs to its own `OUT/.tune/attempt-N`."""
     attempt = len(list(store.tune_dir.glob("attempt-*"))) if store.tune_dir.is_dir() else 0
     tuner = tune.Tuner(
-        tune.with_resources(tune.with_parameters(sweep_trial, report_interval=cfg.report_interval,
-                                                 early_stopping=cfg.early_stopping),
-                            partial(trial_resources, resources=cfg.resources)),
+        tune.with_resources(tune.with_parameters(
+            sweep_trial, report_interval=cfg.report_interval, early_stopping=cfg.early_stopping,
+            models_dir=str(store.models_dir) if cfg.keep_models != "none" else None),
+            partial(trial_resources, resources=cfg.resources)),
         tune_config=tune.TuneConfig(
             search_alg=search, scheduler=scheduler, num_samples=num_samples, max_concurrent_trials=cfg.concurrency,
             reuse_actors=True,  # trials share warm processes: torch and the tokenizers load once

@@ -45,6 +45,11 @@ class SweepStore:
         return self.root / "optuna.journal"
 
     @property
+    def models_dir(self) -> Path:
+        """`models/<trial_id>/`: each trial's model and result.json (its privacy report); see `keep_models`."""
+        return self.root / "models"
+
+    @property
     def tune_dir(self) -> Path:
         return self.root / ".tune"
 
