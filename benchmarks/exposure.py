@@ -4,8 +4,9 @@ estimate's error against the exact value.
     python -m benchmarks.exposure [--steps 300] [--naive-subset 100000] [--full-naive] [--threads 1]
 
 Setup: a byte-level BPE (`train_bpe_tokenizer`, digits one per token, ~3.5k tokens) trained on 5000 CustomerSim
-dialogs; `gpt2-tiny` trained on 400 dialogs holding 5 canaries "My ID is {dddddd}" inserted 10 times each, long
-enough for the canaries to stand out; 5 never-inserted reference secrets as controls.
+dialogs; `gpt2-tiny` trained on 400 dialogs holding the canaries "My ID is {dddddd}" of a one-run draw of 10 (each
+inserted 10 times with probability 1/2), long enough for them to stand out; the held-out ones are the controls.
+Every candidate is scored after `<eos>USR: `, where the canary lines were inserted.
 Naive scoring of all 10^6 candidates takes minutes on a CPU: by default it is timed on a random subset and
 extrapolated linearly (its scores are checked against the trie's on that subset); `--full-naive` runs it all and
 compares the ranks.
@@ -21,8 +22,8 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from sdp_core.attacks import estimate_exposures, rank_secrets, reference_secrets, score_candidates, score_space
-from sdp_core.attacks.candidates import chars_index, random_chars
+from sdp_core.attacks import estimate_exposures, rank_secrets, score_candidates, score_space
+from sdp_core.attacks.candidates import chars_index, default_context, random_chars
 from sdp_core.config import ModelConfig
 from sdp_core.data.canaries import insert_canaries
 from sdp_core.data.customersim import generate_customersim
@@ -68,41 +69,43 @@ def main() -> None:
     torch.manual_seed(0)
 
     tokenizer = train_bpe_tokenizer([r.text for r in generate_customersim(args.tokenizer_records, 1)], 4000)
-    records, plan = insert_canaries(generate_customersim(args.records, 0), FORMAT, count=5, repeats=10, seed=0)
+    records, plan = insert_canaries(generate_customersim(args.records, 0), FORMAT, count=10, repeats=10, seed=0)
     model = build_model(ModelConfig(arch="gpt2", preset="gpt2-tiny"), len(tokenizer), MAX_LENGTH)
     phase = Phase("fit", lm_data(tokenizer, [r.text for r in records]), private=False, epochs=1000, batch_size=16,
                   max_steps=args.steps)
     _, train_s = timed(train_phase, model, make_optimizer(model, "adamw", 3e-3, 0.0), phase, None, 0)
     model.eval()
-    fmt = plan.format
-    secrets = list(plan.secrets) + reference_secrets(plan, 5, 0)
+    fmt, context = plan.format, default_context(tokenizer, plan.context)
+    members = [s for s, inserted in zip(plan.secrets, plan.inserted) if inserted]
+    secrets = members + [s for s, inserted in zip(plan.secrets, plan.inserted) if not inserted]
 
-    trie, trie_s = timed(score_space, model, tokenizer, fmt, batch_size=args.batch_size)
+    trie, trie_s = timed(score_space, model, tokenizer, fmt, context=context, batch_size=args.batch_size)
     exact = rank_secrets(trie, fmt, secrets)
     rows: list[tuple[str, str]] = [("vocabulary / model", f"{len(tokenizer)} BPE tokens / gpt2-tiny, {args.steps} "
                                     f"steps ({train_s:.0f} s), torch threads {args.threads}"),
                                    ("candidates |R|", f"{fmt.space_size:,}"),
                                    ("trie enumeration", f"{trie_s:.1f} s")]
     if args.full_naive:
-        naive, naive_s = timed(score_space, model, tokenizer, fmt, enumeration="naive", batch_size=args.batch_size)
+        naive, naive_s = timed(score_space, model, tokenizer, fmt, enumeration="naive", context=context,
+                               batch_size=args.batch_size)
         same = [r["rank"] for r in rank_secrets(naive, fmt, secrets)] == [r["rank"] for r in exact]
         rows += [("naive batched scoring", f"{naive_s:.1f} s (all 10^6)"),
                  ("naive / trie", f"{naive_s / trie_s:.1f}x"),
                  ("same ranks, max |Δscore|", f"{same}, {np.abs(naive - trie).max():.1e}")]
     else:
         chars = random_chars(fmt, args.naive_subset, np.random.default_rng(1))
-        subset, sub_s = timed(score_candidates, model, tokenizer, fmt, chars, enumeration="naive",
+        subset, sub_s = timed(score_candidates, model, tokenizer, fmt, chars, enumeration="naive", context=context,
                               batch_size=args.batch_size)
         naive_s = sub_s * fmt.space_size / args.naive_subset
         rows += [("naive batched scoring", f"{naive_s:.0f} s (EXTRAPOLATED from {args.naive_subset:,} random "
                                            f"candidates in {sub_s:.1f} s)"),
                  ("naive / trie", f"{naive_s / trie_s:.1f}x"),
                  ("max |Δscore| on the subset", f"{np.abs(subset - trie[chars_index(fmt, chars)]).max():.1e}")]
-    (estimated, fit), est_s = timed(estimate_exposures, model, tokenizer, fmt, secrets, sample_size=args.sample_size,
-                                    batch_size=args.batch_size)
+    (estimated, fit), est_s = timed(estimate_exposures, model, tokenizer, fmt, secrets, context=context,
+                                    sample_size=args.sample_size, batch_size=args.batch_size)
     rows.append(("skew-normal estimate", f"{est_s:.1f} s ({args.sample_size:,} samples, a={fit['skewnorm_a']:.2f})"))
     for n, (e, x) in enumerate(zip(estimated, exact)):
-        kind = f"canary #{n + 1}" if n < len(plan.secrets) else f"reference #{n + 1 - len(plan.secrets)}"
+        kind = f"canary #{n + 1}" if n < len(members) else f"held out #{n + 1 - len(members)}"
         rows.append((f"{kind}: exact / estimate", f"rank {x['rank']:,}: {x['exposure']:.2f} / {e['exposure']:.2f} bits "
                      f"(error {e['exposure'] - x['exposure']:+.2f})"))
     errors = np.array([e["exposure"] - x["exposure"] for e, x in zip(estimated, exact)])

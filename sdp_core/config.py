@@ -29,14 +29,17 @@ class Strict(BaseModel):
 
 
 class CanaryConfig(Strict):
-    """k canaries of one format, each inserted n times into the training records at seeded positions.
+    """m canaries of one format, each inserted n times into the training records at seeded positions with
+    probability 1/2 (the one-run audit of Steinke, Nasr & Jagielski 2023); the others are held out.
 
-    `format` holds one placeholder such as `{dddddd}` (six digits) or `{AAAAAA}` (upper-case letters or digits).
+    `format` holds one placeholder such as `{dddddd}` (six digits) or `{XXXXXX}` (upper-case letters or digits). In
+    dialog data a canary is a line of the answering speaker (`USR: My ID is 123456`), in prose a sentence.
     """
 
     format: str = "My ID is {dddddd}"
-    count: int = Field(1, ge=1, description="k: how many distinct canaries")
-    repeats: int = Field(10, ge=1, description="n: how many times each canary is inserted")
+    count: int = Field(40, ge=1, description="m: how many distinct canaries are drawn; each is inserted with "
+                       "probability 1/2 (about m/2 members, whose mean exposure gets a 95 % interval) or held out")
+    repeats: int = Field(10, ge=1, description="n: how many times each inserted canary is inserted")
     missed_by_detector: bool = Field(
         False, description="the detector does not see the canaries, so redaction keeps them (missed-secret experiments)"
     )
@@ -76,7 +79,12 @@ class DataConfig(Strict):
     n_validation: int = Field(400, ge=1)
     n_test: int = Field(400, ge=1)
     validation_fraction: float = Field(0.1, gt=0, lt=1, description="held out of a file dataset without splits")
-    max_length: int = Field(128, ge=8, description="tokens per record; longer records are truncated")
+    max_length: int = Field(192, ge=8, description="tokens per row, `<eos>` framing included (the default holds "
+                            "every CustomerSim dialog with a canary line: at most ~180)")
+    on_long_records: Literal["split", "refuse"] = Field(
+        "split", description="a record longer than a row: split into windows (each then a privacy unit: a record "
+        "of w windows is protected as a group of w, and the result says so), or refuse the data. A labelled record "
+        "is never split: its tokens past one row are dropped and counted")
     canaries: CanaryConfig | None = None
 
     @model_validator(mode="before")

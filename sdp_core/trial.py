@@ -38,7 +38,7 @@ from sdp_core.mechanisms import MechanismPlan, TrialData, get_mechanism
 from sdp_core.metrics import utility_metrics
 from sdp_core.models import build_model
 from sdp_core.models.checkpoint import save_model
-from sdp_core.text.encode import encode
+from sdp_core.text.encode import encode, encode_windows
 from sdp_core.text.redaction import redact
 from sdp_core.text.tokenizer import cached_bpe_tokenizer, load_pretrained_tokenizer
 from sdp_core.tensors import LMData, model_device, record_losses
@@ -158,6 +158,10 @@ def not_covered(cfg: TrialConfig, plan: MechanismPlan) -> list[str]:
     if cfg.tokenizer.kind == "bpe" and cfg.tokenizer.corpus == "training" and plan.ledger.notion == "DP":
         out.append("the BPE tokenizer, trained on the policy-redacted training text (tokenizer.corpus: public "
                    "trains it on public text instead)")
+    w = max((int(p.data.record_index.bincount().max()) for p in plan.phases if p.private and len(p.data)), default=1)
+    if w > 1:  # text.encode: rows, not records, are sampled and clipped
+        out.append(f"records longer than a row (data.max_length) as one unit: they are split into up to {w} windows "
+                   f"and ε is per window, so a record of w windows is protected as a group of w (w·ε, w·e^((w−1)ε)·δ)")
     return out + plan.not_covered
 
 
@@ -186,24 +190,32 @@ def prepare_trial_data(cfg: TrialConfig, timings: dict) -> tuple[TrialData, Cana
 
     t0 = time.perf_counter()
     tokenizer = build_tokenizer(cfg, splits.train, train_spans, policy)
-    L = cfg.data.max_length
+    L, on_long = cfg.data.max_length, cfg.data.on_long_records
     classify = cfg.model.task == "classification"
     labels = {name: class_labels(recs, cfg.model.num_labels, f"{name} data") if classify else None
               for name, recs in (("train", splits.train), ("validation", splits.validation), ("test", splits.test))}
+    # Records longer than a row become windows (text.encode); every copy of a canary stays inside one window.
+    whole = plan.inserted_texts() if plan is not None else []
+    train, windows = encode_windows([r.text for r in splits.train], train_spans, tokenizer, L, labels["train"],
+                                    keep_whole=whole, on_long=on_long)
     data = TrialData(
         cfg=cfg,
         records=splits,
         train_spans=train_spans,
-        train=encode([r.text for r in splits.train], train_spans, tokenizer, L, labels["train"]),
+        train=train,
         train_redacted=encode([redact(r.text, s) for r, s in zip(splits.train, train_spans)],
-                              [[] for _ in splits.train], tokenizer, L, labels["train"]),
+                              [[] for _ in splits.train], tokenizer, L, labels["train"], keep_whole=whole,
+                              on_long=on_long),
         validation=encode([r.text for r in splits.validation], eval_spans["validation"], tokenizer, L,
-                          labels["validation"]),
-        test=encode([r.text for r in splits.test], eval_spans["test"], tokenizer, L, labels["test"]),
+                          labels["validation"], on_long=on_long),
+        test=encode([r.text for r in splits.test], eval_spans["test"], tokenizer, L, labels["test"], on_long=on_long),
         tokenizer=tokenizer,
     )
     timings["tokenize"] = time.perf_counter() - t0
-    return data, plan, detector_summary(policy, splits.train, train_spans, data)
+    log.info("%d training records -> %d rows of %d tokens (%d split, up to %d windows each; %d tokens dropped)",
+             windows.records, windows.rows, L, windows.records_split, windows.windows_per_record_max,
+             windows.tokens_dropped)
+    return data, plan, {**detector_summary(policy, splits.train, train_spans, data), "windows": windows.to_dict()}
 
 
 def detector_summary(policy, records: list[Record], spans: list[list[Span]], data: TrialData) -> dict:
@@ -221,11 +233,13 @@ def detector_summary(policy, records: list[Record], spans: list[list[Span]], dat
 # (attack section, its key, the metric name in a trial row)
 ATTACK_METRICS = [("exposure", "exposure_mean", "exposure_mean"), ("exposure", "exposure_max", "exposure_max"),
                   ("membership_inference", "auc", "mia_auc"), ("membership_inference", "group_auc", "mia_group_auc"),
-                  ("empirical_epsilon", "epsilon_lower_bound", "empirical_epsilon_lower_bound")]
+                  ("empirical_epsilon", "epsilon_lower_bound", "empirical_epsilon_lower_bound"),
+                  ("empirical_epsilon", "epsilon_lower_bound_per_record", "empirical_epsilon_per_record")]
 
 
 def run_attacks(model, data: TrialData, plan: CanaryPlan | None) -> dict:
-    """Canary exposure (+ the empirical ε lower bound it implies) and membership inference on gold secrets.
+    """Canary exposure (+ the one-run ε lower bound from inserted vs held-out canaries) and membership inference on
+    gold secrets.
 
     Both attack a language model's token likelihoods; a classifier has none, so it gets no attacks.
     """
@@ -235,11 +249,12 @@ def run_attacks(model, data: TrialData, plan: CanaryPlan | None) -> dict:
     out: dict = {}
     if ev.exposure and plan is not None:
         out["exposure"] = canary_exposures(model, data.tokenizer, plan, method=ev.exposure_method, limit=ev.exposure_limit)
-        out["empirical_epsilon"] = empirical_epsilon(out["exposure"]["exposures"], out["exposure"]["reference_exposures"],
-                                                     delta=p.delta, group_size=plan.summary()["repeats"])
+        out["empirical_epsilon"] = empirical_epsilon(out["exposure"]["exposures"], out["exposure"]["held_out_exposures"],
+                                                     delta=p.delta, group_size=plan.repeats)
     train = data.records.train[: ev.max_eval_records]
     if ev.mia and all(r.spans is not None for r in train) and data.test.sensitive.any():
-        members = encode([r.text for r in train], [list(r.spans) for r in train], data.tokenizer, data.cfg.data.max_length)
+        members = encode([r.text for r in train], [list(r.spans) for r in train], data.tokenizer, data.cfg.data.max_length,
+                         on_long=data.cfg.data.on_long_records)
         out["membership_inference"] = membership_inference(model, members, data.test)
     model.train()
     return out

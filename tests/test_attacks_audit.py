@@ -1,12 +1,16 @@
-"""Empirical ε lower bounds: below a known mechanism's ε, close to it with many canaries, 0 without signal."""
+"""Empirical ε lower bounds: below a known mechanism's ε, close to it with many canaries, 0 without signal; the
+one-run bound equals a direct binomial computation of Steinke, Nasr & Jagielski (2023)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
+from scipy import stats
 
 from sdp_core.attacks import empirical_epsilon
-from sdp_core.attacks.audit import one_run_p_value
+from sdp_core.attacks.audit import one_run_epsilon, one_run_p_value
 from sdp_core.errors import UserError
 
 METHODS = ["one_run", "clopper_pearson"]
@@ -48,6 +52,53 @@ def test_few_canaries_bound_is_modest_even_when_perfectly_separated():
     assert result["guesses"] == 20 and result["correct"] == 20
 
 
-def test_empty_side_is_a_user_error():
+def _direct_p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> float:
+    """Steinke et al. 2023's p-value, term by term: P[B >= v] + 2mδ·max_i P[v > B >= v - i]/i, B ~ Binom(r, q)."""
+    q = math.exp(epsilon) / (1 + math.exp(epsilon))
+    pmf = stats.binom.pmf(np.arange(r + 1), r, q)
+    below = np.cumsum(pmf[:v][::-1])  # below[i - 1] = P[v > B >= v - i]
+    slack = (below / np.arange(1, v + 1)).max(initial=0.0)
+    return min(1.0, pmf[v:].sum() + 2 * m * delta * slack)
+
+
+def _direct_bound(m: int, r: int, v: int, delta: float, alpha: float) -> float:
+    """The largest ε whose p-value is at most alpha, by bisection on the direct p-value."""
+    if _direct_p_value(m, r, v, 0.0, delta) > alpha:
+        return 0.0
+    lo, hi = 0.0, 50.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _direct_p_value(m, r, v, mid, delta) <= alpha else (lo, mid)
+    return lo
+
+
+@pytest.mark.parametrize("m,r,v,delta", [(40, 20, 20, 1e-5), (100, 100, 80, 1e-5), (1000, 600, 600, 1e-5),
+                                         (200, 50, 45, 0.0), (20, 20, 12, 1e-5)])
+def test_one_run_bound_equals_a_direct_binomial_computation(m, r, v, delta):
+    assert one_run_epsilon(m, r, v, delta, 0.05) == pytest.approx(_direct_bound(m, r, v, delta, 0.05), abs=1e-4)
+
+
+def test_perfect_guesses_on_forty_canaries_give_a_positive_bound_it_states_with_its_parameters():
+    result = empirical_epsilon([10.0] * 20, [1.0] * 20, delta=1e-5)
+    # m = 40 gives guess counts k in {20, 10, 5, 2, 1}: the Bonferroni share of 5 %, and all 40 guesses right.
+    assert result["canaries"] == 40 and result["guesses"] == 40 and result["correct"] == 40
+    assert result["epsilon_lower_bound"] == pytest.approx(_direct_bound(40, 40, 40, 1e-5, 0.05 / 5), abs=1e-4)
+    assert result["epsilon_lower_bound"] > 2
+    assert result["epsilon_lower_bound_per_record"] == result["epsilon_lower_bound"]  # one record per canary
+
+
+def test_per_record_bound_of_repeated_canaries_is_below_the_group_bound_over_n():
+    members, nonmembers = _randomized_response(3.0, 1000, seed=2)
+    result = empirical_epsilon(members, nonmembers, delta=1e-5, group_size=4)
+    assert result["group_size"] == 4
+    assert 0 < result["epsilon_lower_bound_per_record"] <= result["epsilon_lower_bound"] / 4 + 1e-9
+
+
+def test_a_side_without_canaries():
+    """One-run guesses need no canary on each side (which are members is a coin per canary); the threshold
+    analysis needs rates of both."""
+    assert empirical_epsilon([5.0, 4.0, 3.0], [])["epsilon_lower_bound"] == 0.0  # three guesses prove nothing
     with pytest.raises(UserError):
-        empirical_epsilon([], [1.0])
+        empirical_epsilon([], [])
+    with pytest.raises(UserError):
+        empirical_epsilon([], [1.0], method="clopper_pearson")

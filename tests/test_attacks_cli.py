@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 
 import pytest
 from test_attacks_helpers import digit_tokenizer, one_thread  # noqa: F401
@@ -46,6 +47,19 @@ def test_json_reports_exposures_without_the_values(model_dir, capsys):
     assert report["exposures"] == pytest.approx(expected)
     assert report["space_size"] == 10**4 and report["exposure_max"] == max(report["exposures"])
     assert 0 < report["summary"]["top_share"] < 1
+
+
+def test_context_scores_the_canary_where_it_was_inserted(model_dir, capsys):
+    from sdp_core.attacks.candidates import default_context
+    from sdp_core.models.checkpoint import load_model
+
+    assert _audit(str(model_dir), "--canary", FORMAT, "--context", "USR: ", "--secret", SECRETS[0], "--json") == 0
+    report = json.loads(capsys.readouterr().out)
+    model, tok, _ = load_model(model_dir)
+    context = default_context(tok, "USR: ")
+    assert report["exposures"] == pytest.approx([exposure_exact(model, tok, CanaryFormat.parse(FORMAT), SECRETS[0],
+                                                                context=context)["exposure"]])
+    assert report["floor"] == pytest.approx(1 / math.log(2), abs=1e-3)
 
 
 def test_table_without_secrets_summarises_the_enumeration(model_dir, capsys):

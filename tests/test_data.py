@@ -9,7 +9,7 @@ import pytest
 from sdp_core.data.canaries import CanaryFormat, insert_canaries
 from sdp_core.data.customersim import customersim_splits, generate_customersim
 from sdp_core.data.loaders import load_records, save_jsonl, save_parquet
-from sdp_core.data.records import Record
+from sdp_core.data.records import Record, Span
 from sdp_core.errors import DataError, UserError
 
 FORMATS = {
@@ -76,21 +76,48 @@ def test_bad_data_is_one_clear_error(tmp_path, content, problem):
     assert str(path) in str(e.value) and "\n" not in str(e.value)
 
 
-def test_canaries_inserted_exactly_k_times_n():
-    records = generate_customersim(100, 0)
-    out, plan = insert_canaries(records, "My ID is {dddddd}", count=3, repeats=4, seed=7)
-    assert len(plan.secrets) == 3 and len(set(plan.secrets)) == 3
-    for secret in plan.secrets:
-        assert sum(r.text.count(f"My ID is {secret}") for r in out) == 4
-    assert len({i.record for i in plan.insertions}) == 12  # n copies land in n distinct records
+def test_each_canary_is_inserted_n_times_with_probability_one_half():
+    records = generate_customersim(200, 0)
+    out, plan = insert_canaries(records, "My ID is {dddd}", count=40, repeats=3, seed=7)
+    assert len(plan.secrets) == len(set(plan.secrets)) == 40 and 0 < sum(plan.inserted) < 40
+    for k, secret in enumerate(plan.secrets):  # members n times, held-out canaries never
+        assert sum(r.text.count(f"My ID is {secret}") for r in out) == (3 if plan.inserted[k] else 0)
+    assert len({i.record for i in plan.insertions}) == 3 * sum(plan.inserted)  # n copies land in n distinct records
     for r_old, r_new in zip(records, out):  # every gold span still points at its value after the shift
         old = sorted(r_old.text[s.start : s.end] for s in r_old.spans)
         new = sorted(r_new.text[s.start : s.end] for s in r_new.spans if s.label != "canary")
         assert old == new
     for ins in plan.insertions:
-        assert out[ins.record].text[ins.span.start : ins.span.end] == plan.secrets[ins.canary]
+        assert plan.inserted[ins.canary] and out[ins.record].text[ins.span.start : ins.span.end] == plan.secrets[ins.canary]
     summary = plan.summary()
-    assert summary["space_size"] == 10**6 and not any(s in str(summary) for s in plan.secrets)
+    assert summary["space_size"] == 10**4 and summary["count"] == 40 and summary["inserted"] == sum(plan.inserted)
+    assert summary["repeats"] == 3 and not any(s in str(summary) for s in plan.secrets)
+    # Inclusion is a fair coin per canary (the one-run audit's design), whatever the data seed.
+    flags = [f for seed in range(50) for f in insert_canaries(records, "ID {dddd}", 40, 1, seed)[1].inserted]
+    assert 0.45 < sum(flags) / len(flags) < 0.55
+
+
+def test_a_canary_follows_the_format_of_the_data():
+    """A line of the answering speaker in dialogs (tags read from the data), a sentence after a space in prose."""
+    for dialogs, tag in ((generate_customersim(50, 0), "USR:"),
+                         ([Record("AGENT: Hello.\nCLIENT: Hi, where is my parcel?\nAGENT: On its way.")] * 30, "CLIENT:")):
+        out, plan = insert_canaries(dialogs, "My ID is {dddd}", count=10, repeats=2, seed=1)
+        assert plan.dialog and plan.context == tag + " " and plan.summary()["inserted_as"] == f"dialog line after {tag!r}"
+        for ins in plan.insertions:
+            assert f"{tag} My ID is {plan.secrets[ins.canary]}" in out[ins.record].text.split("\n")
+    text = "The parcel came late. It was wet! We opened it anyway."
+    prose = [Record(text, (Span(4, 10, "thing"),))] * 30
+    out, plan = insert_canaries(prose, "My ID is {dddd}", count=10, repeats=2, seed=1)
+    assert not plan.dialog and plan.context == " " and plan.summary()["inserted_as"] == "sentence"
+    places = set()
+    for ins in plan.insertions:
+        new, sentence = out[ins.record].text, f"My ID is {plan.secrets[ins.canary]}."
+        at = new.index(sentence)
+        assert new[at - 1] == " " and new[: at - 1].endswith((".", "!"))  # after a sentence end and a space
+        assert new[:at] + new[at + len(sentence) + 1 :] == text or new[: at - 1] == text  # inside, or appended
+        assert [new[s.start : s.end] for s in out[ins.record].spans if s.label == "thing"] == ["parcel"]
+        places.add(at)
+    assert len(places) > 1
 
 
 def test_canary_format_needs_one_placeholder():

@@ -34,8 +34,10 @@ def gold_secrets(data_cfg, seed: int) -> set[str]:
     """Every gold secret of the run's data (train with its canaries, validation, test)."""
     splits, plan = prepare_data(data_cfg, seed)
     secrets = {s for split in (splits.train, splits.validation, splits.test) for r in split for s in r.secrets()}
-    assert plan is not None and set(plan.secrets) <= secrets  # canary values are gold spans of their records
-    return {s for s in secrets if len(s.strip()) >= MIN_SECRET_CHARS}
+    members = {s for s, inserted in zip(plan.secrets, plan.inserted) if inserted}
+    assert members <= secrets  # inserted canary values are gold spans of their records
+    # Held-out canaries are never in the data, and must not leak either: the audit ranks them against the inserted.
+    return {s for s in secrets | set(plan.secrets) if len(s.strip()) >= MIN_SECRET_CHARS}
 
 
 def written_files(*roots: Path) -> list[Path]:

@@ -146,3 +146,44 @@ def test_dp_report_says_the_tokenizer_is_not_covered_unless_it_learns_from_publi
             vocab = {t.replace("Ġ", " ").strip() for t in data.tokenizer.get_vocab()}
             secrets = {s for r in data.records.train for s in r.secrets() if len(s) >= 4}
             assert not vocab & secrets
+
+
+def test_long_records_become_windows_and_a_dp_report_says_epsilon_is_per_window():
+    """At 128 tokens about a third of the dialogs need two rows: no token is dropped, every canary copy stays in one
+    window, and a DP report says a record of w windows is protected as a group of w. At the default length a row
+    is a record. `refuse` turns a long record into one clear error."""
+    from sdp_core.errors import UserError
+    from sdp_core.mechanisms import get_mechanism
+    from sdp_core.trial import not_covered
+
+    canaries = {"canaries": {"format": "My ID is {dddd}", "count": 20, "repeats": 2}}
+    for length, split in ((128, True), (TrialConfig().data.max_length, False)):
+        cfg = parse_model(TrialConfig, small_trial_dict(data={"max_length": length, **canaries},
+                                                        mechanism={"name": "dpsgd"}))
+        data, plan, detector = prepare_trial_data(cfg, {})
+        windows = detector["windows"]
+        assert windows["tokens_dropped"] == 0 and windows["rows"] == len(data.train) and windows["records"] == 200
+        assert (windows["windows_per_record_max"] > 1) == split and (windows["records_split"] > 40) == split
+        assert any("windows" in c for c in not_covered(cfg, get_mechanism("dpsgd").plan(data))) == split
+        tok = data.tokenizer
+        rows = [tok.decode(ids[ids != tok.pad_token_id]) for ids in data.train.input_ids]
+        for k, inserted in enumerate(plan.inserted):
+            assert sum(row.count(plan.text(k)) for row in rows) == (2 if inserted else 0)
+    refuse = parse_model(TrialConfig, small_trial_dict(data={"max_length": 128, "on_long_records": "refuse"}))
+    with pytest.raises(UserError, match="on_long_records: split"):
+        prepare_trial_data(refuse, {})
+
+
+def test_exposure_has_its_floor_and_interval_and_the_audit_its_one_run_parameters(tmp_path):
+    cfg = parse_model(TrialConfig, small_trial_dict(
+        mechanism={"name": "nodp"}, data={"canaries": {"format": "My ID is {dddd}", "count": 20, "repeats": 2}},
+        evaluation={"exposure": True}))
+    result = run_trial(cfg, tmp_path)
+    exposure, audit = result.attacks["exposure"], result.attacks["empirical_epsilon"]
+    assert exposure["floor"] == pytest.approx(1.44, abs=0.01) and exposure["count"] == 20
+    assert len(exposure["exposures"]) + len(exposure["held_out_exposures"]) == 20
+    low, high = exposure["interval"]
+    assert low <= exposure["exposure_mean"] <= high
+    assert audit["canaries"] == 20 and audit["group_size"] == 2 and audit["method"] == "one_run"
+    assert result.metrics["empirical_epsilon_lower_bound"] == audit["epsilon_lower_bound"] >= 0
+    assert result.canaries["inserted"] == len(exposure["exposures"]) and result.detector["windows"]["rows"] > 0

@@ -1,14 +1,15 @@
 """Privacy attacks on trained language models: canary exposure (exact by trie enumeration, or skew-normal
-estimate), membership inference on secrets, and an empirical lower bound on ε from canary scores.
+estimate, with its random-rank floor and an interval of the mean), membership inference on secrets, and the
+one-run empirical lower bound on ε from inserted vs held-out canaries.
 
 Results hold counts, ranks, exposures and rates, never secret values.
 """
 
 from sdp_core.attacks.audit import empirical_epsilon
-from sdp_core.attacks.canaries import canary_exposures, reference_secrets
+from sdp_core.attacks.canaries import canary_exposures, mean_interval
 from sdp_core.attacks.estimate import estimate_exposures, exposure_estimate
-from sdp_core.attacks.exposure import (exposure_exact, exposure_naive, rank_secrets, score_candidates, score_space,
-                                       space_summary)
+from sdp_core.attacks.exposure import (exposure_exact, exposure_floor, exposure_naive, rank_secrets, score_candidates,
+                                       score_space, space_summary)
 from sdp_core.attacks.mia import membership_inference
 
 __all__ = [
@@ -17,10 +18,11 @@ __all__ = [
     "estimate_exposures",
     "exposure_estimate",
     "exposure_exact",
+    "exposure_floor",
     "exposure_naive",
+    "mean_interval",
     "membership_inference",
     "rank_secrets",
-    "reference_secrets",
     "score_candidates",
     "score_space",
     "space_summary",

@@ -17,10 +17,12 @@ inserted into training, and *non-member* canaries of the same format, which were
 
 Both try several guesses / thresholds on the same scores; a Bonferroni correction over them keeps the result a
 valid bound at the stated confidence. Assumptions: member and non-member canaries are drawn alike (ours are
-independent uniform secrets of one format; which were inserted is a uniformly random split, which `one_run`
-treats as independent halves); scores are computed from the final model only. A canary inserted in n records
-is a group of n: the bound is on that group's ε (≤ n·ε for record-level ε-DP, with δ grown to
-n·e^{(n−1)ε}·δ), and `group_size` records n.
+independent uniform secrets of one format, each inserted with probability 1/2 independently of the others, as
+`one_run` requires: `data.canaries`); scores are computed from the final model only. A canary inserted in n
+records is a group of n: `epsilon_lower_bound` is on that group's ε. Record-level (ε, δ)-DP makes the group
+(n·ε, n·e^{(n−1)ε}·δ)-DP (group privacy), so `one_run` also reports `epsilon_lower_bound_per_record`, the
+largest record-level ε that this group guarantee, at the configured δ, cannot explain; it is what compares with
+a ledger's ε.
 """
 
 from __future__ import annotations
@@ -47,6 +49,24 @@ def one_run_p_value(m: int, guesses: int, correct: int, epsilon: float, delta: f
     return float(min(1.0, tail + 2 * m * delta * slack))
 
 
+def group_delta(delta: float, epsilon: float, group_size: int) -> float:
+    """δ of a group of n records under record-level (ε, δ)-DP: n·e^{(n−1)ε}·δ, capped at 1."""
+    if delta == 0:
+        return 0.0
+    return math.exp(min(0.0, math.log(group_size) + (group_size - 1) * epsilon + math.log(delta)))
+
+
+def one_run_epsilon(m: int, guesses: int, correct: int, delta: float, alpha: float, group_size: int = 1) -> float:
+    """The one-run ε lower bound at level `alpha` (Steinke et al. 2023): the largest ε under which `correct` right
+    of `guesses` is still rejected (p ≤ alpha). With `group_size` n > 1, ε is record-level and each canary is a
+    group of n records, hence (n·ε, n·e^{(n−1)ε}·δ)-DP."""
+
+    def p_value(epsilon: float) -> float:
+        return one_run_p_value(m, guesses, correct, group_size * epsilon, group_delta(delta, epsilon, group_size))
+
+    return _largest_rejected(p_value, alpha)
+
+
 def _largest_rejected(p_value, alpha: float) -> float:
     """sup{ε ≥ 0 : p_value(ε) ≤ alpha} for a p-value increasing in ε (0 when even ε = 0 is not rejected)."""
     if p_value(0.0) > alpha:
@@ -57,7 +77,7 @@ def _largest_rejected(p_value, alpha: float) -> float:
     return float(optimize.brentq(lambda e: p_value(e) - alpha, hi / 2 if hi > 1 else 0.0, hi, xtol=1e-6))
 
 
-def _one_run(members: np.ndarray, nonmembers: np.ndarray, delta: float, alpha: float,
+def _one_run(members: np.ndarray, nonmembers: np.ndarray, delta: float, alpha: float, group_size: int,
              rng: np.random.Generator) -> dict:
     scores = np.concatenate([members, nonmembers])
     inserted = np.concatenate([np.ones(len(members), bool), np.zeros(len(nonmembers), bool)])
@@ -65,12 +85,18 @@ def _one_run(members: np.ndarray, nonmembers: np.ndarray, delta: float, alpha: f
     order = np.lexsort((rng.permutation(len(scores)), -scores))
     m = len(scores)
     ks = sorted({max(1, m // 2 >> j) for j in range(int(math.log2(max(m // 2, 1))) + 1)})
-    best = {"epsilon_lower_bound": 0.0, "guesses": 0, "correct": 0}
+    best = {"epsilon_lower_bound": 0.0, "epsilon_lower_bound_per_record": 0.0, "canaries": m, "guesses": 0,
+            "correct": 0}
     for k in ks:
         correct = int(inserted[order[:k]].sum() + (~inserted[order[m - k :]]).sum())
-        eps = _largest_rejected(lambda e: one_run_p_value(m, 2 * k, correct, e, delta), alpha / len(ks))
+        eps = one_run_epsilon(m, 2 * k, correct, delta, alpha / len(ks))
         if eps > best["epsilon_lower_bound"]:
-            best = {"epsilon_lower_bound": eps, "guesses": 2 * k, "correct": correct}
+            best.update(epsilon_lower_bound=eps, guesses=2 * k, correct=correct)
+        if group_size > 1:
+            per_record = one_run_epsilon(m, 2 * k, correct, delta, alpha / len(ks), group_size)
+            best["epsilon_lower_bound_per_record"] = max(best["epsilon_lower_bound_per_record"], per_record)
+    if group_size == 1:
+        best["epsilon_lower_bound_per_record"] = best["epsilon_lower_bound"]
     return best
 
 
@@ -96,20 +122,23 @@ def empirical_epsilon(member_scores: Sequence[float], nonmember_scores: Sequence
                       seed: int = 0) -> dict:
     """Lower bound on ε that holds with probability ≥ `confidence` (see the module docstring for assumptions).
 
-    Returns `epsilon_lower_bound`, `delta`, `confidence`, `notion` ("empirical lower bound"), `accountant`
-    ("audit:<method>"), `method`, `members`, `nonmembers`, `group_size`, and the attack's operating point
-    (`guesses`, `correct` for one_run; `tpr`, `fpr` for clopper_pearson).
+    Returns `epsilon_lower_bound` (of a canary's group of `group_size` records), `delta`, `confidence`, `notion`
+    ("empirical lower bound"), `accountant` ("audit:<method>"), `method`, `members`, `nonmembers`, `group_size`,
+    and the attack's operating point: for one_run `canaries` (m), `guesses` (r), `correct` (v) and
+    `epsilon_lower_bound_per_record`; for clopper_pearson `tpr`, `fpr`.
     """
     members, nonmembers = np.asarray(member_scores, float), np.asarray(nonmember_scores, float)
-    if len(members) == 0 or len(nonmembers) == 0:
-        raise UserError("an ε audit needs scores of both inserted (member) and non-inserted canaries")
+    if method not in ("one_run", "clopper_pearson"):
+        raise UserError(f"audit method must be one_run or clopper_pearson, not {method!r}")
+    if method == "clopper_pearson" and (len(members) == 0 or len(nonmembers) == 0):
+        raise UserError("a clopper_pearson audit needs scores of both inserted (member) and held-out canaries")
+    if len(members) + len(nonmembers) == 0:
+        raise UserError("an ε audit needs the scores of some canaries")
     if not 0 < confidence < 1:
         raise UserError(f"audit confidence must be in (0, 1), got {confidence}")
     alpha = 1 - confidence
-    if method not in ("one_run", "clopper_pearson"):
-        raise UserError(f"audit method must be one_run or clopper_pearson, not {method!r}")
     if method == "one_run":
-        result = _one_run(members, nonmembers, delta, alpha, np.random.default_rng(seed))
+        result = _one_run(members, nonmembers, delta, alpha, group_size, np.random.default_rng(seed))
     else:
         result = _clopper_pearson(members, nonmembers, delta, alpha)
     return {**result, "delta": delta, "confidence": confidence, "notion": "empirical lower bound",

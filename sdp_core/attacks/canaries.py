@@ -1,64 +1,74 @@
-"""Exposure of the k canaries a trial inserted n times each (Carlini et al. 2019; Shi et al. 2022, §5.1.1).
+"""Exposure of the canaries of a trial's plan (Carlini et al. 2019; Shi et al. 2022, §5.1.1).
 
-Besides the inserted canaries, the same enumeration (or sample) ranks *reference* secrets of the same format that
-were never inserted: they are the non-members of the canary audit (`audit.empirical_epsilon`), and show the
-exposure an unseen secret gets from this model (≈ uniform on [0, log2|R|] in rank, mean ≈ 1.44 bits).
-The result holds exposures only, never secret values.
+One enumeration (or sample) ranks every drawn canary of the plan: the inserted ones (members) and the held-out ones
+(non-members, never in the data), which the one-run ε audit ranks them against (`audit.empirical_epsilon`).
+Each canary is scored in the context it was trained in: the record start and `CanaryPlan.context`.
+
+Every mean exposure comes with its resolution: the random-rank `floor` (`exposure.exposure_floor`, ≈ 1.44 bits:
+what a canary the model has not memorised gets on average, so an exposure near it is not a leak) and a 95 %
+t-interval of the mean over canaries. The result holds exposures only, never secret values.
 """
 
 from __future__ import annotations
 
 import math
-import random
-from typing import Literal
+from typing import Literal, Sequence
 
+import numpy as np
+from scipy import stats
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
+from sdp_core.attacks.candidates import default_context
 from sdp_core.attacks.estimate import estimate_exposures
-from sdp_core.attacks.exposure import Progress, rank_secrets, score_space
+from sdp_core.attacks.exposure import Progress, exposure_floor, rank_secrets, score_space
 from sdp_core.data.canaries import CanaryPlan
 from sdp_core.errors import UserError
 
 
-def reference_secrets(plan: CanaryPlan, count: int, seed: int) -> list[str]:
-    """`count` distinct seeded secrets of the plan's format that are not among its canaries."""
-    rng, taken, out = random.Random(f"reference-canaries-{seed}"), set(plan.secrets), []
-    while len(out) < min(count, plan.format.space_size - len(taken)):
-        s = plan.format.random_secret(rng)
-        if s not in taken:
-            taken.add(s)
-            out.append(s)
-    return out
+def mean_interval(values: Sequence[float], confidence: float = 0.95) -> list[float] | None:
+    """[low, high]: the two-sided t-interval of the mean of `values` (None for fewer than two values).
+
+    mean ± t_{(1+c)/2, k−1} · s/√k, with s the sample standard deviation of the k values.
+    """
+    x = np.asarray(values, dtype=float)
+    if len(x) < 2:
+        return None
+    half = stats.t.ppf((1 + confidence) / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
+    return [float(x.mean() - half), float(x.mean() + half)]
 
 
 def canary_exposures(model: nn.Module, tokenizer: PreTrainedTokenizerBase, plan: CanaryPlan,
                      method: Literal["exact", "estimate"] = "exact", limit: int = 1_000_000, *,
-                     references: int | None = None, context: str | None = None, sample_size: int = 10_000,
-                     seed: int = 0, batch_size: int = 1024, progress: Progress | None = None) -> dict:
+                     context: str | None = None, sample_size: int = 10_000, seed: int = 0, batch_size: int = 1024,
+                     progress: Progress | None = None) -> dict:
     """Exposure of every canary of `plan`, exactly (trie enumeration, spaces up to `limit`) or estimated.
 
-    Returns `method`, `format`, `space_size`, `max_exposure` (log2 |R|), `count`, `repeats`, `exposures` (plan
-    order), `exposure_mean`, `exposure_max`, `reference_exposures` (`references` never-inserted secrets; default:
-    as many as canaries), and for `estimate` the skew-normal `fit`.
+    Returns `method`, `format`, `space_size`, `max_exposure` (log2 |R|), `floor` (expected exposure of a random
+    rank), `count` (canaries drawn), `inserted`, `repeats`, `exposures` (the inserted canaries', plan order),
+    `exposure_mean`, `interval` (95 % t-interval of that mean; None below two canaries), `exposure_max`,
+    `held_out_exposures` and `held_out_mean` (the canaries never inserted), and for `estimate` the skew-normal `fit`.
+    `context` overrides the scoring context (default: `<eos>` + the plan's context).
     """
     if method not in ("exact", "estimate"):
         raise UserError(f"exposure method must be exact or estimate, not {method!r}")
     fmt = plan.format
-    secrets = list(plan.secrets)
-    refs = reference_secrets(plan, len(secrets) if references is None else references, seed)
+    context = default_context(tokenizer, plan.context) if context is None else context
     out: dict = {"method": method, "format": fmt.template, "space_size": fmt.space_size,
-                 "max_exposure": math.log2(fmt.space_size), "count": len(secrets),
-                 "repeats": plan.summary()["repeats"]}
+                 "max_exposure": math.log2(fmt.space_size), "floor": exposure_floor(fmt.space_size),
+                 "count": len(plan.secrets), "inserted": sum(plan.inserted), "repeats": plan.repeats}
     if method == "exact":
         scores = score_space(model, tokenizer, fmt, context=context, batch_size=batch_size, limit=limit,
                              progress=progress)
-        results = rank_secrets(scores, fmt, secrets + refs)
+        results = rank_secrets(scores, fmt, plan.secrets)
     else:
-        results, out["fit"] = estimate_exposures(model, tokenizer, fmt, secrets + refs, context=context,
+        results, out["fit"] = estimate_exposures(model, tokenizer, fmt, plan.secrets, context=context,
                                                  sample_size=sample_size, seed=seed, batch_size=batch_size)
-    exposures = [r["exposure"] for r in results]
-    out["exposures"], out["reference_exposures"] = exposures[: len(secrets)], exposures[len(secrets) :]
-    out["exposure_mean"] = sum(out["exposures"]) / len(secrets) if secrets else None
-    out["exposure_max"] = max(out["exposures"], default=None)
+    members = [r["exposure"] for r, inserted in zip(results, plan.inserted) if inserted]
+    held_out = [r["exposure"] for r, inserted in zip(results, plan.inserted) if not inserted]
+    out["exposures"], out["held_out_exposures"] = members, held_out
+    out["exposure_mean"] = float(np.mean(members)) if members else None
+    out["interval"] = mean_interval(members)
+    out["exposure_max"] = max(members, default=None)
+    out["held_out_mean"] = float(np.mean(held_out)) if held_out else None
     return out

@@ -36,9 +36,10 @@ class CandidateTokens:
         return len(self.rest)
 
 
-def default_context(tokenizer: PreTrainedTokenizerBase) -> str:
-    """What precedes a canary when it is inserted: a record start (`<eos>` acts as BOS) and the `USR: ` tag."""
-    return (tokenizer.eos_token or "") + "USR: "
+def default_context(tokenizer: PreTrainedTokenizerBase, lead: str = "") -> str:
+    """What precedes a canary: a record start (`<eos>` acts as BOS), then `lead`, the text the canary follows in
+    its record (`CanaryPlan.context`: a dialog's speaker tag and a space, or a space in prose)."""
+    return (tokenizer.eos_token or "") + lead
 
 
 def secret_chars(fmt: CanaryFormat, secrets: Sequence[str]) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""`sdp-sweep audit MODEL_DIR --canary FORMAT [--secret VALUE ...] [--method exact|estimate] [--json]`.
+"""`sdp-sweep audit MODEL_DIR --canary FORMAT [--context TEXT] [--secret VALUE ...] [--method exact|estimate] [--json]`.
 
 A saved model directory holds no training text, so the canary values come from the user (`--secret`, repeatable;
 they are never printed: canaries are reported as #1, #2, ... in the order given). Without `--secret`, the exact
@@ -13,9 +13,9 @@ import argparse
 import json
 import math
 
-from sdp_core.attacks.candidates import secret_chars
+from sdp_core.attacks.candidates import default_context, secret_chars
 from sdp_core.attacks.estimate import estimate_exposures
-from sdp_core.attacks.exposure import check_enumerable, rank_secrets, score_space, space_summary
+from sdp_core.attacks.exposure import check_enumerable, exposure_floor, rank_secrets, score_space, space_summary
 from sdp_core.data.canaries import CanaryFormat
 from sdp_core.errors import UserError
 
@@ -23,6 +23,9 @@ from sdp_core.errors import UserError
 def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model_dir", help="a trial's saved model directory")
     parser.add_argument("--canary", required=True, help="canary format, e.g. 'My ID is {dddddd}'")
+    parser.add_argument("--context", default="", metavar="TEXT",
+                        help="what precedes the canary in its record, after the record start: 'USR: ' for a line of "
+                        "dialog data, ' ' for a sentence of prose (a trial's canaries.inserted_as); default none")
     parser.add_argument("--secret", action="append", default=[], metavar="VALUE",
                         help="an inserted canary value (repeatable); never printed")
     parser.add_argument("--method", choices=["exact", "estimate"], default="exact",
@@ -41,8 +44,8 @@ def _exact_scores(args: argparse.Namespace, model, tokenizer, fmt: CanaryFormat)
     columns = (TextColumn("enumerating candidates"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task("", total=fmt.space_size)
-        return score_space(model, tokenizer, fmt, batch_size=args.batch_size, limit=args.limit,
-                           progress=lambda n: bar.advance(task, n))
+        return score_space(model, tokenizer, fmt, context=default_context(tokenizer, args.context),
+                           batch_size=args.batch_size, limit=args.limit, progress=lambda n: bar.advance(task, n))
 
 
 def run_audit(args: argparse.Namespace) -> int:
@@ -58,10 +61,13 @@ def run_audit(args: argparse.Namespace) -> int:
         check_enumerable(fmt, args.limit)
     model, tokenizer, _ = load_model(args.model_dir)
     out: dict = {"model_dir": str(args.model_dir), "format": fmt.template, "method": args.method,
-                 "space_size": fmt.space_size, "max_exposure": math.log2(fmt.space_size)}
+                 "space_size": fmt.space_size, "max_exposure": math.log2(fmt.space_size),
+                 "floor": exposure_floor(fmt.space_size)}
     if args.method == "estimate":
-        results, out["fit"] = estimate_exposures(model, tokenizer, fmt, args.secret, sample_size=args.sample_size,
-                                                 seed=args.seed, batch_size=args.batch_size)
+        results, out["fit"] = estimate_exposures(model, tokenizer, fmt, args.secret,
+                                                 context=default_context(tokenizer, args.context),
+                                                 sample_size=args.sample_size, seed=args.seed,
+                                                 batch_size=args.batch_size)
     else:
         scores = _exact_scores(args, model, tokenizer, fmt)
         out["summary"] = space_summary(scores)
@@ -96,5 +102,6 @@ def _print_table(out: dict) -> None:
         table.add_row("top candidate (unnamed)", "", f"{s['top_exposure']:.2f}")
         table.add_row("  its probability share", "", f"{s['top_share']:.3g} (uniform {s['uniform_share']:.1g})")
         table.add_row("  lead over the 2nd (bits)", "", f"{s['top_gap_bits']:.2f}")
-    table.caption = f"max possible exposure log2|R| = {out['max_exposure']:.2f}"
+    table.caption = (f"max possible exposure log2|R| = {out['max_exposure']:.2f}; a random rank's "
+                     f"{out['floor']:.2f}")
     Console().print(table)

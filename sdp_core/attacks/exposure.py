@@ -132,7 +132,7 @@ def score_candidates(model: nn.Module, tokenizer: PreTrainedTokenizerBase, fmt: 
                      enumeration: Enumeration, context: str | None = None, batch_size: int = 1024,
                      progress: Progress | None = None) -> np.ndarray:
     """Summed log-probability (nats) of the candidates `chars` ([n, k] alphabet positions) given the context
-    (default `<eos>USR: ` + the format's prefix), comparable across candidates of one call."""
+    (default `<eos>`) and the format's prefix, comparable across candidates of one call."""
     lm = steppable(model)
     cand = candidate_tokens(tokenizer, fmt, default_context(tokenizer) if context is None else context, chars)
     if lm.max_positions is not None and len(cand.context) + cand.rest.shape[1] > lm.max_positions:
@@ -159,6 +159,16 @@ def score_space(model: nn.Module, tokenizer: PreTrainedTokenizerBase, fmt: Canar
 
 def exposure_of_rank(rank: float, space_size: int) -> float:
     return math.log2(space_size) - math.log2(rank)
+
+
+def exposure_floor(space_size: int) -> float:
+    """The expected exposure of a secret the model has not memorised, whose rank is uniform on 1..|R|:
+
+        E[log2 |R| − log2 rank] = log2 |R| − log2(|R|!)/|R|  →  E[−log2 U] = 1/ln 2 ≈ 1.44 bits as |R| grows
+
+    (the exposure of Carlini et al. 2019 at a random rank). Near it means "not memorised"; it is not 0 bits.
+    """
+    return math.log2(space_size) - math.lgamma(space_size + 1) / (space_size * math.log(2))
 
 
 def rank_secrets(scores: np.ndarray, fmt: CanaryFormat, secrets: Sequence[str]) -> list[dict]:

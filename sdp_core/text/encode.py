@@ -1,38 +1,150 @@
-"""Records -> `LMData`: tokenize, add `<eos>` framing, pad, and align character spans to token masks."""
+"""Records -> `LMData`: tokenize, cut records longer than a row into windows, add `<eos>` framing, pad, and align
+character spans to token masks.
+
+Windows. A row is `<eos> tokens <eos> <pad>...` and holds at most `max_length - 2` tokens of a record. A longer
+record becomes several consecutive rows, its windows, which keep the record's `record_index`; every token of the
+record lies in exactly one window, so all of it is trained on. A window ends, in this order of preference, at the
+latest line start, else the latest sentence start (`text.structure.SENTENCE_END`), else the latest token boundary
+outside every sensitive span, else the latest token boundary that keeps it within the row; never inside one of
+the `keep_whole` texts (the inserted canaries), so every copy of a canary lies inside one window. A classifier's
+label belongs to the whole record, so a labelled record is never split: its tokens past one row are dropped, and
+counted (`WindowSummary.tokens_dropped`; 0 for language-model data). `on_long="refuse"` makes any record longer
+than a row a one-line `UserError` instead.
+
+Privacy unit. The training loop Poisson-samples, clips and accounts *rows*, so with windows the ledger's ε is per
+window: a record of w windows is protected as a group of w, (w·ε, w·e^{(w−1)ε}·δ)-DP (group privacy; Dwork & Roth
+2014, §2.3). `WindowSummary.windows_per_record_max` is that w, and a trial's privacy report says so whenever it is
+above 1. `data.max_length` defaults to rows that hold every CustomerSim dialog with a canary line (at most ~180
+tokens with framing, measured with the trained BPE), so there a row is a record and the unit stays the record.
+"""
 
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import asdict, dataclass
+from typing import Literal, Sequence
 
+import numpy as np
 import torch
 from transformers import PreTrainedTokenizerFast
 
 from sdp_core.data.records import Span
-from sdp_core.text.alignment import token_mask
+from sdp_core.errors import UserError
 from sdp_core.tensors import LMData
+from sdp_core.text.alignment import merged_intervals, token_mask
+from sdp_core.text.structure import SENTENCE_END
+
+OnLong = Literal["split", "refuse"]
+
+
+@dataclass(frozen=True)
+class WindowSummary:
+    """How records became rows: counts only."""
+
+    records: int
+    rows: int
+    records_split: int  # records of more than one window
+    windows_per_record_max: int  # w: the group size a record is protected as when rows are the privacy unit
+    tokens: int  # tokens of the records (without framing)
+    tokens_dropped: int  # tokens in no row (labelled records longer than a row; else 0)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _strictly_inside(cuts: np.ndarray, intervals: np.ndarray) -> np.ndarray:
+    """For each character position in `cuts`: does it fall strictly inside one of the disjoint sorted intervals?"""
+    if len(intervals) == 0:
+        return np.zeros(len(cuts), dtype=bool)
+    k = np.searchsorted(intervals[:, 0], cuts, side="left") - 1
+    return (k >= 0) & (cuts < intervals[np.maximum(k, 0), 1])
+
+
+def _occurrences(text: str, pieces: Sequence[str]) -> np.ndarray:
+    """[start, end) of every occurrence of every piece in `text`, as merged intervals."""
+    found = []
+    for piece in pieces:
+        at = text.find(piece)
+        while piece and at >= 0:
+            found.append(Span(at, at + len(piece)))
+            at = text.find(piece, at + 1)
+    return merged_intervals(None, found)
+
+
+def window_bounds(text: str, offsets: Sequence[tuple[int, int]], spans: Sequence[Span], capacity: int,
+                  keep_whole: Sequence[str] = ()) -> list[tuple[int, int]]:
+    """[start, end) token ranges of the windows of one record (see the module docstring for where they end)."""
+    n = len(offsets)
+    if n <= capacity:
+        return [(0, n)]
+    starts = np.array([a for a, _ in offsets], dtype=np.int64)
+    # First non-space character of each token: a byte-level BPE token carries the space before its word.
+    words = starts + np.array([len(text[a:b]) - len(text[a:b].lstrip()) for a, b in offsets], dtype=np.int64)
+    line = np.array([a > 0 and text[a - 1] == "\n" for a in starts])
+    sentence = np.isin(words, [m.end() for m in SENTENCE_END.finditer(text)])
+    outside = ~_strictly_inside(starts, merged_intervals(text, spans))
+    allowed = ~_strictly_inside(starts, _occurrences(text, keep_whole))
+    tiers = [line & outside, sentence & outside, outside, np.ones(n, dtype=bool)]
+    bounds, s = [], 0
+    while n - s > capacity:
+        lo, hi = s + 1, s + capacity  # a cut before token i, lo <= i <= hi
+        cut = next((lo + int(np.flatnonzero(ok)[-1]) for tier in tiers
+                    if (ok := tier[lo : hi + 1] & allowed[lo : hi + 1]).any()), None)
+        if cut is None:
+            raise UserError(f"a canary is longer than the {capacity} tokens a row holds: raise data.max_length")
+        bounds.append((s, cut))
+        s = cut
+    return bounds + [(s, n)]
+
+
+def encode_windows(texts: Sequence[str], spans: Sequence[Sequence[Span]], tokenizer: PreTrainedTokenizerFast,
+                   max_length: int, labels: Sequence[int] | None = None, *, keep_whole: Sequence[str] = (),
+                   on_long: OnLong = "split") -> tuple[LMData, WindowSummary]:
+    """Rows `<eos> window <eos> <pad>...` of every record's windows, in record order, and how they were cut.
+
+    `sensitive` marks tokens overlapping `spans[r]`. Weights are 1 on every real token after the leading `<eos>`
+    and 0 on padding and `<mask>`. With `labels` (one class id per text) the rows are classification data; a
+    classifier reads the leading `<eos>`.
+    """
+    eos, pad, mask = tokenizer.eos_token_id, tokenizer.pad_token_id, tokenizer.mask_token_id
+    capacity = max_length - 2
+    enc = tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=True)
+    lengths = [len(ids) for ids in enc["input_ids"]]
+    too_long = next((r for r, k in enumerate(lengths) if k > capacity), None)
+    if on_long == "refuse" and too_long is not None:
+        raise UserError(f"record #{too_long + 1} has {lengths[too_long]} tokens, more than the {capacity} a row of "
+                        f"data.max_length {max_length} holds: raise data.max_length, or set "
+                        f"data.on_long_records: split")
+    rows: list[tuple[int, int, int]] = []  # (record, first token, end token)
+    for r, (ids, offsets) in enumerate(zip(enc["input_ids"], enc["offset_mapping"])):
+        if labels is not None:
+            bounds = [(0, min(len(ids), capacity))]
+        else:
+            bounds = window_bounds(texts[r], offsets, spans[r], capacity, keep_whole)
+        rows += [(r, a, b) for a, b in bounds]
+    input_ids = torch.full((len(rows), max_length), pad, dtype=torch.long)
+    sensitive = torch.zeros((len(rows), max_length), dtype=torch.bool)
+    record_masks: dict[int, np.ndarray] = {}
+    for row, (r, a, b) in enumerate(rows):
+        input_ids[row, 0] = eos
+        input_ids[row, 1 : b - a + 1] = torch.tensor(enc["input_ids"][r][a:b], dtype=torch.long)
+        input_ids[row, b - a + 1] = eos
+        if spans[r]:
+            if r not in record_masks:
+                record_masks = {r: token_mask(enc["offset_mapping"][r], spans[r], texts[r])}
+            sensitive[row, 1 : b - a + 1] = torch.from_numpy(record_masks[r][a:b])
+    weights = ((input_ids != pad) & (input_ids != mask)).float()
+    weights[:, 0] = 0.0
+    record_index = torch.tensor([r for r, _, _ in rows], dtype=torch.long).reshape(len(rows))
+    y = None if labels is None else torch.tensor([labels[r] for r, _, _ in rows], dtype=torch.long)
+    windows = np.bincount(record_index.numpy(), minlength=len(texts))
+    summary = WindowSummary(records=len(texts), rows=len(rows), records_split=int((windows > 1).sum()),
+                            windows_per_record_max=int(windows.max(initial=0)), tokens=sum(lengths),
+                            tokens_dropped=sum(lengths) - sum(b - a for _, a, b in rows))
+    return LMData(input_ids, weights, sensitive, record_index, y), summary
 
 
 def encode(texts: Sequence[str], spans: Sequence[Sequence[Span]], tokenizer: PreTrainedTokenizerFast,
-           max_length: int, labels: Sequence[int] | None = None) -> LMData:
-    """Row r = `<eos> tokens(texts[r]) <eos> <pad>...`; `sensitive` marks tokens overlapping `spans[r]`.
-
-    Weights are 1 on every real token after the leading `<eos>` and 0 on padding and `<mask>`. With `labels`
-    (one class id per text) the rows are classification data; a classifier reads the leading `<eos>`.
-    """
-    eos, pad, mask = tokenizer.eos_token_id, tokenizer.pad_token_id, tokenizer.mask_token_id
-    enc = tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=True, truncation=True,
-                    max_length=max_length - 2)
-    n = len(texts)
-    input_ids = torch.full((n, max_length), pad, dtype=torch.long)
-    sensitive = torch.zeros((n, max_length), dtype=torch.bool)
-    for r, (ids, offsets) in enumerate(zip(enc["input_ids"], enc["offset_mapping"])):
-        k = len(ids)
-        input_ids[r, 0] = eos
-        input_ids[r, 1 : k + 1] = torch.tensor(ids, dtype=torch.long)
-        input_ids[r, k + 1] = eos
-        if spans[r]:
-            sensitive[r, 1 : k + 1] = torch.from_numpy(token_mask(offsets, spans[r], texts[r]))
-    weights = ((input_ids != pad) & (input_ids != mask)).float()
-    weights[:, 0] = 0.0
-    y = None if labels is None else torch.tensor(list(labels), dtype=torch.long)
-    return LMData(input_ids, weights, sensitive, torch.arange(n), y)
+           max_length: int, labels: Sequence[int] | None = None, *, keep_whole: Sequence[str] = (),
+           on_long: OnLong = "split") -> LMData:
+    """`encode_windows` without its summary."""
+    return encode_windows(texts, spans, tokenizer, max_length, labels, keep_whole=keep_whole, on_long=on_long)[0]

@@ -3,7 +3,9 @@
 A tokenizer trained on raw private text puts secrets into its vocabulary (a name seen often enough becomes one
 token), so ours is trained on text from which every known secret, detected or gold, is removed, and splits
 digits one per token (Shi et al. 2022 §5: BPE avoids releasing "1234" as a vocabulary entry). `<mask>` is one
-atomic special token: a redacted span is always exactly one token, which the loss ignores.
+atomic special token: a redacted span is always exactly one token, which the loss ignores. For dialog data the
+speaker tags (`SYS:`, `USR:` in CustomerSim; read from the data by `text.structure.speaker_tags`) are atomic special
+tokens too; prose gets none.
 """
 
 from __future__ import annotations
@@ -16,15 +18,17 @@ from transformers import PreTrainedTokenizerFast
 
 from sdp_core.errors import UserError
 from sdp_core.io import atomic_write_text, cache_root, fingerprint
+from sdp_core.text.structure import speaker_tags
 from sdp_core.text.redaction import MASK
 
 PAD, EOS = "<pad>", "<eos>"
-SPEAKER_TAGS = ("SYS:", "USR:")
-SPECIAL_TOKENS = [PAD, EOS, MASK, *SPEAKER_TAGS]
+SPECIAL_TOKENS = [PAD, EOS, MASK]
 
 
 def train_bpe_tokenizer(redacted_texts: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:
-    """Train a byte-level BPE on already-redacted texts; digits are pre-split one per token."""
+    """Train a byte-level BPE on already-redacted texts; digits are pre-split one per token, and the speaker tags
+    of dialog data are special tokens."""
+    redacted_texts = list(redacted_texts)
     tok = Tokenizer(models.BPE(unk_token=None))
     tok.pre_tokenizer = pre_tokenizers.Sequence(
         [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
@@ -33,7 +37,7 @@ def train_bpe_tokenizer(redacted_texts: Iterable[str], vocab_size: int) -> PreTr
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         min_frequency=2,
-        special_tokens=SPECIAL_TOKENS,
+        special_tokens=SPECIAL_TOKENS + list(speaker_tags(redacted_texts)),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
@@ -45,7 +49,8 @@ def cached_bpe_tokenizer(redacted_texts: list[str], vocab_size: int, cache_dir: 
                          ) -> PreTrainedTokenizerFast:
     """`train_bpe_tokenizer`, trained once per (texts, vocabulary size) and kept in the cache (`tokenizers/`), so
     the trials of a sweep, which share their data, share one tokenizer instead of each training its own."""
-    path = (cache_dir or cache_root() / "tokenizers") / f"bpe-{vocab_size}-{fingerprint(redacted_texts)}.json"
+    # `tags`: entries from before speaker tags were read from the data gave prose `SYS:`/`USR:` too.
+    path = (cache_dir or cache_root() / "tokenizers") / f"bpe-tags-{vocab_size}-{fingerprint(redacted_texts)}.json"
     if path.is_file():
         try:
             return wrap(Tokenizer.from_file(str(path)))
@@ -57,12 +62,16 @@ def cached_bpe_tokenizer(redacted_texts: list[str], vocab_size: int, cache_dir: 
 
 
 def wrap(tok: Tokenizer) -> PreTrainedTokenizerFast:
+    """The transformers view of a trained BPE; its special tokens beyond `<pad>`, `<eos>`, `<mask>` (speaker tags)
+    stay special."""
+    added = tok.get_added_tokens_decoder().values()
+    extra = [t.content for t in added if t.special and t.content not in SPECIAL_TOKENS]
     return PreTrainedTokenizerFast(
         tokenizer_object=tok,
         pad_token=PAD,
         eos_token=EOS,
         mask_token=MASK,
-        additional_special_tokens=list(SPEAKER_TAGS),
+        additional_special_tokens=extra,
     )
 
 
