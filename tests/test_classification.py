@@ -9,10 +9,8 @@ import re
 import pytest
 import torch
 
-from sdp_core.config import DataConfig, TrialConfig, parse_model
+from sdp_core.config import TrialConfig, parse_model
 from sdp_core.data.classification import classification_splits, generate_reviews
-from sdp_core.data.prepare import load_splits
-from sdp_core.data.records import Record
 from sdp_core.errors import ConfigError, DataError
 from sdp_core.models.roberta import build_roberta
 from sdp_core.text.redaction import redact
@@ -180,15 +178,3 @@ def test_unlabelled_records_are_a_data_error(tmp_path):
                                     "detector": {"policy": "phone"}, "tokenizer": {"vocab_size": 300}})
     with pytest.raises(DataError, match="has no class label"):
         prepare_trial_data(cfg, {})
-
-
-def test_glue_reports_on_its_validation_split_since_test_labels_are_hidden(monkeypatch):
-    def fake_hub(name: str, split: str) -> list[Record]:
-        label = -1 if split == "test" else 1
-        return [Record(text=f"{split} sentence {i}", label=label) for i in range(50)]
-
-    monkeypatch.setattr("sdp_core.data.prepare.load_hf", fake_hub)
-    splits = load_splits(DataConfig(source="hf", hf_name="glue/sst2"), seed=0)
-    assert all(r.text.startswith("validation") for r in splits.test) and len(splits.test) == 50
-    assert all(r.text.startswith("train") for r in splits.train + splits.validation)
-    assert len(splits.validation) == 5 and len(splits.train) == 45

@@ -1,7 +1,9 @@
-"""Corpus loaders: JSONL, Parquet, plain text, and HF `datasets` names (for machines that reach the hub).
+"""Corpus loaders: JSONL, Parquet, plain text, and HF `datasets` datasets (a hub name, or a local `save_to_disk`
+folder or Parquet / Arrow / JSON(L) files, which need no hub).
 
-Every loader returns `list[Record]`; bad data (empty, binary, invalid UTF-8, non-text records, spans outside
-the text or overlapping) is a one-line `DataError` naming the file and the problem.
+Every loader returns `list[Record]` (a HF dataset: per split, `hf_records`); bad data (missing, empty, binary,
+invalid UTF-8, non-text records, a missing column, spans outside the text or overlapping) is a one-line
+`DataError` naming the file and the problem.
 """
 
 from __future__ import annotations
@@ -140,24 +142,89 @@ def save_parquet(records: list[Record], path: str | Path) -> Path:
 
 HF_TEXT_FIELDS = {"wikitext": ("text",), "glue/sst2": ("sentence",), "glue/qnli": ("question", "sentence"),
                   "glue/mnli": ("premise", "hypothesis"), "glue/qqp": ("question1", "question2")}
+DATA_FILE_BUILDERS = {".parquet": "parquet", ".arrow": "arrow", ".json": "json", ".jsonl": "json"}
 
 
-def load_hf(name: str, split: str) -> list[Record]:
-    """A HF `datasets` corpus by name (`wikitext-2-raw-v1`, `glue/sst2`, ...). Needs the hub."""
+def hf_local_path(name: str) -> Path | None:
+    """The local dataset that `data.hf_name` names (an existing path, or one written as a path: absolute, `./`,
+    `../`, `~`), or None for a hub name such as `glue/sst2`."""
+    path = Path(name).expanduser()
+    return path if path.exists() or path.is_absolute() or name.startswith((".", "~")) else None
+
+
+def hf_text_fields(name: str) -> tuple[str, ...]:
+    """The columns a dataset's text is in when `data.text_fields` is not set: the known hub datasets' own, else
+    `text`."""
+    return HF_TEXT_FIELDS.get("wikitext" if name.startswith("wikitext") else name, ("text",))
+
+
+def _load_local(path: Path) -> Any:
+    """A `save_to_disk` folder (a DatasetDict, or a Dataset as its one split `train`), or Parquet / Arrow / JSON(L)
+    data files: one file (split `train`) or a folder of shards whose names give the splits (`train-*.parquet`,
+    `validation/...`; one split `train` when they do not)."""
+    import datasets
+
+    if not path.exists():
+        raise DataError("dataset folder or file not found", str(path))
+    if (path / "dataset_dict.json").is_file() or (path / "state.json").is_file():
+        loaded = datasets.load_from_disk(str(path))
+        return loaded if isinstance(loaded, datasets.DatasetDict) else datasets.DatasetDict({"train": loaded})
+    if path.is_dir():
+        return datasets.load_dataset(str(path))
+    builder = DATA_FILE_BUILDERS.get(path.suffix.lower())
+    if builder is None:
+        raise DataError(f"not a dataset: expected a save_to_disk folder or a file ending in "
+                        f"{', '.join(DATA_FILE_BUILDERS)}", str(path))
+    return datasets.load_dataset(builder, data_files=str(path))
+
+
+def _load_hub(name: str) -> Any:
+    """A hub dataset by name: `wikitext-*` and `glue/<task>` by their canonical names, any other as a repo id."""
+    import datasets
+
+    if name.startswith("wikitext"):
+        return datasets.load_dataset("wikitext", name)
+    if name.startswith("glue/"):
+        return datasets.load_dataset("glue", name.split("/", 1)[1])
+    return datasets.load_dataset(name)
+
+
+def load_hf(name: str) -> dict[str, Any]:
+    """Every split of a HF `datasets` dataset, by split name: a hub name (`wikitext-2-raw-v1`, `glue/sst2`, ...;
+    needs the hub) or a local path (`hf_local_path`). Read its records with `hf_records`."""
     try:
         import datasets
     except ImportError:
         raise UserError("HF datasets need the `datasets` package (pip install datasets)") from None
-    if name.startswith("wikitext"):
-        ds, fields = datasets.load_dataset("wikitext", name, split=split), HF_TEXT_FIELDS["wikitext"]
-    elif name.startswith("glue/"):
-        hf_split = "validation_matched" if name == "glue/mnli" and split == "validation" else split
-        ds, fields = datasets.load_dataset("glue", name.split("/", 1)[1], split=hf_split), HF_TEXT_FIELDS[name]
-    else:
-        raise UserError(f"unknown HF dataset {name!r} (known: wikitext-2-raw-v1, glue/sst2, glue/qnli, glue/mnli, glue/qqp)")
+    datasets.disable_progress_bars()  # a trial shows its own progress
+    local = hf_local_path(name)
+    try:
+        return dict(_load_local(local) if local is not None else _load_hub(name))
+    # Unreadable or empty files and folders raise many types (an empty saved split: IndexError); one meaning.
+    except (OSError, ValueError, LookupError, datasets.exceptions.DatasetsError) as e:
+        message = " ".join(str(e).split()) or type(e).__name__
+        raise DataError(f"cannot load the dataset: {message[:300]}", name) from None
+
+
+def hf_records(split: Any, text_fields: list[str] | tuple[str, ...], label_field: str, where: str) -> list[Record]:
+    """One split's records: the `text_fields` columns joined by a newline (rows whose text is blank are skipped,
+    as wikitext's empty lines), with the `label_field` column as the class label when the split has one."""
+    columns = list(split.column_names)
+    missing = next((f for f in text_fields if f not in columns), None)
+    if missing is not None:
+        raise DataError(f"no text column {missing!r} (columns: {', '.join(columns)}); set data.text_fields", where)
+    has_label = label_field in columns
+    rows = split.select_columns([*text_fields, *([label_field] if has_label else [])]).to_dict()
     records = []
-    for row in ds:
-        text = " </s> ".join(row[f] for f in fields).strip()
+    for i in range(len(split)):
+        parts = [rows[f][i] for f in text_fields]
+        bad = next((f for f, v in zip(text_fields, parts) if not isinstance(v, str)), None)
+        if bad is not None:
+            raise DataError(f"row {i}: column {bad!r} holds {type(rows[bad][i]).__name__}, not text", where)
+        text = "\n".join(parts).strip()
         if text:
-            records.append(Record(text=text, label=row.get("label")))
+            label = rows[label_field][i] if has_label else None
+            records.append(record_from_mapping({"text": text, "label": label}, f"{where}: row {i}"))
+    if not records:
+        raise DataError("no records (the split is empty or every text is blank)", where)
     return records

@@ -10,7 +10,7 @@ from sdp_core.data.canaries import CanaryPlan, insert_canaries
 from sdp_core.data.classification import classification_splits
 from sdp_core.data.clinic import clinic_splits
 from sdp_core.data.customersim import customersim_splits
-from sdp_core.data.loaders import load_hf, load_records
+from sdp_core.data.loaders import hf_local_path, hf_records, hf_text_fields, load_hf, load_records
 from sdp_core.data.records import Record, Splits
 from sdp_core.errors import DataError
 
@@ -34,14 +34,37 @@ def _split_file(records: list[Record], cfg: DataConfig, seed: int, where: str) -
     return Splits(train, val, test)
 
 
+def hf_split_names(cfg: DataConfig, available: list[str]) -> tuple[str, str | None, str | None]:
+    """The (train, validation, test) split names of `cfg.hf_name`'s dataset, whose splits are `available`; None
+    where a split is held out of train. GLUE hides its test labels, so (as JFT reports on GLUE dev sets) a GLUE hub
+    name's validation split is the test set, and its validation set is held out of train."""
+    name, chosen = cfg.hf_name, cfg.splits
+    glue_test = None
+    if name.startswith("glue/") and hf_local_path(name) is None:
+        glue_test = "validation_matched" if name == "glue/mnli" else "validation"
+    test = chosen.test or glue_test or ("test" if "test" in available else None)
+    validation = chosen.validation or ("validation" if "validation" in available and test != "validation" else None)
+    for split in (chosen.train, validation, test):
+        if split is not None and split not in available:
+            raise DataError(f"no split {split!r} (the dataset has {', '.join(available) or 'none'}); set data.splits",
+                            name)
+    return chosen.train, validation, test
+
+
 def _hf_splits(cfg: DataConfig, seed: int) -> Splits:
-    """A hub corpus's own splits; GLUE hides its test labels, so (as JFT reports on GLUE dev sets) its validation
-    split is the test set and validation is held out of train."""
-    name = cfg.hf_name
-    if not name.startswith("glue/"):
-        return Splits(load_hf(name, "train"), load_hf(name, "validation"), load_hf(name, "test"))
-    val, train = _hold_out(load_hf(name, "train"), 1, cfg.validation_fraction, seed, name)
-    return Splits(train, val, load_hf(name, "validation"))
+    """A HF dataset's own splits (`hf_split_names`); a validation or test split it lacks is held out of train."""
+    dataset = load_hf(cfg.hf_name)
+    train_name, validation_name, test_name = hf_split_names(cfg, list(dataset))
+    fields = cfg.text_fields or hf_text_fields(cfg.hf_name)
+
+    def read(split: str) -> list[Record]:
+        return hf_records(dataset[split], fields, cfg.label_field, f"{cfg.hf_name} ({split})")
+
+    named = {"validation": validation_name, "test": test_name}
+    missing = [part for part, split in named.items() if split is None]
+    *held, train = _hold_out(read(train_name), len(missing), cfg.validation_fraction, seed, cfg.hf_name)
+    parts = {**dict(zip(missing, held)), **{part: read(split) for part, split in named.items() if split is not None}}
+    return Splits(train, parts["validation"], parts["test"])
 
 
 SOURCES: dict[str, Callable[[DataConfig, int], Splits]] = {

@@ -15,7 +15,8 @@ wasted work, and hangs when one rank's Poisson batch is empty and it skips the b
 
 CPU workers use gloo; GPU workers (`use_gpu`) NCCL. Ray 2.60 cannot nest a `TorchTrainer` in a `Tuner`, so a
 sweep trial calls `.fit()` from inside its Tune function trial; CPU workers ask for `cpu_per_worker` CPUs
-(fractional by default, so that they fit beside the trial that launched them on a small machine).
+(fractional by default, so that they fit beside the trial that launched them on a small machine), taken from the
+bundles the trial's placement group reserved for them (`worker_resources`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,24 @@ from sdp_core.train.loop import Phase, PhaseStats, ledger_key, train_phase
 
 CPU_PER_WORKER = 0.5
 """Default CPUs a CPU worker asks for: fractional, so a 2-worker phase fits beside its Tune trial on 2 cores."""
+
+
+def worker_resources(use_gpu: bool, cpu_per_worker: float) -> dict[str, float]:
+    """What each Ray Train worker asks for: a GPU, or `cpu_per_worker` CPUs.
+
+    Inside a sweep trial whose placement group also holds bundles for its CPU workers
+    (`sweep.driver.trial_resources`), the CPUs are the group's own (`CPU_group_<id>`, the resource Ray gives each
+    placement group): Ray Train V2 always makes a placement group of its own, which cannot be nested in the
+    trial's, and asking for the group's resource places its bundles inside the trial's reservation.
+    """
+    import ray
+
+    if use_gpu:
+        return {"GPU": 1}
+    group = ray.util.get_current_placement_group()
+    if group is not None and len(group.bundle_specs) > 1:  # the trial's bundle, then its workers'
+        return {f"CPU_group_{group.id.hex()}": cpu_per_worker}
+    return {"CPU": cpu_per_worker}
 
 
 def _train_rank(config: dict) -> tuple[dict, dict] | None:
@@ -97,7 +116,7 @@ def run_private_phase_distributed(
                            "ledger": before, "grad_sample_mode": grad_sample_mode,
                            "reproducible_noise": reproducible_noise},
         scaling_config=ScalingConfig(num_workers=workers, use_gpu=use_gpu,
-                                     resources_per_worker={"GPU": 1} if use_gpu else {"CPU": cpu_per_worker}),
+                                     resources_per_worker=worker_resources(use_gpu, cpu_per_worker)),
         run_config=RunConfig(name=f"{phase.name}-{uuid.uuid4().hex[:8]}",
                              storage_path=str(storage_path or Path(tempfile.gettempdir()) / "sdp_sweep_train")),
     )
