@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -22,7 +20,6 @@ import yaml
 from tests.conftest import REPO, run_cli
 
 SMOKE = REPO / "sweeps" / "smoke.yaml"
-RAY_BIN = Path(sys.executable).parent / "ray"
 
 
 def free_port() -> int:
@@ -122,45 +119,6 @@ def test_sigkilled_sweep_resumes_to_exactly_the_planned_trials(tmp_path):
     (summary,) = optuna.get_all_study_summaries(optuna.storages.JournalStorage(
         optuna.storages.journal.JournalFileBackend(str(out / "optuna.journal"))))
     assert summary.n_trials == 3  # the trials running at the kill were re-run as themselves, not added
-
-
-# ---------------------------------------------------------------------------------------- Ray job
-
-
-@pytest.mark.slow
-def test_ray_job_submit_writes_results_at_the_absolute_out_path(tmp_path):
-    # RAY_AUTH_MODE is set explicitly on both sides (STACK_NOTES): disabled, for a head on loopback that lives
-    # for this test only; ray_cluster.yaml turns token auth on for real clusters.
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"RAY_AUTH_MODE": "disabled"}
-    temp_dir = tempfile.mkdtemp(prefix="sdpray-", dir="/tmp")  # short: Ray's socket paths must fit in 107 bytes
-    dashboard = free_port()
-    start = [str(RAY_BIN), "start", "--head", "--port", str(free_port()), "--dashboard-port", str(dashboard),
-             "--dashboard-host", "127.0.0.1", "--node-ip-address", "127.0.0.1", "--temp-dir", temp_dir,
-             "--ray-client-server-port", str(free_port()), "--dashboard-agent-listen-port", str(free_port()),
-             "--num-cpus", "2", "--include-dashboard", "true", "--disable-usage-stats"]
-    out = tmp_path / "job-out"
-    # Its own session: every process of this head (they daemonize but keep the session) is found and stopped
-    # by PID afterwards; `ray stop` would stop every Ray on the machine.
-    log = tmp_path / "ray-start.log"  # a file, not a pipe: the head's daemons inherit it and never close it
-    with open(log, "w") as sink:
-        head = subprocess.Popen(start, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        assert head.wait(timeout=180) == 0, log.read_text()[-2000:]
-        excludes = json.dumps({"excludes": [".venv", "reports", ".cache", ".git", "runs", ".pytest_cache",
-                                            ".hypothesis", "**/__pycache__"]})
-        submitted = subprocess.run(
-            [str(RAY_BIN), "job", "submit", "--address", f"http://127.0.0.1:{dashboard}", "--working-dir", ".",
-             "--runtime-env-json", excludes, "--", sys.executable, "-m", "sdp_core.cli", "run",
-             "sweeps/smoke.yaml", "--out", str(out)],
-            cwd=REPO, env=env, capture_output=True, text=True, timeout=480)
-        assert submitted.returncode == 0, submitted.stdout[-3000:] + submitted.stderr[-2000:]
-    finally:
-        stop_session(head.pid)
-        shutil.rmtree(temp_dir, ignore_errors=True)
-    assert not session_pids(head.pid)
-    rows = [json.loads(p.read_text()) for p in (out / "trials").glob("*.json")]
-    assert len(rows) == 2 and all(r["state"] == "finished" for r in rows)
-    assert yaml.safe_load((out / "sweep.yaml").read_text())["name"] == "smoke"
 
 
 # -------------------------------------------------------------------------------------- cluster config

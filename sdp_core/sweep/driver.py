@@ -1,15 +1,15 @@
-"""Run a sweep: Ray Tune schedules the trials, Optuna (through `OptunaSearch`) chooses their hyper-parameters.
+"""Run a sweep: Ray Tune schedules the trials, an Optuna study (through `SweepSearch`) chooses their settings.
 
 - Each trial is `run_trial` on one sampled config inside a Tune function trial; `run_trial` calibrates the
   trial's noise to the sweep's ε target itself. The trial reports a row; the driver writes it to
   `OUT/trials/<trial_id>.json` and then tells Optuna, in that order (a crash in between is repaired on resume).
 - A trial whose private phases run on CPU Ray Train workers reserves them in its own placement group
   (`trial_resources`): trials start only when their workers fit too.
-- Multi-objective: the sweep's objectives become `OptunaSearch(metric=[...], mode=[...])`.
+- Multi-objective: the sweep's objectives are the study's directions (one per objective).
 - What Optuna is told, per stored state: `finished` -> COMPLETE with the objective values (FAIL instead when
   one is missing or not finite, e.g. an infinite ε); `infeasible` (the ε target cannot be met: `PrivacyError`)
-  and `failed` -> FAIL, so samplers skip them and the study goes on (`OptunaSearch` passes no constraints
-  through, and an infeasible trial has no objective values to constrain); `early_stopped` -> PRUNED, never
+  and `failed` -> FAIL, so samplers skip them and the study goes on (an infeasible trial has no objective
+  values to constrain); `early_stopped` -> PRUNED, never
   COMPLETE with partial values. The state, trial id and error also go into the Optuna trial's user attributes.
 - When several mechanisms are compared, the first trials take each mechanism once (enqueued in a new study),
   so every mechanism is on the report whatever the sampler prefers; TPE chooses freely after them.
