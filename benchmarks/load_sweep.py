@@ -18,7 +18,7 @@ from benchmarks.proctree import descendants, rss_mb
 
 
 def trivial_sweep(trials: int, concurrency: int):
-    from sdp_core.config import SweepConfig
+    from sdp_core.config.sweep import SweepConfig
 
     return SweepConfig.model_validate({
         "name": "load", "base": {

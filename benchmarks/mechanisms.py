@@ -19,7 +19,7 @@ ROWS = [("No-DP", "gpt2", "nodp"), ("Redacted", "gpt2", "redacted"), ("DP-SGD", 
 
 
 def trial_config(arch: str, mechanism: str, n_train: int, steps: int):
-    from sdp_core.config import TrialConfig
+    from sdp_core.config.trial import TrialConfig
 
     return TrialConfig.model_validate({
         "data": {"n_train": n_train, "n_validation": 100, "n_test": 100, "max_length": 128},

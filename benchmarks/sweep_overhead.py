@@ -17,7 +17,8 @@ from pathlib import Path
 
 
 def tiny_sweep(trials: int, steps: int, concurrency: int):
-    from sdp_core.config import SweepConfig, parse_model
+    from sdp_core.config import parse_model
+    from sdp_core.config.sweep import SweepConfig
 
     base = {"data": {"n_train": 200, "n_validation": 40, "n_test": 40, "max_length": 128},
             "detector": {"policy": "phone,order_number,tracking_number"}, "tokenizer": {"vocab_size": 600},
@@ -38,7 +39,8 @@ def main() -> None:
     os.environ["SDP_CACHE_DIR"] = str(work / "cache")
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # keep Tune's own reporter out of the table
 
-    from sdp_core.config import TrialConfig, parse_model
+    from sdp_core.config import parse_model
+    from sdp_core.config.trial import TrialConfig
     from sdp_core.sweep.space import trial_config_dict
     from sdp_core.trial import run_trial
 

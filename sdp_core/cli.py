@@ -36,7 +36,7 @@ def _validate_args(p: argparse.ArgumentParser) -> None:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from sdp_core.config import validate_file
+    from sdp_core.config.loading import validate_file
 
     failed = 0
     for f in args.files:
@@ -61,7 +61,7 @@ def _trial_args(p: argparse.ArgumentParser) -> None:
 
 
 def _trial(args: argparse.Namespace) -> int:
-    from sdp_core.config import load_trial_config
+    from sdp_core.config.loading import load_trial_config
     from sdp_core.trial import default_out_dir, run_trial
 
     cfg = load_trial_config(args.config, data_overrides(args))

@@ -22,12 +22,12 @@ from transformers import PreTrainedTokenizerFast
 
 from sdp_core import __version__
 from sdp_core.attacks import canary_exposures, empirical_epsilon, membership_inference
-from sdp_core.config import TrialConfig
+from sdp_core.config.trial import TrialConfig
 from sdp_core.data.canaries import CanaryPlan
 from sdp_core.data.classification import class_labels
-from sdp_core.data.prepare import prepare_data
 from sdp_core.data.customersim import generate_customersim
 from sdp_core.data.loaders import load_records
+from sdp_core.data.prepare import prepare_data
 from sdp_core.data.records import Record, Span, Splits
 from sdp_core.detectors import Policy, detect_records, get_policy
 from sdp_core.detectors.evaluation import evaluate
@@ -38,10 +38,10 @@ from sdp_core.mechanisms import MechanismPlan, TrialData, get_mechanism
 from sdp_core.metrics import utility_metrics
 from sdp_core.models import build_model
 from sdp_core.models.checkpoint import save_model
+from sdp_core.tensors import LMData, model_device, record_losses
 from sdp_core.text.encode import encode, encode_windows
 from sdp_core.text.redaction import redact
 from sdp_core.text.tokenizer import cached_bpe_tokenizer, load_pretrained_tokenizer
-from sdp_core.tensors import LMData, model_device, record_losses
 from sdp_core.train.loop import PhaseStats, make_optimizer, train_phase
 
 log = logging.getLogger(__name__)

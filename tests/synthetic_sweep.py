@@ -16,7 +16,8 @@ from pathlib import Path
 
 import yaml
 
-from sdp_core.config import SweepConfig, TrialConfig
+from sdp_core.config.sweep import SweepConfig
+from sdp_core.config.trial import TrialConfig
 from sdp_core.privacy import events_from_dicts, privacy_report
 from sdp_core.privacy.light_noise import CAVEAT, ESTIMATE, REAL_SAMPLE_RATES
 

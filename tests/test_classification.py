@@ -9,12 +9,13 @@ import re
 import pytest
 import torch
 
-from sdp_core.config import TrialConfig, parse_model
+from sdp_core.config import parse_model
+from sdp_core.config.trial import TrialConfig
 from sdp_core.data.classification import classification_splits, generate_reviews
 from sdp_core.errors import ConfigError, DataError
 from sdp_core.models.roberta import build_roberta
-from sdp_core.text.redaction import redact
 from sdp_core.tensors import LMData, per_record_classification_loss
+from sdp_core.text.redaction import redact
 from sdp_core.train.loop import DPStep, Phase, StepContext
 from sdp_core.trial import prepare_trial_data, run_trial
 from tests.conftest import run_cli

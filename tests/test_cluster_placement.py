@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sdp_core.config import ResourcesConfig
+from sdp_core.config.sweep import ResourcesConfig
 from sdp_core.sweep.driver import trial_resources
 from tests.conftest import REPO
 from tests.test_sweep_cli import free_port, session_pids, stop_session

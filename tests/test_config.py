@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from sdp_core.config import TrialConfig, dump_yaml, load_trial_config, parse_model
+from sdp_core.config import parse_model
+from sdp_core.config.loading import dump_yaml, load_trial_config
+from sdp_core.config.trial import TrialConfig
 from sdp_core.errors import ConfigError, UserError
 from tests.conftest import run_cli
 

@@ -6,7 +6,9 @@ import re
 
 import pytest
 
-from sdp_core.config import DataConfig, DetectorConfig, TrialConfig, default_policy, load_trial_config
+from sdp_core.config import DataConfig, DetectorConfig, default_policy
+from sdp_core.config.loading import load_trial_config
+from sdp_core.config.trial import TrialConfig
 from sdp_core.data.clinic import MRN_FORMATS, NATIONAL_ID_FORMATS, PHONE_FORMATS, generate_clinic
 from sdp_core.detectors import evaluate, get_policy
 from sdp_core.detectors.registry import GENERAL_POLICY

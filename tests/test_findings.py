@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sdp_core.config import SweepConfig, arm_trial_config, load_sweep_config, parse_model
+from sdp_core.config import parse_model
+from sdp_core.config.loading import arm_trial_config, load_sweep_config
+from sdp_core.config.sweep import SweepConfig
 from sdp_core.data.records import Record, Span
 from sdp_core.detectors.miss import drop_missed, is_missed
 from sdp_core.errors import ConfigError

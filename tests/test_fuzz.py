@@ -11,7 +11,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sdp_core.config import SearchSpace, SweepConfig, TrialConfig, apply_overrides, load_trial_config, parse_model
+from sdp_core.config import apply_overrides, parse_model
+from sdp_core.config.loading import load_trial_config
+from sdp_core.config.sweep import SearchSpace, SweepConfig
+from sdp_core.config.trial import TrialConfig
 from sdp_core.data.loaders import load_records
 from sdp_core.data.records import Record
 from sdp_core.errors import UserError

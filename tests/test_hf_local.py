@@ -11,7 +11,8 @@ import datasets
 import pytest
 from transformers import GPT2Config, GPT2LMHeadModel, RobertaConfig, RobertaForSequenceClassification
 
-from sdp_core.config import DataConfig, TrialConfig, parse_model
+from sdp_core.config import DataConfig, parse_model
+from sdp_core.config.trial import TrialConfig
 from sdp_core.data.classification import generate_reviews
 from sdp_core.data.customersim import generate_customersim
 from sdp_core.data.prepare import hf_split_names, load_splits

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from sdp_core.config import load_sweep_config
+from sdp_core.config.loading import load_sweep_config
 from sdp_core.data.prepare import prepare_data
 from tests.conftest import REPO, run_cli
 

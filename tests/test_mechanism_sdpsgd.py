@@ -10,7 +10,7 @@ import dp_accounting.rdp
 import pytest
 import torch
 
-from sdp_core.config import TrialConfig
+from sdp_core.config.trial import TrialConfig
 from sdp_core.errors import PrivacyError
 from sdp_core.mechanisms import sdpsgd as S
 from sdp_core.mechanisms.base import TrialData, calibrate

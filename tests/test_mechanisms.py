@@ -10,15 +10,16 @@ import torch
 from dp_accounting import pld
 from scipy.stats import beta
 
-from sdp_core.config import TrialConfig, parse_model
+from sdp_core.config import parse_model
+from sdp_core.config.trial import TrialConfig
 from sdp_core.detectors import detect_records, get_policy
 from sdp_core.errors import UserError
 from sdp_core.mechanisms import MECHANISMS
 from sdp_core.mechanisms.atdp import rise_reset_multipliers
 from sdp_core.mechanisms.crt import line_units
 from sdp_core.mechanisms.jft import LightNoiseLedger
-from sdp_core.text.redaction import MASK
 from sdp_core.tensors import per_record_loss
+from sdp_core.text.redaction import MASK
 from sdp_core.trial import prepare_trial_data, run_trial
 from tests.conftest import small_trial_dict
 
@@ -49,7 +50,7 @@ def _texts(data, lm) -> list[str]:
 
 
 def test_jft_phase1_holds_no_detected_secret(trial_data):
-    plan = MECHANISMS["jft"](_with(trial_data, name="jft"))
+    plan = MECHANISMS["jft"].plan(_with(trial_data, name="jft"))
     phase1, phase2 = plan.phases
     assert not phase1.private and phase2.private
     policy = get_policy(trial_data.cfg.detector.policy, trial_data.cfg.detector)
@@ -65,7 +66,7 @@ def test_jft_phase1_holds_no_detected_secret(trial_data):
 
 def test_crt_never_mixes_public_and_private_records(trial_data):
     d = _with(trial_data, name="crt")
-    plan = MECHANISMS["crt"](d)
+    plan = MECHANISMS["crt"].plan(d)
     cfg = d.cfg.detector
     flags = get_policy(f"{cfg.policy},{cfg.conservative_policy}", cfg)
     for phase in plan.phases:
@@ -105,7 +106,7 @@ def _upper_95(k: int, n: int) -> float:
 
 def test_crt_gamma_and_delta2_are_shares_of_secrets_at_their_upper_bounds(trial_data):
     d = _with(trial_data, name="crt")
-    plan = MECHANISMS["crt"](d)
+    plan = MECHANISMS["crt"].plan(d)
     missed, missed_by_both, n = _crt_misses(d)
     assert missed > 0 and missed_by_both == 0  # the test's policy misses names; π_c catches them
     bayes = plan.details["bayesian_confidentiality"]
@@ -122,7 +123,7 @@ def test_crt_gamma_and_delta2_are_shares_of_secrets_at_their_upper_bounds(trial_
 def test_crt_confidentiality_does_not_hold_when_a_secret_escapes_both_policies(trial_data):
     weak = {**trial_data.cfg.detector.model_dump(mode="json"), "conservative_policy": "phone"}
     d = _configured(trial_data, mechanism={"name": "crt"}, detector=weak)
-    plan = MECHANISMS["crt"](d)
+    plan = MECHANISMS["crt"].plan(d)
     missed, missed_by_both, n = _crt_misses(d)
     assert missed_by_both > 0  # names: neither the test's policy nor a phone-only π_c masks them
     report = plan.ledger.report()
@@ -137,7 +138,7 @@ def test_crt_confidentiality_does_not_hold_when_a_secret_escapes_both_policies(t
 def test_jft_light_noise_is_an_estimate_beside_its_formal_bound(trial_data):
     pld_accounting = {**trial_data.cfg.privacy.model_dump(mode="json"), "accountant": "pld"}
     d = _configured(trial_data, mechanism={"name": "jft", "phase1_mode": "light_noise"}, privacy=pld_accounting)
-    plan = MECHANISMS["jft"](d)
+    plan = MECHANISMS["jft"].plan(d)
     report = plan.ledger.report()["plan"]
     assert report["guarantee"] == "empirical estimate" and 0.995 * 3 <= report["epsilon"] <= 3
     formal = report["formal"]
@@ -165,13 +166,13 @@ def test_crt_with_no_private_records_is_a_clear_error(trial_data):
     d = _with(trial_data, name="crt")
     d = type(d)(**{**d.__dict__, "records": plain, "train_spans": [[] for _ in range(4)]})
     with pytest.raises(UserError, match="no private records"):
-        MECHANISMS["crt"](d)
+        MECHANISMS["crt"].plan(d)
 
 
 def test_atdp_gradient_is_the_weighted_sum_of_token_gradients(trial_data):
     from sdp_core.models.gpt2 import build_gpt2
 
-    plan = MECHANISMS["atdp"](_with(trial_data, name="atdp", w=0.3))
+    plan = MECHANISMS["atdp"].plan(_with(trial_data, name="atdp", w=0.3))
     data = plan.phases[0].data
     w = data.weights[0]
     assert torch.allclose(w[w > 0].unique(), torch.tensor([0.3, 1.0]))
@@ -201,7 +202,7 @@ def test_atdp_sigma_schedule_rises_resets_and_is_what_the_ledger_composes(trial_
     d = _with(trial_data, name="atdp", escalation=1.3, jitter=0.1, ceiling=2.0)
     d = type(d)(**{**d.__dict__, "cfg": d.cfg.model_copy(update={"training": d.cfg.training.model_copy(
         update={"epochs": 6, "max_steps": None})})})
-    plan = MECHANISMS["atdp"](d)
+    plan = MECHANISMS["atdp"].plan(d)
     phase = plan.phases[-1]
     expected = rise_reset_multipliers(6, 1.3, 0.1, 2.0, d.cfg.seed)
     sigma0 = phase.sigmas[0]
@@ -211,7 +212,7 @@ def test_atdp_sigma_schedule_rises_resets_and_is_what_the_ledger_composes(trial_
 
 def test_atdp_weight_outside_the_unit_interval_is_rejected(trial_data):
     with pytest.raises(UserError, match=r"outside \(0, 1\]"):
-        MECHANISMS["atdp"](_with(trial_data, name="atdp", r_target=0.05))
+        MECHANISMS["atdp"].plan(_with(trial_data, name="atdp", r_target=0.05))
 
 
 @pytest.mark.parametrize("mechanism", [

@@ -166,7 +166,6 @@ def test_papernot_steinke_under_replace_one():
     assert single < replace_one["epsilon"] and replace_one["epsilon"] > add_remove["epsilon"] + 1.0
 
 
-
 def dp_accounting_repeat_and_select(mean: float, shape: float) -> float:
     one_run = dp_accounting.SelfComposedDpEvent(dp_accounting.PoissonSampledDpEvent(256 / 60000, dp_accounting.GaussianDpEvent(1.1)), 14063)
     accountant = dp_accounting.rdp.RdpAccountant(orders=list(rdp_module.ORDERS))

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from PIL import Image
 
-from sdp_core.config import load_trial_config
+from sdp_core.config.loading import load_trial_config
 from sdp_core.report import build_report
 from sdp_core.report.cli import add_report_arguments, run_report
 from tests.synthetic_sweep import write_synthetic_sweep

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sdp_core.config import Objective
+from sdp_core.config.sweep import Objective
 from sdp_core.report.load import Trial
 from sdp_core.report.pareto import non_dominated, pareto_front
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from conftest import run_cli, small_trial_dict
 
-from sdp_core.config import load_trial_config
+from sdp_core.config.loading import load_trial_config
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,9 @@ import ray
 import torch
 from optuna.trial import TrialState
 
-from sdp_core.config import SweepConfig, TrialConfig, parse_model
+from sdp_core.config import parse_model
+from sdp_core.config.sweep import SweepConfig
+from sdp_core.config.trial import TrialConfig
 from sdp_core.errors import ConfigError, PrivacyError
 from sdp_core.mechanisms import sdpsgd as S
 from sdp_core.mechanisms.base import phase_events

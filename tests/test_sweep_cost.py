@@ -11,7 +11,9 @@ from types import SimpleNamespace
 import dp_accounting
 import pytest
 
-from sdp_core.config import SweepConfig, TrialConfig, parse_model
+from sdp_core.config import parse_model
+from sdp_core.config.sweep import SweepConfig
+from sdp_core.config.trial import TrialConfig
 from sdp_core.privacy import GaussianEvent, PrivacyLedger
 from sdp_core.privacy.accountants import rdp as rdp_module
 from sdp_core.report import build_report

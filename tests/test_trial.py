@@ -8,7 +8,8 @@ import math
 import pytest
 import torch
 
-from sdp_core.config import TrialConfig, parse_model
+from sdp_core.config import parse_model
+from sdp_core.config.trial import TrialConfig
 from sdp_core.privacy import assert_no_bare_epsilon, epsilon_from_ledger
 from sdp_core.trial import prepare_trial_data, run_trial
 from tests.conftest import run_cli, small_trial_dict
@@ -116,7 +117,7 @@ def test_delta_at_or_above_one_over_n_warns(tmp_path):
 
 def test_trials_of_one_sweep_see_the_same_data_and_canaries():
     """Trial seeds vary initialisation and sampling only: the data seed is the sweep's, shared by every trial."""
-    from sdp_core.config import SweepConfig
+    from sdp_core.config.sweep import SweepConfig
     from sdp_core.sweep.space import trial_config_dict
 
     base = small_trial_dict(data={"canaries": {"format": "My ID is {dddddd}", "count": 2, "repeats": 3}})
@@ -139,7 +140,7 @@ def test_dp_report_says_the_tokenizer_is_not_covered_unless_it_learns_from_publi
     for corpus, covered in (("training", False), ("public", True)):
         cfg = parse_model(TrialConfig, small_trial_dict(mechanism={"name": "dpsgd"}, tokenizer={"corpus": corpus}))
         data, _, _ = prepare_trial_data(cfg, {})
-        caveats = not_covered(cfg, MECHANISMS["dpsgd"](data))
+        caveats = not_covered(cfg, MECHANISMS["dpsgd"].plan(data))
         assert any("number of training records" in c for c in caveats)
         assert covered == (not any("tokenizer" in c for c in caveats))
         if corpus == "public":  # learnt from other dialogs: no training secret in its vocabulary

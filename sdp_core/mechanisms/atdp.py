@@ -14,16 +14,34 @@ Post-hoc use: `base` runs a No-DP, Redacted or JFT phase first and ATDP continue
 from __future__ import annotations
 
 import random
+from typing import Literal
 
 import torch
+from pydantic import Field
 from transformers import PreTrainedTokenizerFast
 
-from sdp_core.config import ATDPConfig, JFTConfig
+from sdp_core.config.mechanism import MechanismSettings
 from sdp_core.errors import UserError
 from sdp_core.mechanisms.base import MechanismPlan, TrialData, calibrate, private_phase, public_phase
+from sdp_core.mechanisms.jft import JFTConfig, jft_phases
 from sdp_core.mechanisms.registry import MechanismSpec, register_mechanism
-from sdp_core.mechanisms.jft import jft_phases
 from sdp_core.tensors import LMData
+
+
+class ATDPConfig(MechanismSettings):
+    """Adaptive token-weighted DP with the rise–reset noise schedule σ_e = σ_{e−1}·γ·ρ_e, reset above σ_max."""
+
+    name: Literal["atdp"] = "atdp"
+    base: Literal["none", "nodp", "redacted", "jft"] = "none"
+    base_epochs: int = Field(1, ge=1, description="epochs of the base phase when base is not none")
+    w: float | None = Field(None, gt=0, le=1, description="weight of non-sensitive tokens; default from α and r_target")
+    r_target: float = Field(0.5, gt=0, lt=1)
+    function_tokens: list[str] = Field(
+        default_factory=lambda: ["the", "a", "to", "of", "and", "is", "you", "I", "my", "your", "."]
+    )
+    escalation: float = Field(1.05, ge=1.0, description="γ: per-epoch growth of σ")
+    jitter: float = Field(0.05, ge=0, lt=1, description="j: ρ_e ~ U[1−j, 1+j]")
+    ceiling: float = Field(2.0, gt=1, description="σ_max as a multiple of σ₀; above it σ resets to σ₀")
 
 
 def rise_reset_multipliers(epochs: int, escalation: float, jitter: float, ceiling: float, seed: int) -> tuple[float, ...]:
@@ -94,6 +112,6 @@ def atdp(d: TrialData) -> MechanismPlan:
 
 
 register_mechanism(MechanismSpec(
-    "atdp", atdp, "ATDP", "#9467bd", notion="DP / SDP / none, by base",
+    ATDPConfig, atdp, "ATDP", "#9467bd", notion="DP / SDP / none, by base",
     caveat="ATDP noises every record's whole token-weighted gradient; its ε composes every σ of the rise–reset "
            "schedule."))

@@ -8,15 +8,17 @@ step of every phase, and writes the planned events into the ledger. The loop the
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from transformers import PreTrainedTokenizerFast
 
-from sdp_core.config import TrialConfig
 from sdp_core.data.records import Span, Splits
 from sdp_core.privacy import GaussianEvent, PrivacyLedger, calibrate_noise, get_notion
 from sdp_core.tensors import LMData
 from sdp_core.train.loop import Phase, ledger_key
+
+if TYPE_CHECKING:
+    from sdp_core.config.trial import TrialConfig  # the layer above: for type hints only
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,27 @@
 
 from __future__ import annotations
 
+from typing import ClassVar, Literal
+
+from sdp_core.config.mechanism import MechanismSettings
 from sdp_core.mechanisms.base import MechanismPlan, TrialData, calibrate, private_phase, public_phase
 from sdp_core.mechanisms.registry import MechanismSpec, register_mechanism
 from sdp_core.privacy import PrivacyLedger
+
+
+class NoDPConfig(MechanismSettings):
+    name: Literal["nodp"] = "nodp"
+    tasks: ClassVar[tuple[str, ...]] = ("lm", "classification")
+
+
+class DPSGDConfig(MechanismSettings):
+    name: Literal["dpsgd"] = "dpsgd"
+    tasks: ClassVar[tuple[str, ...]] = ("lm", "classification")
+
+
+class RedactedConfig(MechanismSettings):
+    name: Literal["redacted"] = "redacted"
+    tasks: ClassVar[tuple[str, ...]] = ("lm", "classification")
 
 
 def nodp(d: TrialData) -> MechanismPlan:
@@ -30,13 +48,12 @@ def redacted(d: TrialData) -> MechanismPlan:
 
 
 register_mechanism(MechanismSpec(
-    "nodp", nodp, "No-DP", "#8c564b", notion="none", tasks=("lm", "classification"),
+    NoDPConfig, nodp, "No-DP", "#8c564b", notion="none",
     caveat="No-DP trains without noise: no privacy guarantee; a reference point only."))
 register_mechanism(MechanismSpec(
-    "dpsgd", dpsgd, "DP-SGD", "#1f77b4", notion="DP", tasks=("lm", "classification"),
+    DPSGDConfig, dpsgd, "DP-SGD", "#1f77b4", notion="DP",
     caveat="DP-SGD protects every record entirely, whatever the detector finds."))
 register_mechanism(MechanismSpec(
-    "redacted", redacted, "Redacted", "#e0a800", notion="SDP (ε = 0 for detected secrets)",
-    tasks=("lm", "classification"),
+    RedactedConfig, redacted, "Redacted", "#e0a800", notion="SDP (ε = 0 for detected secrets)",
     caveat="Redacted trains without noise on policy-redacted text: it protects the secrets the policy detects; "
            "secrets it misses have no guarantee."))

@@ -15,7 +15,9 @@ share neither π nor π_c fully masks, both at their 95 % one-sided Clopper–Pe
 
 from __future__ import annotations
 
-from sdp_core.config import CRTConfig
+from typing import Literal
+
+from sdp_core.config.mechanism import MechanismSettings
 from sdp_core.data.records import Record, Span
 from sdp_core.detectors import detect_records, get_policy
 from sdp_core.detectors.evaluation import evaluate
@@ -27,6 +29,13 @@ from sdp_core.privacy.confidentiality import confidentiality_claim
 from sdp_core.text.dedup import duplicate_spans
 from sdp_core.text.encode import encode
 from sdp_core.text.redaction import MASK, redact
+
+
+class CRTConfig(MechanismSettings):
+    """Confidentially Redacted Training: dedup, redact, public/private split, alternating epochs."""
+
+    name: Literal["crt"] = "crt"
+    dedup: bool = True
 
 
 def line_units(records: list[Record], spans: list[list[Span]]) -> tuple[list[str], list[list[Span]], list[tuple[Span, ...] | None]]:
@@ -94,7 +103,7 @@ def crt(d: TrialData) -> MechanismPlan:
 
 
 register_mechanism(MechanismSpec(
-    "crt", crt, "CRT", "#2ca02c", notion="confidentiality, Bayesian confidentiality",
+    CRTConfig, crt, "CRT", "#2ca02c", notion="confidentiality, Bayesian confidentiality",
     caveat="CRT's confidentiality is relative to the perfectly redacted data (policy π plus the conservative π_c) "
            "and holds only if π_c flags every secret π misses: where gold spans show a secret both miss, the trial "
            "has no formal guarantee and its confidentiality ε is marked as not holding. Bayesian confidentiality "

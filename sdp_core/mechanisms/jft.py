@@ -10,9 +10,11 @@ light noise it is tagged an empirical estimate and carries the formal bound, pha
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Mapping
 
-from sdp_core.config import JFTConfig
+from pydantic import Field, model_validator
+
+from sdp_core.config.mechanism import MechanismSettings
 from sdp_core.detectors.audit import missing_rate, read_audit
 from sdp_core.detectors.evaluation import evaluate
 from sdp_core.errors import UserError
@@ -23,6 +25,9 @@ from sdp_core.privacy.light_noise import REAL_SAMPLE_RATES, at_real_rates, with_
 from sdp_core.text.encode import encode
 from sdp_core.text.redaction import redact
 from sdp_core.train.loop import Phase
+
+if TYPE_CHECKING:
+    from sdp_core.config.trial import TrialConfig  # the layer above: for type hints only
 
 
 class LightNoiseLedger(PrivacyLedger):
@@ -52,6 +57,33 @@ class LightNoiseLedger(PrivacyLedger):
 
     def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), REAL_SAMPLE_RATES: self.real_sample_rates}
+
+
+class JFTConfig(MechanismSettings):
+    """Just Fine-tune Twice: phase 1 on redacted data, phase 2 DP-SGD on the original data."""
+
+    name: Literal["jft"] = "jft"
+    tasks: ClassVar[tuple[str, ...]] = ("lm", "classification")
+    phase1_mode: Literal["direct", "screened", "light_noise"] = "direct"
+    phase1_epochs: int = Field(1, ge=1)
+    audit_path: str | None = Field(
+        None, description="sampling-audit file (sdp_core.detectors.audit): the screened subset for phase1_mode=screened; "
+        "the missing-rate estimate m̃ for light_noise when the data has no gold spans")
+    budget_split: float = Field(
+        0.1, gt=0, lt=1, description="share of ε given to the light-noise phase 1 (only phase1_mode=light_noise)"
+    )
+
+    @model_validator(mode="after")
+    def _screened_needs_audit(self) -> "JFTConfig":
+        if self.phase1_mode == "screened" and not self.audit_path:
+            raise ValueError("phase1_mode=screened needs mechanism.audit_path (a marked sampling audit)")
+        return self
+
+    def trial_problem(self, trial: "TrialConfig") -> str | None:
+        if trial.model.task == "classification" and self.phase1_mode == "screened":
+            return (f"jft phase1_mode=screened is for language models (an audit holds no class labels); "
+                    f"model.arch {trial.model.arch} (a classifier)")
+        return None
 
 
 def screened_subset(d: TrialData, audit_path: str):
@@ -107,7 +139,7 @@ def jft(d: TrialData) -> MechanismPlan:
 
 
 register_mechanism(MechanismSpec(
-    "jft", jft, "JFT", "#d62728", notion="SDP (light noise: an empirical estimate)", tasks=("lm", "classification"),
+    JFTConfig, jft, "JFT", "#d62728", notion="SDP (light noise: an empirical estimate)",
     caveat="JFT protects the tokens the policy flags; phase 1 trains on redacted text (with light_noise, its "
            "amplification uses an estimated missing rate: an empirical, not a formal, bound, printed with the formal "
            "bound of phase 1 at its real sampling rate beside it)."))

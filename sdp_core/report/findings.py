@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from scipy.stats import spearmanr
 
-from sdp_core.config import Claim
+from sdp_core.config.sweep import Claim
 from sdp_core.report.load import Sweep, Trial, number
 from sdp_core.report.tables import Table, fmt, metric_label, privacy_qualifier
 

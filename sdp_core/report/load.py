@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sdp_core.config import Objective, SweepConfig, parse_model
+from sdp_core.config import parse_model
+from sdp_core.config.sweep import Objective, SweepConfig
 from sdp_core.errors import UserError
 from sdp_core.io import read_yaml
 from sdp_core.privacy.light_noise import ESTIMATE, REAL_SAMPLE_RATES

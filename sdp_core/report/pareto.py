@@ -11,7 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
-from sdp_core.config import Objective
+from sdp_core.config.sweep import Objective
 from sdp_core.errors import UserError
 from sdp_core.report.load import Sweep, Trial
 

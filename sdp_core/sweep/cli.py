@@ -11,7 +11,8 @@ import os
 import shutil
 from pathlib import Path
 
-from sdp_core.config import SweepConfig, load_search_space, load_sweep_config
+from sdp_core.config.loading import load_search_space, load_sweep_config
+from sdp_core.config.sweep import SweepConfig
 from sdp_core.errors import UserError
 from sdp_core.sweep.space import check_space
 from sdp_core.sweep.store import SweepStore

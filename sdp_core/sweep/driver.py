@@ -27,8 +27,8 @@ import hashlib
 import json
 import math
 import time
-from pathlib import Path
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -39,7 +39,10 @@ from ray import tune
 from ray.tune.schedulers import ASHAScheduler, TrialScheduler
 from ray.tune.search import Searcher
 
-from sdp_core.config import ResourcesConfig, SearchSpace, SweepConfig, TrialConfig, arm_trial_config, parse_model
+from sdp_core.config import parse_model
+from sdp_core.config.loading import arm_trial_config
+from sdp_core.config.sweep import ResourcesConfig, SearchSpace, SweepConfig
+from sdp_core.config.trial import TrialConfig
 from sdp_core.errors import PrivacyError, UserError
 from sdp_core.logs import configure_logging
 from sdp_core.sweep.space import MECHANISM_PARAM, sample, trial_config_dict, trial_id

@@ -8,20 +8,22 @@ Optuna sees a conditional space. Trial number n gets seed `sweep.seed + n` and n
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any
 
-from sdp_core.config import Distribution, MechanismConfig, SearchSpace, SweepConfig, TrialConfig, apply_settings, parse_model
+from sdp_core.config import MECHANISM_SETTINGS, apply_settings, parse_model
+from sdp_core.config.sweep import Distribution, SearchSpace, SweepConfig
+from sdp_core.config.trial import TrialConfig
 from sdp_core.errors import ConfigError
 
 if TYPE_CHECKING:
     import optuna
 
 MECHANISM_PARAM = "mechanism.name"
-MECHANISM_FIELDS: dict[str, set[str]] = {
-    cls.model_fields["name"].default: set(cls.model_fields) - {"name"}
-    for cls in get_args(get_args(MechanismConfig)[0])
-}
-"""Each mechanism's own settings, i.e. the `mechanism.<field>` paths a search space may sample for it."""
+
+
+def mechanism_fields(mechanism: str) -> set[str]:
+    """A registered mechanism's own settings: the `mechanism.<field>` paths a search space may sample for it."""
+    return set(MECHANISM_SETTINGS[mechanism].model_fields) - {"name"}
 
 
 def trial_id(number: int) -> str:
@@ -33,7 +35,7 @@ def applies_to(path: str, mechanism: str) -> bool:
     """Whether parameter `path` is sampled for trials of `mechanism`."""
     if not path.startswith("mechanism."):
         return True
-    return path.split(".", 2)[1] in MECHANISM_FIELDS[mechanism]
+    return path.split(".", 2)[1] in mechanism_fields(mechanism)
 
 
 def _suggest(trial: optuna.Trial, path: str, d: Distribution) -> Any:
@@ -81,7 +83,7 @@ def check_space(sweep: SweepConfig, space: SearchSpace, where: str) -> None:
         if path == MECHANISM_PARAM:
             problems.append(f"search_space.{path}: the mechanism is chosen by `mechanisms:`, not sampled here")
         elif path.startswith("mechanism.") and not any(applies_to(path, m) for m in sweep.mechanisms):
-            owners = [m for m in MECHANISM_FIELDS if applies_to(path, m)]
+            owners = [m for m in MECHANISM_SETTINGS if applies_to(path, m)]
             problems.append(f"search_space.{path}: none of the sweep's mechanisms has this field"
                             + (f" (it belongs to {', '.join(owners)})" if owners else ""))
         elif d.type == "choice" and any(isinstance(v, (list, dict)) for v in d.values):

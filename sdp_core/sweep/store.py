@@ -21,7 +21,8 @@ from pathlib import Path
 
 import yaml
 
-from sdp_core.config import SweepConfig, parse_model
+from sdp_core.config import parse_model
+from sdp_core.config.sweep import SweepConfig
 from sdp_core.errors import UserError
 from sdp_core.io import atomic_write_json, atomic_write_text, read_yaml
 

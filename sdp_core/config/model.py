@@ -1,0 +1,50 @@
+"""Tokenizer and model settings."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from sdp_core.config.base import Strict, _value_defaults
+
+
+class TokenizerConfig(Strict):
+    kind: Literal["bpe", "pretrained"] = "bpe"
+    vocab_size: int = Field(4000, ge=300)
+    name_or_path: str | None = None
+    corpus: Literal["training", "public"] = Field(
+        "training", description="what the BPE learns from: the policy-redacted training text (a DP guarantee does "
+        "not cover it; the privacy report says so), or public text (tokenizer.public_path, or for CustomerSim "
+        "dialogs generated apart from the data) that no guarantee needs to cover")
+    public_path: str | None = Field(None, description="JSONL / Parquet / text file of public text, for corpus=public")
+
+    @model_validator(mode="after")
+    def _pretrained_needs_name(self) -> "TokenizerConfig":
+        if self.kind == "pretrained" and not self.name_or_path:
+            raise ValueError("kind=pretrained needs tokenizer.name_or_path")
+        return self
+
+
+# What each architecture learns: next-token language modelling, or sequence classification (one label per record).
+ARCH_TASKS = {"gpt2": "lm", "lstm": "lm", "roberta": "classification"}
+ARCH_DEFAULTS: dict[str, dict[str, Any]] = {"lstm": {"preset": "lstm-200"}, "roberta": {"preset": "roberta-tiny"}}
+
+
+class ModelConfig(Strict):
+    arch: Literal["gpt2", "lstm", "roberta"] = "gpt2"
+    preset: str | None = Field("gpt2-tiny", description="gpt2-tiny | gpt2-small | lstm-200 | roberta-tiny | "
+                               "roberta-base; defaults to the arch's smallest")
+    name_or_path: str | None = Field(None, description="HF from_pretrained name or local path (overrides preset)")
+    dropout: float = Field(0.0, ge=0, lt=1)
+    num_labels: int = Field(2, ge=2, description="classes of a classifier (model.arch roberta); 3 for MNLI")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _arch_defaults(cls, data: Any) -> Any:
+        return _value_defaults(data, "arch", ARCH_DEFAULTS)
+
+    @property
+    def task(self) -> str:
+        """`lm` or `classification` (ARCH_TASKS)."""
+        return ARCH_TASKS[self.arch]

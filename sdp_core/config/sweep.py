@@ -1,0 +1,186 @@
+"""Search spaces and sweeps: a search (Optuna over Ray Tune) or a fixed grid of arms × seeds with claims."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from sdp_core.config.base import Strict, apply_settings
+from sdp_core.config.mechanism import MECHANISM_SETTINGS
+from sdp_core.config.trial import TrialConfig
+
+
+class Distribution(Strict):
+    """One searchable parameter: `uniform`/`loguniform` (low, high), `int` (low, high), or `choice` (values)."""
+
+    type: Literal["uniform", "loguniform", "int", "choice"]
+    low: float | None = None
+    high: float | None = None
+    values: list[Any] | None = None
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "Distribution":
+        if self.type == "choice":
+            if not self.values:
+                raise ValueError("choice needs a non-empty `values` list")
+        else:
+            if self.low is None or self.high is None:
+                raise ValueError(f"{self.type} needs `low` and `high`")
+            if self.low > self.high:
+                raise ValueError("low must be <= high")
+            if self.type == "loguniform" and self.low <= 0:
+                raise ValueError("loguniform needs low > 0")
+        return self
+
+
+class SearchSpace(Strict):
+    """Parameters keyed by their dotted path in the trial config, e.g. `training.learning_rate`."""
+
+    parameters: dict[str, Distribution]
+
+    @field_validator("parameters")
+    @classmethod
+    def _not_empty(cls, v: dict[str, Distribution]) -> dict[str, Distribution]:
+        if not v:
+            raise ValueError("search space is empty")
+        return v
+
+
+class Objective(Strict):
+    metric: str
+    mode: Literal["min", "max"]
+
+
+def _distinct_seeds(v: list[int] | None) -> list[int] | None:
+    if v is not None and (not v or len(set(v)) != len(v)):
+        raise ValueError("seeds must be a non-empty list of distinct seeds")
+    return v
+
+
+class Experiment(Strict):
+    """One arm of a fixed-grid sweep: the base trial with `set` applied (dotted paths, as `--set`), once per seed."""
+
+    set: dict[str, Any] = Field(default_factory=dict, description="dotted path -> value, applied to `base`")
+    seeds: list[int] | None = Field(None, description="this arm's seeds; default: the sweep's `seeds`")
+
+    _seeds = field_validator("seeds")(_distinct_seeds)
+
+    @field_validator("set")
+    @classmethod
+    def _not_identity(cls, v: dict[str, Any]) -> dict[str, Any]:
+        if {"seed", "name"} & set(v):
+            raise ValueError("`seed` and `name` come from the arm and its seeds, not from `set`")
+        return v
+
+
+class Claim(Strict):
+    """A paper's claim as an ordering of two arms' mean `metric` over their seeds (`kind: less`), or a trend of
+    the mean along a list of arms (`kind: increasing`). Evaluated by the report (sdp_core.report.findings).
+
+    `less` holds when mean(higher) − mean(lower) > `by` (and, with `ratio`, when mean(lower) ≤ ratio·mean(higher));
+    `by` < 0 allows the lower arm to be up to |by| above (`reaches the same level`).
+    """
+
+    text: str
+    kind: Literal["less", "increasing"] = "less"
+    metric: str = Field(description="a metric of the rows, or `<guarantee>.<field>` of a further privacy report "
+                        "(`bayesian_confidentiality.epsilon`)")
+    lower: str | None = None
+    higher: str | None = None
+    by: float = 0.0
+    ratio: float | None = Field(None, gt=0)
+    arms: list[str] = Field(default_factory=list, description="for `increasing`: arms in order of the x axis")
+
+    @model_validator(mode="after")
+    def _arms_for_kind(self) -> "Claim":
+        if self.kind == "less" and not (self.lower and self.higher):
+            raise ValueError("kind less needs `lower` and `higher` arms")
+        if self.kind == "increasing" and len(self.arms) < 2:
+            raise ValueError("kind increasing needs at least two `arms`")
+        return self
+
+    def arm_names(self) -> list[str]:
+        return [self.lower, self.higher] if self.kind == "less" else list(self.arms)
+
+
+class ResourcesConfig(Strict):
+    cpu: float = Field(1.0, gt=0)
+    gpu: float = Field(0.0, ge=0)
+
+
+class SweepConfig(Strict):
+    name: str
+    seed: int = 0
+    base: TrialConfig = Field(default_factory=TrialConfig, description="settings every trial starts from")
+    mechanisms: list[str] = Field(default_factory=lambda: ["dpsgd"])
+    objectives: list[Objective] = Field(
+        default_factory=lambda: [Objective(metric="val_perplexity", mode="min"), Objective(metric="exposure_mean", mode="min")]
+    )
+    search_space: SearchSpace | str | None = Field(None, description="inline parameters or a file in search_spaces/")
+    experiments: dict[str, Experiment] | None = Field(
+        None, description="a fixed grid instead of a search: named arms × seeds (findings, controlled comparisons)")
+    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], description="seeds of every experiment arm")
+    claims: list[Claim] = Field(default_factory=list, description="orderings of arms the report checks")
+    num_trials: int = Field(8, ge=1)
+    concurrency: int = Field(1, ge=1)
+    resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
+    early_stopping: bool = Field(False, description="ASHA on the held-out validation loss")
+    report_interval: float = Field(5.0, ge=0, description="seconds between a trial's progress reports to Ray Tune")
+    keep_models: Literal["front", "all", "none"] = Field(
+        "front", description="which trials keep their model under OUT/models/ (DP noise is secret: a model cannot "
+        "be re-trained from its config): the Pareto front's, every trial's, or none")
+
+    _seeds = field_validator("seeds")(_distinct_seeds)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _grid_derived(cls, data: Any) -> Any:
+        """A grid sweep's trial count and mechanisms follow from its arms; they are not set by hand."""
+        if not (isinstance(data, dict) and isinstance(data.get("experiments"), dict)):
+            return data
+        try:
+            arms = [a if isinstance(a, dict) else {} for a in data["experiments"].values()]
+            seeds = data.get("seeds", [0, 1, 2])
+            base = data.get("base") if isinstance(data.get("base"), dict) else {}
+            names = [str((apply_settings(base, a["set"]) if isinstance(a.get("set"), dict) else base)
+                         .get("mechanism", {}).get("name", "dpsgd")) for a in arms]
+            count = sum(len(a.get("seeds") or seeds) for a in arms)
+        except (AttributeError, TypeError):  # malformed arms: the field validators report them, one line each
+            return data
+        derived = {"num_trials": max(count, 1), "mechanisms": list(dict.fromkeys(names)) or ["dpsgd"],
+                   "search_space": None}
+        # A stored sweep.yaml repeats the derived values; a hand-written one that sets them otherwise is wrong.
+        same = lambda k: (set(data[k]) == set(derived[k]) if k == "mechanisms" and isinstance(data[k], list)  # noqa: E731
+                          else data[k] == derived[k])
+        given = next((k for k in derived if k in data and not same(k)), None)
+        if given:
+            raise ValueError(f"{given}: not used with `experiments` (a grid sweep runs every arm × seed)")
+        return {**data, **derived}
+
+    @model_validator(mode="after")
+    def _search_or_grid(self) -> "SweepConfig":
+        if (self.search_space is None) == (self.experiments is None):
+            raise ValueError("a sweep needs exactly one of `search_space` (a search) and `experiments` (a grid)")
+        if self.experiments is not None:
+            if not self.experiments:
+                raise ValueError("experiments: at least one arm is needed")
+            if self.early_stopping:
+                raise ValueError("early_stopping: a grid runs every arm to the end (its claims compare whole runs)")
+            bad = next((n for n in self.experiments if not n.replace("_", "").isalnum()), None)
+            if bad is not None:
+                raise ValueError(f"experiments: arm name {bad!r} must be letters, digits and _")
+        unknown = [a for c in self.claims for a in c.arm_names() if a not in (self.experiments or {})]
+        if unknown:
+            raise ValueError(f"claims: arm {unknown[0]!r} is not in experiments")
+        return self
+
+    @field_validator("mechanisms")
+    @classmethod
+    def _known_mechanisms(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("at least one mechanism is needed")
+        unknown = [m for m in v if m not in MECHANISM_SETTINGS]
+        if unknown:
+            raise ValueError(f"unknown mechanism {unknown[0]!r} (known: {', '.join(MECHANISM_SETTINGS)})")
+        return v

@@ -1,0 +1,51 @@
+"""Privacy, training and evaluation settings."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from sdp_core.config.base import Strict
+
+
+class PrivacyConfig(Strict):
+    target_epsilon: float = Field(3.0, gt=0)
+    delta: float = Field(1e-5, gt=0, lt=1)
+    accountant: Literal["rdp", "prv", "pld"] = "rdp"
+    max_grad_norm: float = Field(1.0, gt=0, description="C: per-record clipping norm")
+    compare_add_remove: bool = Field(
+        False, description="also report ε for add/remove neighbours beside the notion's own relation (SDP and "
+        "confidentiality: replace-one), labelled as a comparison with papers, not as the guarantee")
+    reproducible_noise: bool = Field(
+        False, description="debugging only: draw DP noise and Poisson samples from the trial seed, which every "
+        "report publishes, so the guarantee does not hold; default: a secret seed from the OS entropy pool")
+
+
+class TrainingConfig(Strict):
+    batch_size: int = Field(32, ge=1, description="expected (Poisson) batch size of private steps")
+    learning_rate: float = Field(1e-3, gt=0)
+    epochs: int = Field(1, ge=1)
+    max_steps: int | None = Field(None, ge=1, description="cap on optimizer steps per phase")
+    private_max_steps: int | None = Field(
+        None, ge=1, description="cap on the steps of each private (DP) phase instead of max_steps: equal private "
+        "steps across mechanisms whose public phases differ (S-DPSGD: batches; JFT light noise: both its phases)")
+    optimizer: Literal["adamw", "sgd"] = "adamw"
+    weight_decay: float = Field(0.0, ge=0)
+    grad_sample_mode: Literal["hooks", "ghost", "bk"] = Field(
+        "hooks", description="how private steps clip per-record gradients: hooks (Opacus' per-sample gradients), "
+        "ghost (Opacus' ghost clipping, transformers only) or bk (book-keeping: one backward, no per-sample gradients)")
+    workers: int = Field(1, ge=1, description="Ray Train workers for the private phases")
+    cpu_per_worker: float = Field(0.5, gt=0, description="CPUs each CPU Ray Train worker asks for (fractional, "
+                                  "so that workers fit beside their trial on a small machine)")
+
+
+class EvaluationConfig(Strict):
+    """Canary exposure and membership inference attack a language model's token likelihoods: for a classifier
+    (model.arch roberta) they do not apply and are skipped, whatever these flags say."""
+
+    exposure: bool = True
+    exposure_method: Literal["exact", "estimate"] = "exact"
+    exposure_limit: int = Field(1_000_000, ge=1, description="largest secret space enumerated exactly")
+    mia: bool = True
+    max_eval_records: int = Field(1000, ge=1)
