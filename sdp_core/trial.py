@@ -357,6 +357,9 @@ def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool
     t0 = time.perf_counter()
     attacks = run_attacks(model, data, canary_plan)
     metrics.update({metric: attacks[name][key] for name, key, metric in ATTACK_METRICS if name in attacks})
+    if (attacks.get("exposure") or {}).get("interval"):  # the mean's 95 % interval and random-rank floor, for the front
+        metrics["exposure_mean_low"], metrics["exposure_mean_high"] = attacks["exposure"]["interval"]
+        metrics["exposure_floor"] = attacks["exposure"]["floor"]
     timings["attacks"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - start
     # Private-step compute: steps, expected per-record gradients (q·N a batch) and seconds of the DP phases only.

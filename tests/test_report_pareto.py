@@ -81,3 +81,16 @@ def test_front_holds_only_finished_trials_with_every_objective():
         _trial("g", "finished", 5.0, None),  # an objective is missing
     ]
     assert [t.trial_id for t in pareto_front(trials, objectives)] == ["a", "b"]
+
+
+def test_a_difference_inside_the_exposure_interval_does_not_rank_trials():
+    """Trial b has worse perplexity than a and a lower mean exposure, but inside a's interval: a dominates it.
+    Trial c's exposure is lower beyond both intervals: it stays on the front beside a."""
+    ppl = {"a": 10.0, "b": 12.0, "c": 15.0}
+    exposure = {"a": (2.0, 1.2, 2.8), "b": (1.6, 0.9, 2.3), "c": (0.3, 0.1, 0.5)}  # mean, low, high
+    objectives = [Objective(metric="val_perplexity", mode="min"), Objective(metric="exposure_mean", mode="min")]
+    trials = [_trial(t, "finished", ppl[t], exposure[t][0]) for t in "abc"]
+    assert [t.trial_id for t in pareto_front(trials, objectives)] == ["a", "b", "c"]  # exact values: b looks better
+    for t in trials:
+        t.metrics.update(exposure_mean_low=exposure[t.trial_id][1], exposure_mean_high=exposure[t.trial_id][2])
+    assert [t.trial_id for t in pareto_front(trials, objectives)] == ["a", "c"]

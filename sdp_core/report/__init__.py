@@ -20,7 +20,15 @@ from sdp_core.report.load import Trial, load_sweep
 from sdp_core.report.pareto import Analysis, analyse
 from sdp_core.report.plots import build_plots, write_pngs
 from sdp_core.report.statement import privacy_statement, sweep_cost
-from sdp_core.report.tables import counts_line, front_note, frontier_table, headline, mechanism_table, trials_frame
+from sdp_core.report.tables import (
+    counts_line,
+    front_note,
+    frontier_table,
+    headline,
+    mechanism_table,
+    trials_frame,
+    uncertainty_note,
+)
 
 __all__ = ["build_report"]
 
@@ -29,7 +37,8 @@ def summary_markdown(a: Analysis, claims: list[ClaimResult]) -> str:
     return "\n".join([f"# Sweep `{a.sweep.config.name}`", "", headline(a), "", counts_line(a), "",
                       *([claims_markdown(claims)] if claims else []),
                       "## Best model of each mechanism", "", mechanism_table(a).markdown(), "",
-                      "## Pareto front", "", front_note(a) or frontier_table(a).markdown(), ""])
+                      "## Pareto front", "", front_note(a) or frontier_table(a).markdown(), "",
+                      *([uncertainty_note(a), ""] if uncertainty_note(a) else [])])
 
 
 def frontier_yaml(a: Analysis, trial: Trial) -> str:

@@ -16,8 +16,8 @@ from sdp_core.report.tables import (
     MODEL_COLUMN,
     Table,
     charges_table,
-    counts_line,
     cost_table,
+    counts_line,
     detector_table,
     front_note,
     frontier_table,
@@ -25,6 +25,7 @@ from sdp_core.report.tables import (
     mechanism_name,
     mechanism_table,
     metric_label,
+    uncertainty_note,
     unfinished_table,
 )
 
@@ -124,8 +125,9 @@ def render(a: Analysis, plots: list[Plot], cost: SweepCost, claims: list[ClaimRe
                 "configuration; drag to zoom, double-click to reset."),
         Section("frontier", "Pareto front", f"<p>{e(front_note(a))}</p>" if not a.front else _table(frontier_table(a)),
                 f"Finished trials no other finished trial beats on every objective ({e(objectives)}), best "
-                f"{e(metric_label(a.utility.metric))} first. Each re-runs with its seed: "
-                "<code>sdp-sweep trial frontier/&lt;trial&gt;.yaml</code>."),
+                f"{e(metric_label(a.utility.metric))} first. {e(uncertainty_note(a))} Each re-runs with its data and "
+                "initialisation (<code>sdp-sweep trial frontier/&lt;trial&gt;.yaml</code>); its DP noise is secret, "
+                "so the trained model itself is the one kept under <code>models/</code>."),
         Section("mechanisms", "Best model of each mechanism",
                 _table(mechanism_table(a)) + f'<ul class="notes">{caveats}</ul>',
                 f"Best finished trial of each mechanism by {e(metric_label(a.utility.metric))}, as in the papers' "

@@ -59,6 +59,11 @@ class Trial:
         """A measured metric; `epsilon` is the ε the trial spent (so it can be an axis or an objective)."""
         return self.metrics.get(name, self.epsilon if name == "epsilon" else None)
 
+    def interval(self, name: str) -> tuple[float, float] | None:
+        """The 95 % interval of a metric measured with one (`<name>_low`, `<name>_high`: mean canary exposure)."""
+        low, high = self.metrics.get(f"{name}_low"), self.metrics.get(f"{name}_high")
+        return (low, high) if low is not None and high is not None else None
+
     @property
     def mechanism_settings(self) -> dict[str, Any]:
         """The mechanism's own hyper-parameters (config.mechanism without its name)."""

@@ -36,6 +36,24 @@ def non_dominated(points: np.ndarray | Sequence[Sequence[float]], modes: Sequenc
     return front
 
 
+def non_dominated_beyond_noise(low: np.ndarray, high: np.ndarray, modes: Sequence[str]) -> np.ndarray:
+    """Boolean mask of the points no other point dominates by more than their uncertainty.
+
+    Each point's objective k is an interval [low, high] (equal ends for a value measured without one). With every
+    objective turned into one to minimise, a dominates b when a is not worse beyond the intervals on any objective
+    (low_a ≤ high_b) and better beyond them on one (high_a < low_b): a difference inside the intervals neither
+    puts a trial on the front nor takes one off it. With exact values this is `non_dominated`.
+    """
+    sign = np.where(np.asarray(modes) == "max", -1.0, 1.0)
+    lo, hi = np.minimum(low * sign, high * sign), np.maximum(low * sign, high * sign)
+    front = np.ones(len(lo), dtype=bool)
+    for i in range(len(lo)):
+        no_worse = (lo <= hi[i]).all(axis=1)
+        better = (hi < lo[i]).any(axis=1)
+        front[i] = not (no_worse & better).any()
+    return front
+
+
 PRIVACY_OR_COST = ("exposure", "mia", "epsilon", "train_seconds")
 """Metric-name prefixes that are not utility: the report's y axis is the first objective that is utility."""
 
@@ -46,11 +64,13 @@ def utility_objective(objectives: list[Objective]) -> Objective:
 
 
 def pareto_front(trials: list[Trial], objectives: list[Objective]) -> list[Trial]:
-    """The finished trials with every objective measured that no other such trial dominates."""
+    """The finished trials with every objective measured that no other such trial dominates beyond the metrics'
+    uncertainty (`non_dominated_beyond_noise`; mean canary exposure carries a 95 % interval)."""
     eligible = [t for t in trials if t.eligible(objectives)]
     if not eligible:
         return []
-    mask = non_dominated([[t.metric(o.metric) for o in objectives] for t in eligible], [o.mode for o in objectives])
+    ends = np.array([[t.interval(o.metric) or (t.metric(o.metric),) * 2 for o in objectives] for t in eligible])
+    mask = non_dominated_beyond_noise(ends[..., 0], ends[..., 1], [o.mode for o in objectives])
     return [t for t, keep in zip(eligible, mask) if keep]
 
 

@@ -166,6 +166,16 @@ def headline(a: Analysis) -> str:
             f"{', '.join(facts)}.")
 
 
+def uncertainty_note(a: Analysis) -> str:
+    """How to read exposure on the front: its interval, its floor, and that noise does not rank trials; or nothing."""
+    floors = [t.metric("exposure_floor") for t in a.sweep.trials if t.metric("exposure_floor") is not None]
+    if not floors:
+        return ""
+    return (f"Mean canary exposure is shown with its 95 % interval over the inserted canaries; a model that has not "
+            f"memorised them scores the random-rank floor, {fmt(min(floors))} bits. A difference inside the intervals "
+            "neither puts a trial on the front nor takes one off it.")
+
+
 def front_note(a: Analysis) -> str:
     """Why the front is empty (no finished trial measured every objective), or nothing."""
     if a.front:
@@ -213,13 +223,19 @@ def _metric_columns(a: Analysis, trials: list[Trial]) -> list[str]:
     return [m for m in names if m != "epsilon" and any(t.metric(m) is not None for t in trials)]
 
 
+def metric_text(t: Trial, name: str) -> str:
+    """A metric with its 95 % interval when it has one: `3.55 [2.19, 4.91]`."""
+    interval = t.interval(name)
+    return fmt(t.metric(name)) + (f" [{fmt(interval[0])}, {fmt(interval[1])}]" if interval else "")
+
+
 def _trial_table(a: Analysis, trials: list[Trial], first: list[str], first_cells: Callable[[Trial], list[str]]
                  ) -> Table:
     """Rows of trials: the `first` columns, then σ, ε, the metric columns and wall time."""
     metrics = _metric_columns(a, trials)
     columns = [*first, "σ", EPSILON_COLUMN, *map(metric_label, metrics), "wall time"]
     rows = [[*first_cells(t), sigma_text(t.privacy.get("events", [])), format_epsilon(t.privacy),
-             *(fmt(t.metric(m)) for m in metrics), fmt_seconds(wall_time(t))] for t in trials]
+             *(metric_text(t, m) for m in metrics), fmt_seconds(wall_time(t))] for t in trials]
     return Table(columns, rows, numeric={"σ", *map(metric_label, metrics), "wall time"})
 
 
