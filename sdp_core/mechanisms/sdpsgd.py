@@ -28,8 +28,9 @@ One Poisson batch (Algorithm 1, batched)
         is clipped to C_h and gets N(0, σ_h²C_h²) per coordinate. The carried state is always detached.
     A private slot that no sampled row has still takes a noise-only step, so every batch takes exactly K private
     steps whatever its sample.
-    Packed rows are sorted by descending segment length first: Opacus indexes the LSTM cells' per-sample gradients
-    in packed order and the embedding's and head's in batch order, which then coincide.
+    Packed rows are sorted by descending segment length first: the clipping (Opacus' hooks, book-keeping) indexes
+    the LSTM cells' per-sample gradients in packed order and the embedding's and head's in batch order, which then
+    coincide.
 
 Accounting
     Every release of a batch is computed on the same Poisson sample (rate q = B/N): each private slot releases the
@@ -245,15 +246,16 @@ def release_state(state: State, clip: float, sigma: float, generator: torch.Gene
 class SelectiveStep:
     """One Poisson batch of Algorithm 1, slot by slot (see the module docstring); the phase's step in the loop.
 
-    Private slots are Opacus DP steps (`DPStep`), public slots regular steps with Opacus' hooks off. Under data
-    parallelism (`world_size` > 1) every rank walks the same 2K+1 slots: the DP optimizer all-reduces private
-    slots (noise once, on rank 0) and public slots all-reduce their summed gradients and row counts, so a rank
-    with no row in a slot still joins the collective. Each row's hidden state is noised by the rank holding it.
+    Private slots are DP steps (`DPStep`, `hooks` or `bk` clipping), public slots regular steps with the clipping
+    paused. Under data parallelism (`world_size` > 1) every rank walks the same 2K+1 slots: the DP optimizer
+    all-reduces private slots (noise once, on rank 0) and public slots all-reduce their summed gradients and row
+    counts, so a rank with no row in a slot still joins the collective. Each row's hidden state is noised by the
+    rank holding it.
     """
 
     def __init__(self, ctx: StepContext, phase: SelectivePhase):
-        if ctx.grad_sample_mode != "hooks":
-            raise UserError("Selective-DPSGD needs training.grad_sample_mode: hooks (per-sample gradients of the LSTM)")
+        if ctx.grad_sample_mode == "ghost":
+            raise UserError("Selective-DPSGD needs training.grad_sample_mode hooks or bk (per-row clipping of the LSTM)")
         self.phase, self.noise, self.world_size = phase, ctx.noise, ctx.world_size
         self.dp = DPStep(ctx, phase)
         self.lm = ctx.model.module if isinstance(ctx.model, DPDDP) else ctx.model
@@ -293,22 +295,19 @@ class SelectiveStep:
             optimizer.step()
             return None
         logits, state = segment_forward(self.lm, seg, state)
-        segment_loss(logits, seg).sum().backward()  # module loss_reduction "sum": exact per-row gradients
+        self.dp.clipping.backward(segment_loss(logits, seg), optimizer)
         optimizer.step()
         return state
 
     def public(self, seg: SegmentBatch | None, state: State) -> State | None:
-        """Algorithm 1, lines 8–9: a regular step on the segments' mean loss over every rank's rows, hooks off."""
+        """Algorithm 1, lines 8–9: a regular step on the segments' mean loss over every rank's rows, clipping paused."""
         optimizer = self.dp.optimizer
         optimizer.zero_grad(set_to_none=True)
         rows = torch.tensor(0.0 if seg is None else float(len(seg.lengths)), device=self.noise.device)
         if seg is not None:
-            self.dp.module.disable_hooks()
-            try:
+            with self.dp.clipping.paused():
                 logits, state = segment_forward(self.lm, seg, state)
                 segment_loss(logits, seg).sum().backward()
-            finally:
-                self.dp.module.enable_hooks()
         if self.world_size > 1:
             for p in optimizer.params:
                 p.grad = torch.zeros_like(p) if p.grad is None else p.grad

@@ -26,20 +26,15 @@ from __future__ import annotations
 import math
 import secrets
 import time
-import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Protocol
 
 import torch
-from opacus.grad_sample.utils import wrap_model
 from opacus.optimizers import get_optimizer_class
-from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClipping
 from torch import nn
 
 from sdp_core.tensors import LMData, model_device, record_losses
-
-# Opacus' hooks on the embedding see no input gradient (token ids are integers); torch warns on every step.
-warnings.filterwarnings("ignore", message="Full backward hook is firing", category=UserWarning)
+from sdp_core.train.clipping import CLIPPING
 
 RANK_SEED_STRIDE = 1_000_003
 """With reproducible noise, rank r samples with seed `seed + r * stride`: a distinct stream per rank."""
@@ -200,20 +195,21 @@ class PublicStep:
 
 
 class DPStep:
-    """Opacus pieces for one private phase: the per-sample-gradient wrapper and the DP optimizer.
+    """One private phase's per-record clipping and Opacus DP optimizer.
 
-    `grad_sample_mode` is `hooks` (per-sample gradients materialised) or `ghost` (ghost clipping: two backward
-    passes, no per-sample gradients; Li et al. 2022, Bu et al. 2023). With `world_size` > 1 the optimizer is
-    Opacus' distributed one: it adds the noise once (rank 0) and all-reduces; every rank divides by B/world, so
-    the all-reduced update is (Σ clipped + noise)/B, as on one worker.
+    `grad_sample_mode` picks how the clipped sum of per-record gradients is computed (`clipping.CLIPPING`):
+    `hooks` (per-sample gradients materialised), `ghost` (ghost clipping: two backward passes; Li et al. 2022) or
+    `bk` (book-keeping: one backward, no per-sample gradients; Bu et al. 2023). Noise, division by B and the step
+    are Opacus' DP optimizer's in every mode. With `world_size` > 1 the optimizer is Opacus' distributed one: it
+    adds the noise once (rank 0) and all-reduces; every rank divides by B/world, so the all-reduced update is
+    (Σ clipped + noise)/B, as on one worker.
     """
 
     def __init__(self, ctx: StepContext, phase: Phase):
-        self.mode = ctx.grad_sample_mode
-        kwargs = {"max_grad_norm": phase.max_grad_norm} if self.mode == "ghost" else {}
-        self.module = wrap_model(ctx.model, self.mode, batch_first=True, loss_reduction="sum", **kwargs)
+        self.clipping = CLIPPING[ctx.grad_sample_mode](ctx.model, phase.max_grad_norm)
+        self.module = self.clipping.module
         optimizer_class = get_optimizer_class(clipping="flat", distributed=ctx.world_size > 1,
-                                              grad_sample_mode=self.mode)
+                                              grad_sample_mode=self.clipping.optimizer_mode)
         self.optimizer = optimizer_class(
             ctx.optimizer,
             noise_multiplier=phase.sigmas[0],
@@ -233,23 +229,16 @@ class DPStep:
             self.empty_batch()
         else:
             losses = record_losses(self.module(batch.input_ids), batch.input_ids, batch.weights, batch.labels)
-            if self.mode == "ghost":
-                DPTensorFastGradientClipping(self.module, self.optimizer, losses, "sum").backward()
-            else:
-                losses.sum().backward()
+            self.clipping.backward(losses, self.optimizer)
         self.optimizer.step()
 
     def empty_batch(self) -> None:
         """A Poisson batch can be empty; the step still happens (and is accounted): noise only."""
-        for p in self.optimizer.params:
-            if self.mode == "ghost":
-                p.grad = torch.zeros_like(p)
-            else:
-                p.grad_sample = torch.zeros((0, *p.shape), dtype=p.dtype, device=p.device)
+        self.clipping.empty_batch(self.optimizer)
 
     def close(self) -> nn.Module:
-        """Remove Opacus hooks and give back the plain model for the next phase."""
-        return self.module.to_standard_module()
+        """Remove the clipping's hooks and give back the plain model for the next phase."""
+        return self.clipping.close()
 
 
 # ----------------------------------------------------------------------------------------------- loop

@@ -1,0 +1,330 @@
+"""Per-record gradient clipping for the private step: Opacus' hooks and ghost clipping, and book-keeping (`bk`).
+
+`DPStep` runs a batch's forward through `clipping.module`, hands the per-record losses L_i to `clipping.backward`
+and lets Opacus' DP optimizer add N(0, σ²C²), divide by the expected batch size and step. The modes differ only in
+how they reach the clipped sum Σ_i c_i·G_i, c_i = min(1, C/‖G_i‖), of the per-record gradients G_i = ∇L_i:
+
+- `hooks`: Opacus materialises every G_i (`p.grad_sample`, B copies of each parameter); `DPOptimizer` clips them.
+- `ghost`: Opacus' ghost clipping (Li et al. 2022, "Large language models can be strong differentially private
+  learners"): a first backward yields the norms ‖G_i‖ without any G_i, a second backward of Σ_i c_i·L_i the sum.
+- `bk`: book-keeping (Bu et al. 2023, "Differentially private optimization on large model at small cost"): one
+  backward of Σ_i L_i that computes output gradients only (no parameter gradient); every trainable layer keeps its
+  inputs a and output gradients g, from which it forms its share of ‖G_i‖² — a ghost norm or an instantiated G_i,
+  whichever is cheaper for that layer (mixed ghost clipping, Bu et al. 2022, "Scalable and efficient training of
+  large convolutional neural networks with differential privacy") — and then, from the same tensors, its clipped
+  sum ((c ⊙ g)ᵀ a as one matmul, or Σ_i c_i·G_i). No second backward; the embedding never gets a per-record copy
+  (B × V × d), and a weight only where its G_i take no more memory than the a and g they replace.
+
+Both `ghost` and `bk` hand the clipped sum over in `p.grad` to Opacus' `DPOptimizerFastGradientClipping` (or its
+distributed variant), the `DPOptimizer` that takes a clipped sum as given: its `step` copies it to `summed_grad`,
+then `add_noise` (rank 0 only under DDP), `scale_grad`, `reduce_gradients` (DDP) and the original optimizer's step,
+with the same noise draws, in the same parameter order, as `DPOptimizer` in `hooks` mode.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import defaultdict, deque
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Callable, ContextManager, Iterator, Protocol
+
+import torch
+from opacus.grad_sample.utils import wrap_model
+from opacus.optimizers import DPOptimizer
+from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClipping
+from torch import nn
+from torch.autograd.graph import GradientEdge, get_gradient_edge
+from transformers.pytorch_utils import Conv1D
+
+from sdp_core.errors import UserError
+
+# Opacus' hooks on the embedding see no input gradient (token ids are integers); torch warns on every step.
+warnings.filterwarnings("ignore", message="Full backward hook is firing", category=UserWarning)
+
+
+class PerRecordClipping(Protocol):
+    """How a private step turns per-record losses into the clipped sum that Opacus' DP optimizer noises."""
+
+    module: nn.Module  # what the step's forward runs
+    optimizer_mode: str  # Opacus' grad_sample_mode whose DP optimizer takes the result
+
+    def backward(self, losses: torch.Tensor, optimizer: DPOptimizer) -> None: ...
+
+    def empty_batch(self, optimizer: DPOptimizer) -> None: ...
+
+    def paused(self) -> ContextManager[None]: ...  # a forward and backward that are not private (S-DPSGD's public slots)
+
+    def close(self) -> nn.Module: ...
+
+
+def zero_clipped_sum(optimizer: DPOptimizer) -> None:
+    """An empty Poisson batch's clipped sum, in `p.grad` (ghost, bk): zero, so the step adds noise only."""
+    for p in optimizer.params:
+        p.grad = torch.zeros_like(p)
+
+
+class OpacusModule:
+    """The model inside Opacus' `GradSampleModule` of mode `optimizer_mode` (the base of `hooks` and `ghost`)."""
+
+    optimizer_mode: str
+
+    def __init__(self, model: nn.Module, **kwargs: float):
+        self.module = wrap_model(model, self.optimizer_mode, batch_first=True, loss_reduction="sum", **kwargs)
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        self.module.disable_hooks()
+        try:
+            yield
+        finally:
+            self.module.enable_hooks()
+
+    def close(self) -> nn.Module:
+        return self.module.to_standard_module()
+
+
+class OpacusHooks(OpacusModule):
+    """Opacus' per-sample gradients (Abadi et al. 2016): every G_i in `p.grad_sample`, clipped by `DPOptimizer`."""
+
+    optimizer_mode = "hooks"
+
+    def __init__(self, model: nn.Module, max_grad_norm: float):
+        super().__init__(model)  # DPOptimizer clips
+
+    def backward(self, losses: torch.Tensor, optimizer: DPOptimizer) -> None:
+        losses.sum().backward()  # the module's loss_reduction "sum": exact per-record gradients
+
+    def empty_batch(self, optimizer: DPOptimizer) -> None:
+        for p in optimizer.params:
+            p.grad_sample = torch.zeros((0, *p.shape), dtype=p.dtype, device=p.device)
+
+
+class OpacusGhost(OpacusModule):
+    """Opacus' ghost clipping (Li et al. 2022; Bu et al. 2022): norms from a first backward, the clipped sum from a
+    second backward of Σ_i c_i·L_i, in `p.grad`."""
+
+    optimizer_mode = "ghost"
+
+    def __init__(self, model: nn.Module, max_grad_norm: float):
+        super().__init__(model, max_grad_norm=max_grad_norm)
+
+    def backward(self, losses: torch.Tensor, optimizer: DPOptimizer) -> None:
+        DPTensorFastGradientClipping(self.module, optimizer, losses, "sum").backward()
+
+    def empty_batch(self, optimizer: DPOptimizer) -> None:
+        zero_clipped_sum(optimizer)
+
+
+# ------------------------------------------------------------------------------------- book-keeping
+
+
+@dataclass(frozen=True)
+class ParameterGradients:
+    """One layer's share of a parameter's per-record gradients G_i, held in whichever form is cheapest: their
+    squared norms, the clipped sum Σ_i c_i·G_i formed on demand from the same tensors, and G_i materialised
+    ([B, *parameter shape]; only for a parameter several layers share, such as a tied embedding and LM head)."""
+
+    squared_norms: torch.Tensor  # [B]
+    clipped_sum: Callable[[torch.Tensor], torch.Tensor]  # c [B] -> Σ_i c_i·G_i
+    per_record: Callable[[], torch.Tensor]
+
+
+def instantiated(per_record: torch.Tensor) -> ParameterGradients:
+    """G_i materialised, [B, ...]: biases, LayerNorm, and weights whose G_i are no larger than their a and g."""
+    return ParameterGradients(torch.linalg.vector_norm(per_record.flatten(1), dim=1).square(),
+                              lambda c: torch.einsum("b,b...->...", c, per_record), lambda: per_record)
+
+
+def shared(layers: list[ParameterGradients]) -> ParameterGradients:
+    """A parameter several layers use: G_i is the sum of their shares, whose norm has cross terms, so it is
+    materialised (as Opacus' hooks do for it) — the other parameters keep their cheaper forms."""
+    return instantiated(sum(layer.per_record() for layer in layers))
+
+
+def ghost_norms(a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """‖Σ_t g_it a_itᵀ‖² = Σ_{t,s} (a_it·a_is)(g_it·g_is) for a [B, T, d_in], g [B, T, d_out], without forming the
+    d_out × d_in sums (Li et al. 2022's ghost clipping): B·T²·(d_in + d_out) multiply-adds."""
+    return (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(g, g.transpose(1, 2))).sum((1, 2))
+
+
+def weight_gradients(a: torch.Tensor, g: torch.Tensor, transposed: bool) -> ParameterGradients:
+    """G_i = g_iᵀ a_i [d_out, d_in] (`nn.Linear`), or a_iᵀ g_i [d_in, d_out] (`transposed`: transformers' Conv1D).
+
+    Per layer, the cheaper of two forms (mixed ghost clipping, Bu et al. 2022). Book-keeping pays the
+    B·T·d_in·d_out multiply-adds of a_iᵀ g_i either way: as a ghost layer's clipped sum (one matmul over all B·T
+    positions, scaling the narrower of a and g by c), or as the instantiation itself, after which norms and sum
+    take B·d_in·d_out. Instantiating therefore saves the ghost norms' B·T²·(d_in + d_out); it is chosen when the
+    G_i it keeps take no more memory than the a and g it lets go, d_in·d_out ≤ T·(d_in + d_out), and ghost norms
+    otherwise (the large layers of long sequences: their extra memory is two T×T Gram matrices per record).
+    """
+    positions, d_in, d_out = a.shape[1], a.shape[2], g.shape[2]
+
+    def per_record() -> torch.Tensor:
+        return torch.bmm(a.transpose(1, 2), g) if transposed else torch.bmm(g.transpose(1, 2), a)
+
+    if d_in * d_out <= positions * (d_in + d_out):
+        return instantiated(per_record())
+
+    def clipped_sum(c: torch.Tensor) -> torch.Tensor:
+        c = c[:, None, None]
+        x, y = (a * c, g) if d_in <= d_out else (a, g * c)
+        x, y = x.reshape(-1, d_in), y.reshape(-1, d_out)
+        return x.T @ y if transposed else y.T @ x
+
+    return ParameterGradients(ghost_norms(a, g), clipped_sum, per_record)
+
+
+def affine(module: nn.Module, a: torch.Tensor, g: torch.Tensor, transposed: bool) -> dict[str, ParameterGradients]:
+    """y = a·Wᵀ + b (or a·W + b): the weight's gradients and, with a bias, its G_i = Σ_t g_it."""
+    out = {"weight": weight_gradients(a, g, transposed)}
+    if module.bias is not None:
+        out["bias"] = instantiated(g.sum(1))
+    return out
+
+
+def linear(module: nn.Linear, a: torch.Tensor, g: torch.Tensor) -> dict[str, ParameterGradients]:
+    return affine(module, a, g, transposed=False)
+
+
+def conv1d(module: Conv1D, a: torch.Tensor, g: torch.Tensor) -> dict[str, ParameterGradients]:
+    """transformers' Conv1D (GPT-2): y = a·W + b with W [d_in, d_out]."""
+    return affine(module, a, g, transposed=True)
+
+
+def embedding(module: nn.Embedding, ids: torch.Tensor, g: torch.Tensor) -> dict[str, ParameterGradients]:
+    """Row x_it of G_i collects g_it: ‖G_i‖² = Σ_{t,s} [x_it = x_is] (g_it·g_is) (Li et al. 2022), and the clipped
+    sum adds c_i·g_it into row x_it — never a dense B × V × d tensor. The padding row gets no gradient, as in torch."""
+    if module.padding_idx is not None:
+        g = g * (ids != module.padding_idx).unsqueeze(-1)
+    same = ids.unsqueeze(2) == ids.unsqueeze(1)
+    norms = (torch.bmm(g, g.transpose(1, 2)) * same).sum((1, 2))
+
+    def clipped_sum(c: torch.Tensor) -> torch.Tensor:
+        rows = (g * c[:, None, None]).flatten(0, 1)
+        return torch.zeros_like(module.weight).index_add_(0, ids.flatten(), rows)
+
+    def per_record() -> torch.Tensor:
+        rows = torch.zeros((len(ids), *module.weight.shape), dtype=g.dtype, device=g.device)
+        return rows.scatter_add_(1, ids.unsqueeze(-1).expand_as(g), g)
+
+    return {"weight": ParameterGradients(norms, clipped_sum, per_record)}
+
+
+def layer_norm(module: nn.LayerNorm, a: torch.Tensor, g: torch.Tensor) -> dict[str, ParameterGradients]:
+    """y = x̂ ⊙ w + b: G_i = Σ_t g_it ⊙ x̂_it for w, Σ_t g_it for b, instantiated ([B, d] each)."""
+    x_hat = nn.functional.layer_norm(a, module.normalized_shape, eps=module.eps)
+    per_record = {"weight": (g * x_hat).sum(1), "bias": g.sum(1)}
+    return {name: instantiated(per_record[name]) for name, _ in module.named_parameters(recurse=False)}
+
+
+LayerRule = Callable[[nn.Module, torch.Tensor, torch.Tensor], dict[str, ParameterGradients]]
+
+LAYER_RULES: dict[type[nn.Module], LayerRule] = {
+    nn.Linear: linear,  # also Opacus' RNNLinear: DPLSTM's gates
+    Conv1D: conv1d,
+    nn.Embedding: embedding,
+    nn.LayerNorm: layer_norm,
+}
+
+
+def layer_rule(module: nn.Module) -> LayerRule | None:
+    """The rule of the module's type or of its nearest base class in `LAYER_RULES`."""
+    return next((LAYER_RULES[t] for t in type(module).__mro__ if t in LAYER_RULES), None)
+
+
+def trainable_layers(model: nn.Module) -> dict[nn.Module, LayerRule]:
+    """Every module holding a trainable parameter, with its rule; a `UserError` names a module type that holds a
+    trainable parameter no rule covers (a parameter may also sit in a container that aliases it, as DPLSTM does)."""
+    layers = {m: layer_rule(m) for m in model.modules()
+              if layer_rule(m) is not None and any(p.requires_grad for p in m.parameters(recurse=False))}
+    covered = {p for m in layers for p in m.parameters(recurse=False)}
+    for name, m in model.named_modules():
+        if any(p.requires_grad and p not in covered for p in m.parameters(recurse=False)):
+            raise UserError(f"grad_sample_mode bk has no per-record gradient rule for {type(m).__name__} ({name}); "
+                            "use grad_sample_mode hooks")
+    return layers
+
+
+def stacked(parts: list[torch.Tensor], batch: int) -> torch.Tensor:
+    """A layer's tensors of all its calls as [B, positions(, features)]: a call on n < B rows (a packed time step)
+    holds the first n records, and every call adds positions (DPLSTM's cells run once per time step)."""
+    parts = [x.reshape(len(x), -1, x.shape[-1]) if x.is_floating_point() else x.reshape(len(x), -1) for x in parts]
+    if len(parts) == 1 and len(parts[0]) == batch:
+        return parts[0]
+    return torch.cat([torch.cat([x, x.new_zeros((batch - len(x), *x.shape[1:]))]) for x in parts], dim=1)
+
+
+class BookKeeping:
+    """Book-keeping clipping (Bu et al. 2023) with per-layer mixed ghost norms (Bu et al. 2022); see the module
+    docstring. Forward hooks keep each trainable layer's input and the autograd edge of its output; `backward`
+    asks autograd for the output gradients only, then clips and sums layer by layer into `p.grad`."""
+
+    optimizer_mode = "ghost"  # Opacus' DP optimizer that takes the clipped sum in p.grad
+
+    def __init__(self, model: nn.Module, max_grad_norm: float):
+        self.module, self.max_grad_norm = model, max_grad_norm
+        self.layers = trainable_layers(model)
+        self.calls: dict[nn.Module, list[tuple[torch.Tensor, GradientEdge]]] = defaultdict(list)
+        self.capturing = True
+        self.handles = [m.register_forward_hook(self.keep) for m in self.layers]
+
+    def keep(self, module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
+        """Forward hook: the layer's input and where its output's gradient arrives (a forward under no_grad or
+        `paused` keeps nothing). The edge is the output's own: a later in-place change of the output cannot move it."""
+        if self.capturing and output.requires_grad:
+            self.calls[module].append((inputs[0].detach(), get_gradient_edge(output)))
+
+    def backward(self, losses: torch.Tensor, optimizer: DPOptimizer) -> None:
+        """One backward of Σ_i L_i to the layer outputs (exact per-record gradients), then Σ_i c_i·G_i in `p.grad`.
+        Each layer's inputs and output gradients are released as soon as its parameters' sums are formed."""
+        calls, self.calls = self.calls, defaultdict(list)
+        edges = [edge for layer_calls in calls.values() for _, edge in layer_calls]
+        grads = deque(torch.autograd.grad(losses.sum(), edges, allow_unused=True))  # in call order
+        with torch.no_grad():
+            shares: dict[nn.Parameter, list[ParameterGradients]] = defaultdict(list)  # one per layer using it
+            for module in list(calls):
+                for param, grads_of in self.layer_gradients(module, calls.pop(module), grads, len(losses)):
+                    shares[param].append(grads_of)
+            per_param = {p: share[0] if len(share) == 1 else shared(share) for p, share in shares.items()}
+            del shares  # a shared parameter's per-layer tensors
+            norms = torch.stack([grads_of.squared_norms for grads_of in per_param.values()]).sum(0).sqrt()
+            clip = (self.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)  # as Opacus' DPOptimizer
+            for p in optimizer.params:
+                grads_of = per_param.pop(p, None)
+                p.grad = torch.zeros_like(p) if grads_of is None else grads_of.clipped_sum(clip).view_as(p).to(p.dtype)
+
+    def layer_gradients(self, module: nn.Module, calls: list[tuple[torch.Tensor, GradientEdge]],
+                        grads: deque[torch.Tensor | None], batch: int) -> list[tuple[nn.Parameter, ParameterGradients]]:
+        """One layer's per-record gradients, from its calls' inputs and their output gradients (the next ones in
+        `grads`; None: an output the loss does not use). Its a and g live on only where its forms keep them."""
+        kept = [(a, g) for a, g in ((a, grads.popleft()) for a, _ in calls) if g is not None]
+        if not kept:
+            return []
+        a, g = (stacked([pair[i] for pair in kept], batch) for i in (0, 1))
+        return [(module.get_parameter(name), grads_of) for name, grads_of in self.layers[module](module, a, g).items()
+                if module.get_parameter(name).requires_grad]
+
+    def empty_batch(self, optimizer: DPOptimizer) -> None:
+        zero_clipped_sum(optimizer)
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        self.capturing = False
+        try:
+            yield
+        finally:
+            self.capturing = True
+
+    def close(self) -> nn.Module:
+        for handle in self.handles:
+            handle.remove()
+        return self.module
+
+
+CLIPPING: dict[str, Callable[[nn.Module, float], PerRecordClipping]] = {
+    "hooks": OpacusHooks,
+    "ghost": OpacusGhost,
+    "bk": BookKeeping,
+}
+"""`training.grad_sample_mode` -> how the private step clips: built from the model and the clipping norm C."""

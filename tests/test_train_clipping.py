@@ -1,0 +1,236 @@
+"""Book-keeping clipping (`grad_sample_mode: bk`): the same clipped, noised gradient as Opacus' hooks, per family."""
+
+from __future__ import annotations
+
+import copy
+from functools import partial
+
+import pytest
+import torch
+from torch import nn
+
+from sdp_core.errors import UserError
+from sdp_core.mechanisms import sdpsgd as S
+from sdp_core.mechanisms.base import phase_events
+from sdp_core.models.gpt2 import build_gpt2
+from sdp_core.models.lstm import LSTMLM
+from sdp_core.models.roberta import BPE_PAD_ID, build_roberta
+from sdp_core.privacy import PrivacyLedger
+from sdp_core.tensors import LMData
+from sdp_core.train.clipping import BookKeeping, embedding, stacked, weight_gradients
+from sdp_core.train.distributed import run_private_phase_distributed
+from sdp_core.train.loop import DPStep, Phase, StepContext, make_optimizer, train_phase
+
+VOCAB = 300
+RTOL = 1e-5  # float32 sums in another order: the largest difference, relative to the gradient's largest entry
+
+
+def _lm_data(n: int, t: int, seed: int = 0) -> LMData:
+    """Random tokens with random loss weights in (0, 1): every record's loss, and its gradient, differs."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, VOCAB, (n, t), generator=g)
+    weights = torch.rand(n, t, generator=g)
+    weights[:, 0] = 0
+    return LMData(ids, weights, torch.zeros(n, t, dtype=torch.bool), torch.arange(n))
+
+
+def _classification_data(n: int, t: int, seed: int = 0) -> LMData:
+    """Labelled rows of random lengths, padded with the pad id."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, VOCAB, (n, t), generator=g)
+    lengths = torch.randint(3, t + 1, (n,), generator=g)
+    ids[torch.arange(t)[None, :] >= lengths[:, None]] = BPE_PAD_ID
+    weights = (ids != BPE_PAD_ID).float()
+    return LMData(ids, weights, torch.zeros(n, t, dtype=torch.bool), torch.arange(n), torch.randint(0, 3, (n,), generator=g))
+
+
+MODELS = {
+    "gpt2": (lambda: build_gpt2("gpt2-tiny", None, VOCAB, 16, 0.0), lambda: _lm_data(8, 16), 0.02),
+    "roberta": (lambda: build_roberta("roberta-tiny", None, VOCAB, 16, 0.0, 3), lambda: _classification_data(8, 16), 0.2),
+    # T = 32: every LSTM layer instantiates G_i (d_in·d_out ≤ T·(d_in + d_out)); GPT-2 and RoBERTa take ghost norms
+    "lstm": (lambda: LSTMLM(VOCAB, 16, 16), lambda: _lm_data(8, 32), 0.1),
+}
+
+
+def _private_gradient(arch: str, mode: str, sigma: float) -> tuple[list[torch.Tensor], torch.Tensor | None]:
+    """(Σ clipped + noise)/B of one DP step (the optimizer leaves it in p.grad); with hooks, the per-record norms."""
+    build, data, clip = MODELS[arch]
+    torch.manual_seed(0)
+    model, batch = build(), data()
+    phase = Phase("dp", batch, private=True, epochs=1, batch_size=len(batch), sigmas=(sigma,), max_grad_norm=clip)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    step = DPStep(StepContext(model, optimizer, mode, torch.Generator().manual_seed(7)), phase)
+    step(batch, sigma)
+    grads = [p.grad.clone() for p in step.optimizer.params]
+    norms = None
+    if mode == "hooks":
+        norms = torch.stack([p.grad_sample.flatten(1).norm(dim=1) for p in step.optimizer.params]).norm(dim=0)
+    step.close()
+    return grads, norms
+
+
+def _assert_equal(bk: list[torch.Tensor], hooks: list[torch.Tensor]) -> None:
+    scale = max(h.abs().max() for h in hooks)
+    assert max((b - h).abs().max() for b, h in zip(bk, hooks)) <= RTOL * scale
+
+
+@pytest.mark.parametrize("arch", MODELS)
+@pytest.mark.parametrize("sigma", [0.0, 1.0])
+def test_bk_step_equals_opacus_hooks(arch, sigma):
+    hooks, norms = _private_gradient(arch, "hooks", sigma)
+    bk, _ = _private_gradient(arch, "bk", sigma)
+    assert (norms > MODELS[arch][2]).float().mean() >= 0.75  # most records are clipped
+    _assert_equal(bk, hooks)
+
+
+def test_bk_empty_batch_is_the_same_noise_only_step():
+    results = []
+    for mode in ("hooks", "bk"):
+        torch.manual_seed(0)
+        model = build_gpt2("gpt2-tiny", None, VOCAB, 16, 0.0)
+        data = _lm_data(8, 16)
+        phase = Phase("dp", data, private=True, epochs=1, batch_size=8, sigmas=(1.0,), max_grad_norm=0.5)
+        step = DPStep(StepContext(model, torch.optim.SGD(model.parameters(), lr=0.0), mode,
+                                  torch.Generator().manual_seed(3)), phase)
+        step(data.subset(torch.arange(0)), 1.0)
+        results.append([p.grad.clone() for p in step.optimizer.params])
+        step.close()
+    assert all(torch.equal(a, b) for a, b in zip(*results))
+
+
+def test_selective_private_slot_with_bk_equals_hooks():
+    """S-DPSGD's packed private slot from a carried state: rows of different lengths, cells called per time step."""
+    data = _lm_data(4, 12)
+    data = LMData(data.input_ids, data.weights, torch.rand(4, 12, generator=torch.Generator().manual_seed(2)) < 0.3,
+                  data.record_index)
+    table = S.segment_table(data)
+    rows = torch.arange(4)
+    start, end = table.bounds[rows, 1, 0], table.bounds[rows, 1, 1]
+    order = torch.argsort(end - start, descending=True, stable=True)
+    seg = S.gather_segments(data, rows[order], start[order], end[order])
+    assert len(set(seg.lengths.tolist())) > 1  # packed: later time steps hold fewer rows
+    g = torch.Generator().manual_seed(1)
+    state = (torch.randn(1, 4, 16, generator=g), torch.randn(1, 4, 16, generator=g))
+    results = []
+    for mode in ("hooks", "bk"):
+        torch.manual_seed(0)
+        lm = LSTMLM(VOCAB, 16, 16)
+        phase = S.SelectivePhase("p", data, True, 1, 4, sigmas=(1.0,), max_grad_norm=0.05, segments=table)
+        step = S.SelectiveStep(StepContext(lm, torch.optim.SGD(lm.parameters(), lr=0.0), mode,
+                                           torch.Generator().manual_seed(5)), phase)
+        step.private(seg, state, 0.5)
+        results.append([p.grad.clone() for p in step.dp.optimizer.params])
+        step.close()
+    _assert_equal(*reversed(results))
+
+
+# ------------------------------------------------------------------------------------------ layer rules
+
+
+def _explicit(a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """G_i = Σ_t g_it a_itᵀ, [B, d_out, d_in]."""
+    return torch.einsum("bto,bti->boi", g, a)
+
+
+@pytest.mark.parametrize("positions", [4, 40])  # ghost norms (T·(d_in + d_out) < d_in·d_out), instantiated G_i
+@pytest.mark.parametrize("transposed", [False, True])
+def test_weight_gradients_match_explicit_per_record_gradients(positions, transposed):
+    gen = torch.Generator().manual_seed(0)
+    a, g = torch.randn(5, positions, 32, generator=gen), torch.randn(5, positions, 48, generator=gen)
+    c = torch.rand(5, generator=gen)
+    explicit = _explicit(a, g)
+    grads = weight_gradients(a, g, transposed)
+    torch.testing.assert_close(grads.squared_norms, explicit.flatten(1).square().sum(1), rtol=1e-4, atol=1e-3)
+    expected = torch.einsum("b,boi->oi", c, explicit)
+    torch.testing.assert_close(grads.clipped_sum(c), expected.T if transposed else expected, rtol=1e-4, atol=1e-4)
+
+
+def test_embedding_norms_count_repeated_tokens_and_skip_padding():
+    layer = nn.Embedding(6, 3, padding_idx=0)
+    ids = torch.tensor([[1, 2, 1, 0], [3, 3, 3, 3]])
+    g = torch.randn(2, 4, 3)
+    c = torch.tensor([0.5, 2.0])
+    explicit = torch.zeros(2, 6, 3)
+    for i in range(2):
+        explicit[i].index_add_(0, ids[i], g[i])
+    explicit[:, 0] = 0  # torch gives the padding row no gradient
+    grads = embedding(layer, ids, g)["weight"]
+    torch.testing.assert_close(grads.squared_norms, explicit.flatten(1).square().sum(1))
+    torch.testing.assert_close(grads.clipped_sum(c), torch.einsum("b,bvd->vd", c, explicit))
+
+
+def test_packed_calls_stack_as_positions_of_their_first_rows():
+    calls = [torch.ones(3, 2), 2 * torch.ones(2, 2), 3 * torch.ones(1, 2)]  # time steps of a packed batch of 3
+    out = stacked(calls, 3)
+    assert out.shape == (3, 3, 2)
+    assert out[:, :, 0].tolist() == [[1, 2, 3], [1, 2, 0], [1, 0, 0]]
+
+
+def test_a_layer_without_a_rule_is_a_user_error_naming_its_type():
+    with pytest.raises(UserError, match="Conv2d"):
+        BookKeeping(nn.Sequential(nn.Conv2d(1, 1, 3), nn.Flatten()), 1.0)
+
+
+def test_bk_clips_a_tied_embedding_and_head_as_hooks_do():
+    """A pretrained GPT-2 ties its LM head to the token embedding: that parameter's G_i sums both layers' shares."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from sdp_core.models.gpt2 import GPT2LM
+
+    config = GPT2Config(vocab_size=VOCAB, n_positions=128, n_layer=1, n_embd=32, n_head=2, tie_word_embeddings=True,
+                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    data = _lm_data(8, 16)
+    results = []
+    for mode in ("hooks", "bk"):
+        torch.manual_seed(0)
+        model = GPT2LM(GPT2LMHeadModel(config))
+        assert model.model.lm_head.weight is model.model.transformer.wte.weight
+        phase = Phase("dp", data, private=True, epochs=1, batch_size=8, sigmas=(0.0,), max_grad_norm=0.05)
+        step = DPStep(StepContext(model, torch.optim.SGD(model.parameters(), lr=0.0), mode, torch.Generator()), phase)
+        step(data, 0.0)
+        results.append([p.grad.clone() for p in step.optimizer.params])
+        step.close()
+    _assert_equal(*reversed(results))
+
+
+SGD = partial(make_optimizer, name="sgd", lr=1.0, weight_decay=0.0)  # importable by Ray workers
+
+
+@pytest.fixture(scope="module")
+def local_ray(tmp_path_factory):
+    import ray
+
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield tmp_path_factory.mktemp("ray-train")
+    ray.shutdown()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["gpt2", "lstm"])
+def test_bk_on_two_workers_takes_the_one_worker_step(local_ray, arch):
+    """q = 1, σ = 0, every record clipped: two ranks' all-reduced bk step equals one worker's (DP-SGD on GPT-2,
+    S-DPSGD's slots on the LSTM)."""
+    g = torch.Generator().manual_seed(1)
+    n, t = 12, 16
+    weights = torch.rand(n, t, generator=g) + 0.5
+    weights[:, 0] = 0
+    data = LMData(torch.randint(3, VOCAB, (n, t), generator=g), weights, torch.rand(n, t, generator=g) < 0.2,
+                  torch.arange(n))
+    fields = dict(private=True, epochs=2, batch_size=n, sigmas=(0.0, 0.0), max_grad_norm=0.05)
+    phase = (Phase("dp", data, **fields) if arch == "gpt2" else
+             S.SelectivePhase("dp", data, segments=S.segment_table(data), hidden_clip=0.5, **fields))
+    mechanism = "dpsgd" if arch == "gpt2" else "sdpsgd"
+    ledgers = [PrivacyLedger(notion="DP", delta=1e-5, accountant="rdp", plan=phase_events(phase, mechanism, "all"))
+               for _ in range(2)]
+    torch.manual_seed(0)
+    model = build_gpt2("gpt2-tiny", None, VOCAB, t, 0.0) if arch == "gpt2" else LSTMLM(VOCAB, 16, 16)
+    before = torch.cat([v.flatten() for v in model.state_dict().values()])
+
+    one = copy.deepcopy(model)
+    train_phase(one, SGD(one), phase, ledgers[0], seed=3, grad_sample_mode="bk")
+    state, _ = run_private_phase_distributed(copy.deepcopy(model), SGD, phase, ledgers[1], 3, "bk", workers=2,
+                                             storage_path=local_ray)
+    after_one = torch.cat([v.flatten() for v in one.state_dict().values()])
+    after_two = torch.cat([state[k].flatten() for k in model.state_dict()])
+    assert (after_one - before).norm() > 1e-3
+    assert torch.allclose(after_one, after_two, atol=1e-6, rtol=1e-5)
