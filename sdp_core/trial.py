@@ -6,12 +6,13 @@ mechanism phases with calibrated σ -> training -> utility metrics and attacks -
 
 from __future__ import annotations
 
+import json
 import logging
 import platform
 import random
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Callable
@@ -38,6 +39,7 @@ from sdp_core.mechanisms import MechanismPlan, TrialData, get_mechanism
 from sdp_core.metrics import utility_metrics
 from sdp_core.models import build_model
 from sdp_core.models.checkpoint import save_model
+from sdp_core.privacy.relations import qualifiers
 from sdp_core.tensors import LMData, model_device, record_losses
 from sdp_core.text.encode import encode, encode_windows
 from sdp_core.text.redaction import redact
@@ -73,7 +75,7 @@ class TrialResult:
     def summary_line(self) -> str:
         p, m = self.privacy, self.metrics
         eps = p.get("epsilon")
-        privacy = (f"ε={eps:.3f} ({p.get('notion')}, δ={p.get('delta'):g}, {p.get('accountant')})"
+        privacy = (f"ε={eps:.3f} ({qualifiers(p)})"
                    if isinstance(eps, (int, float)) and eps != float("inf") else f"no DP guarantee ({p.get('notion')})")
         utility = (f"val ppl {m['val_perplexity']:.2f}" if m.get("val_perplexity") else
                    f"val acc {m['val_accuracy']:.3f}" if m.get("val_accuracy") is not None else None)
@@ -323,6 +325,25 @@ NOISE_SOURCES = {
     False: "secret: seeded from the OS entropy pool per phase, never stored",
     True: "reproducible from the published trial seed (privacy.reproducible_noise): the DP guarantee does not hold",
 }
+
+
+def prepare_shared(trials: list[TrialConfig]) -> None:
+    """Do, once, the work the trials of a sweep share, so that they find it in the caches instead of each doing it:
+    data preparation, detection and tokenizer training per distinct data setting, and each mechanism's plan (CRT's
+    conservative detection of lines). A problem here is left for its trial to report."""
+    prepared: dict[str, TrialData] = {}
+    planned: set[tuple[str, str]] = set()
+    for cfg in trials:
+        key = json.dumps([cfg.data.model_dump(mode="json"), cfg.detector.model_dump(mode="json"),
+                          cfg.tokenizer.model_dump(mode="json"), cfg.model.task], sort_keys=True)
+        try:
+            if key not in prepared:
+                prepared[key] = prepare_trial_data(cfg, {})[0]
+            if (key, cfg.mechanism.name) not in planned:
+                planned.add((key, cfg.mechanism.name))
+                get_mechanism(cfg.mechanism.name).plan(replace(prepared[key], cfg=cfg))
+        except UserError:  # includes PrivacyError: the trial itself records it
+            continue
 
 
 def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool = False,

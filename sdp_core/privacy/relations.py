@@ -27,3 +27,10 @@ def check_relation(relation: str) -> str:
     if relation not in RELATIONS:
         raise PrivacyError(f"unknown neighbouring relation {relation!r} (known: {', '.join(RELATIONS)})")
     return relation
+
+
+def qualifiers(report: dict) -> str:
+    """A report's notion, neighbours, δ and accountant in one phrase: `SDP, replace-one neighbours, δ=1e-05, rdp`
+    (a report without `neighbouring` predates relations and was computed for add/remove neighbours)."""
+    relation = RELATIONS.get(report.get("neighbouring", ADD_REMOVE), report.get("neighbouring"))
+    return f"{report.get('notion')}, {relation}, δ={report.get('delta'):g}, {report.get('accountant')}"

@@ -47,7 +47,7 @@ from sdp_core.errors import PrivacyError, UserError
 from sdp_core.logs import configure_logging
 from sdp_core.sweep.space import MECHANISM_PARAM, sample, trial_config_dict, trial_id
 from sdp_core.sweep.store import SweepStore
-from sdp_core.trial import TrainingProgress, TrialResult, run_trial
+from sdp_core.trial import TrainingProgress, TrialResult, prepare_shared, run_trial
 
 MAX_RETRIES = 2
 """A trial whose Ray worker dies (killed, out of memory, node lost) is re-run from the start this many times
@@ -363,6 +363,15 @@ def grace_period(cfg: SweepConfig) -> int:
     return max(1, (cfg.base.training.max_steps or 40) // 4)
 
 
+def prepare_once(trials: list[dict]) -> None:
+    """The trials' shared data work, done once here before they start (`trial.prepare_shared`): concurrent trials
+    would otherwise each miss the caches and do it again. (On a cluster it warms this node's caches.)"""
+    from rich.console import Console
+
+    with Console(stderr=True).status("preparing the sweep's data once (detection, tokenizer, plans)"):
+        prepare_shared([parse_model(TrialConfig, t) for t in trials])
+
+
 def run_sweep(cfg: SweepConfig, space: SearchSpace, store: SweepStore, callbacks: list | None = None) -> dict[str, dict]:
     """Run (or continue) the sweep in `store` until it holds exactly `num_trials` rows; Ray must be up.
 
@@ -372,6 +381,7 @@ def run_sweep(cfg: SweepConfig, space: SearchSpace, store: SweepStore, callbacks
         done = store.rows()
         pending = [c for c in grid_configs(cfg) if c["trial_id"] not in done]
         if pending:
+            prepare_once([c["trial"] for c in pending])
             tune_run(cfg, store, GridSearch(pending, store), None, len(pending), callbacks)
         return store.rows()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -388,6 +398,7 @@ def run_sweep(cfg: SweepConfig, space: SearchSpace, store: SweepStore, callbacks
     scheduler = (StopRecordingASHA(stopped, time_attr="step", metric="val_loss", mode="min",
                                    grace_period=grace_period(cfg), reduction_factor=2, max_t=ASHA_MAX_T)
                  if cfg.early_stopping else None)
+    prepare_once([trial_config_dict(cfg, {MECHANISM_PARAM: m}, 0) for m in cfg.mechanisms])
     # TPE seeded with the sweep's seed plus the trials already in the study: a resumed sweep does not replay the
     # first run's random draws.
     study.sampler = optuna.samplers.TPESampler(seed=cfg.seed + len(study.trials))

@@ -10,12 +10,13 @@ import math
 import time
 from typing import Any
 
+from ray.tune import Callback
 from rich.console import Console, Group
 from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
-from ray.tune import Callback
 
+from sdp_core.privacy.relations import qualifiers
 from sdp_core.sweep.space import MECHANISM_PARAM
 from sdp_core.sweep.store import SweepStore
 
@@ -46,13 +47,14 @@ def sigma_text(privacy: dict) -> str:
 
 
 def epsilon_text(privacy: dict) -> str:
-    """ε with its notion, δ and accountant (`2.99 (DP, δ=1e-05, rdp)`); `∞ (none)` without a guarantee."""
+    """ε with its notion, neighbours, δ and accountant (`2.99 (DP, add/remove neighbours, δ=1e-05, rdp)`);
+    `∞ (none)` without a guarantee."""
     eps = privacy.get("epsilon")
     if not isinstance(eps, (int, float)):
         return "-"
     if math.isinf(eps):
         return f"∞ ({privacy.get('notion')})"
-    return f"{_num(eps)} ({privacy.get('notion')}, δ={privacy.get('delta'):g}, {privacy.get('accountant')})"
+    return f"{_num(eps)} ({qualifiers(privacy)})"
 
 
 def row_cells(row: dict) -> list[str]:
