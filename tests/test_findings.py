@@ -69,8 +69,9 @@ def test_shipped_findings_sweep_compares_dp_arms_at_equal_private_steps():
     assert len(cfg.seeds) >= 3 and cfg.claims
     steps = {arm: arm_trial_config(cfg, arm, 0).training.private_max_steps for arm in cfg.experiments}
     assert all(arm_trial_config(cfg, arm, 0).privacy.target_epsilon == 3.0 for arm in cfg.experiments)
-    compute = next(c for c in cfg.claims if c.metric == "private_records")
-    assert steps[compute.lower] <= compute.ratio * steps[compute.higher]
+    # the compute claim: ATDP's private steps fixed in advance at 15 % of JFT's, its utility compared with JFT's
+    compute = next(c for c in cfg.claims if c.lower == "atdp_redacted" and c.metric == "val_perplexity")
+    assert compute.higher == "jft" and steps["atdp_redacted"] <= 0.15 * steps["jft"]
     short = {c.lower for c in cfg.claims if c.kind == "less" and steps[c.lower] != 60}  # meant to use less compute
     assert {a for a, s in steps.items() if s != 60} == short == {"atdp_redacted", "atdp_redacted_missed"}
     headline = {c.lower for c in cfg.claims if c.kind == "less"} | {c.higher for c in cfg.claims if c.kind == "less"}
