@@ -16,6 +16,16 @@ torch.set_num_threads(1)
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(scope="module")
+def local_ray(tmp_path_factory):
+    """A private local Ray for one test module (never a cluster someone else started); its Train storage folder."""
+    import ray
+
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield tmp_path_factory.mktemp("ray-train")
+    ray.shutdown()
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
     """Detection caches of tests live in one session-wide temp folder, never in the repo."""

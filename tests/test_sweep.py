@@ -9,7 +9,6 @@ from functools import partial
 
 import optuna
 import pytest
-import ray
 import torch
 from optuna.trial import TrialState
 
@@ -182,13 +181,6 @@ def test_search_records_each_end_and_resume_reruns_only_the_unfinished(tmp_path)
 
 
 # ------------------------------------------------------------------------------------ real Ray
-
-
-@pytest.fixture(scope="module")
-def local_ray(tmp_path_factory):
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield tmp_path_factory.mktemp("ray-train")
-    ray.shutdown()
 
 
 @pytest.mark.slow

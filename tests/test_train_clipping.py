@@ -196,15 +196,6 @@ def test_bk_clips_a_tied_embedding_and_head_as_hooks_do():
 SGD = partial(make_optimizer, name="sgd", lr=1.0, weight_decay=0.0)  # importable by Ray workers
 
 
-@pytest.fixture(scope="module")
-def local_ray(tmp_path_factory):
-    import ray
-
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield tmp_path_factory.mktemp("ray-train")
-    ray.shutdown()
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("arch", ["gpt2", "lstm"])
 def test_bk_on_two_workers_takes_the_one_worker_step(local_ray, arch):
