@@ -1,9 +1,9 @@
 """Non-private vs DP step time and peak memory (Opacus hooks, Opacus ghost clipping, book-keeping), as ratios.
 
-Each variant runs in its own fresh process so its peak memory is its own; steps are timed after warm-up. With
-`--rounds` > 1 the variants run round-robin that many times and each keeps its fastest round (a shared machine's
-load then inflates no variant more than the others). On a machine with a GPU the model trains there and memory is
-CUDA's peak allocation; otherwise CPU and peak RSS.
+Each variant runs in its own fresh process so its peak memory is its own; after warm-up each step is timed and a
+run reports its median step. With `--rounds` > 1 the variants run round-robin that many times and each keeps its
+fastest round (a shared machine's load then inflates no variant more than the others). On a machine with a GPU the
+model trains there and memory is CUDA's peak allocation; otherwise CPU and peak RSS.
 Usage: python -m benchmarks.train_step [--steps 20] [--batch 32] [--length 128] [--preset gpt2-tiny] [--vocab 4000]
        python -m benchmarks.train_step --preset gpt2-small --vocab 50257 --batch 8 --length 128 --steps 3 --warmup 1
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import resource
+import statistics
 import time
 
 VARIANTS = [("non-private", False, "hooks"), ("DP hooks", True, "hooks"), ("DP ghost", True, "ghost"),
@@ -50,16 +51,17 @@ def measure(private: bool, mode: str, steps: int, warmup: int, batch: int, lengt
     fixed = data.subset(torch.arange(batch))  # a fixed batch: compare the step itself, not Poisson size noise
     for _ in range(warmup):
         step(fixed, 1.0)
-    if gpu:
-        torch.cuda.synchronize()
-    start = time.perf_counter()
+    times = []
     for _ in range(steps):
+        if gpu:
+            torch.cuda.synchronize()
+        start = time.perf_counter()
         step(fixed, 1.0)
-    if gpu:
-        torch.cuda.synchronize()
-    seconds = (time.perf_counter() - start) / steps
+        if gpu:
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
     peak = peak_mb()
-    return {"step_s": seconds, "peak_mb": peak, "step_extra_mb": peak - base, "device": str(device)}
+    return {"step_s": statistics.median(times), "peak_mb": peak, "step_extra_mb": peak - base, "device": str(device)}
 
 
 def _child(queue, *args):
@@ -95,7 +97,7 @@ def main() -> None:
     base = results["non-private"]
     device = "GPU: " + __import__("torch").cuda.get_device_name() if base["device"] == "cuda" else "CPU"
     table = Table(title=f"{args.preset}, vocab {args.vocab}, batch {args.batch} x {args.length} tokens, {args.steps} "
-                        f"timed steps, fastest of {args.rounds} round(s) ({device})")
+                        f"timed steps (median), fastest of {args.rounds} round(s) ({device})")
     for col in ("variant", "step (s)", "steps/s", "time vs non-private", "peak memory (MB)", "step memory (MB)",
                 "step memory vs non-private"):
         table.add_column(col, justify="right")

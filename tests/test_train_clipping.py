@@ -178,7 +178,7 @@ def test_bk_clips_a_tied_embedding_and_head_as_hooks_do():
     from sdp_core.models.gpt2 import GPT2LM
 
     config = GPT2Config(vocab_size=VOCAB, n_positions=128, n_layer=1, n_embd=32, n_head=2, tie_word_embeddings=True,
-                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=None, eos_token_id=None)
     data = _lm_data(8, 16)
     results = []
     for mode in ("hooks", "bk"):

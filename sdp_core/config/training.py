@@ -32,9 +32,9 @@ class TrainingConfig(Strict):
         "steps across mechanisms whose public phases differ (S-DPSGD: batches; JFT light noise: both its phases)")
     optimizer: Literal["adamw", "sgd"] = "adamw"
     weight_decay: float = Field(0.0, ge=0)
-    grad_sample_mode: Literal["hooks", "ghost", "bk"] = Field(
-        "hooks", description="how private steps clip per-record gradients: hooks (Opacus' per-sample gradients), "
-        "ghost (Opacus' ghost clipping, transformers only) or bk (book-keeping: one backward, no per-sample gradients)")
+    grad_sample_mode: Literal["bk", "hooks", "ghost"] = Field(
+        "bk", description="how private steps clip per-record gradients: bk (book-keeping: one backward, no per-sample "
+        "gradients), hooks (Opacus' per-sample gradients) or ghost (Opacus' ghost clipping, transformers only)")
     workers: int = Field(1, ge=1, description="Ray Train workers for the private phases")
     cpu_per_worker: float = Field(0.5, gt=0, description="CPUs each CPU Ray Train worker asks for (fractional, "
                                   "so that workers fit beside their trial on a small machine)")
