@@ -58,6 +58,9 @@ from typing import TYPE_CHECKING, Literal
 import torch
 from opacus.distributed import DifferentiallyPrivateDistributedDataParallel as DPDDP
 from pydantic import Field
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
 from sdp_core.config.mechanism import MechanismSettings
 from sdp_core.errors import UserError
 from sdp_core.mechanisms.base import MechanismPlan, TrialData, calibrate
@@ -65,8 +68,6 @@ from sdp_core.mechanisms.registry import MechanismSpec, register_mechanism
 from sdp_core.privacy import PrivacyLedger
 from sdp_core.tensors import LMData
 from sdp_core.train.loop import BatchStep, DPStep, Phase, StepContext
-from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 if TYPE_CHECKING:
     from sdp_core.config.trial import TrialConfig  # the layer above: for type hints only
