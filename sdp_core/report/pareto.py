@@ -26,14 +26,7 @@ def non_dominated(points: np.ndarray | Sequence[Sequence[float]], modes: Sequenc
         raise ValueError("points must be finite (filter missing metrics first)")
     if any(m not in ("min", "max") for m in modes):
         raise ValueError(f"modes must be 'min' or 'max', got {list(modes)}")
-    # Turn every objective into one to minimise.
-    p = p * np.where(np.asarray(modes) == "max", -1.0, 1.0)
-    front = np.ones(len(p), dtype=bool)
-    for i in range(len(p)):
-        no_worse = (p <= p[i]).all(axis=1)
-        better = (p < p[i]).any(axis=1)
-        front[i] = not (no_worse & better).any()
-    return front
+    return non_dominated_beyond_noise(p, p, modes)  # exact values: intervals of width 0
 
 
 def non_dominated_beyond_noise(low: np.ndarray, high: np.ndarray, modes: Sequence[str]) -> np.ndarray:
