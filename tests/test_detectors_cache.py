@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from typing import Sequence
 
 import pytest
@@ -10,17 +12,18 @@ from sdp_core.config import DetectorConfig
 from sdp_core.data.records import Record, Span
 from sdp_core.detectors import Policy, detect_records, get_policy
 from sdp_core.detectors import spacy_tiers
-from sdp_core.detectors.cache import CACHE_ENV, default_cache_dir
+from sdp_core.detectors.cache import CACHE_ENV, default_cache_dir, detection_processes
 from sdp_core.errors import DataError
 
 
 class Counting(Policy):
     def __init__(self, inner: Policy):
-        self.inner, self.calls = inner, 0
+        self.inner, self.calls, self.texts = inner, 0, []
         self.name, self.version = inner.name, inner.version
 
     def detect(self, texts: Sequence[str]) -> list[list[Span]]:
         self.calls += 1
+        self.texts += texts
         return self.inner.detect(texts)
 
 
@@ -35,6 +38,16 @@ def test_second_run_makes_no_policy_calls(tmp_path):
     assert policy.calls == 1 and second == first
     assert first[1] == first[2] == [] and len(first[3]) == 2
     assert [p.suffix for p in tmp_path.iterdir()] == [".parquet"]  # no temp files left behind
+
+
+def test_each_distinct_text_is_detected_once(tmp_path):
+    policy = Counting(get_policy("phone"))
+    texts = ["call 555-123-4567", "hi", "call 555-123-4567", "hi", "call 555-123-4567"]
+    detected = detect_records(texts, policy, tmp_path)
+    assert sorted(policy.texts) == ["call 555-123-4567", "hi"]
+    assert detected == [get_policy("phone").detect([t])[0] for t in texts] and detected[0]
+    detected[0].clear()  # records with the same text do not share one list
+    assert detected[2]
 
 
 def test_spacy_is_not_touched_when_warm(tmp_path, monkeypatch):
@@ -83,3 +96,23 @@ def test_cache_location(tmp_path, monkeypatch):
 def test_non_text_record_is_a_data_error(tmp_path):
     with pytest.raises(DataError, match="record 1 is not text"):
         detect_records(["ok", 42], get_policy("digits"), tmp_path)
+
+
+class WhichProcess(Policy):
+    """Labels every text with the id of the process that detected it (slowly, so that every worker gets a chunk)."""
+
+    name, version = "which_process", "1"
+
+    def detect(self, texts: Sequence[str]) -> list[list[Span]]:
+        time.sleep(0.2)
+        return [[Span(0, 1, str(os.getpid()))] for _ in texts]
+
+
+def test_detection_processes_split_a_miss_over_workers_with_the_serial_result(tmp_path):
+    texts = [f"Dr. Jane Smith saw patient {i} in Boston on May {i % 28 + 1}." for i in range(40)]
+    serial = detect_records(texts, get_policy("low_entity"), tmp_path / "serial")
+    with detection_processes(2):
+        parallel = detect_records(texts, get_policy("low_entity"), tmp_path / "parallel")
+        workers = {s.label for spans in detect_records(texts, WhichProcess(), use_cache=False) for s in spans}
+    assert parallel == serial and any(parallel)
+    assert len(workers) == 2 and str(os.getpid()) not in workers

@@ -29,7 +29,8 @@ def normalise_spans(spans: Iterable[Span]) -> list[Span]:
 
 
 class Policy(ABC):
-    """Maps texts to per-text lists of `Span(start, end, label)`, sorted and duplicate-free."""
+    """Maps texts to per-text lists of `Span(start, end, label)`, sorted and duplicate-free; a text's spans depend on
+    that text alone (the cache detects each distinct text once)."""
 
     name: str
     version: str

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import time
 from functools import partial
 from pathlib import Path
@@ -43,6 +44,7 @@ from sdp_core.config import parse_model
 from sdp_core.config.loading import arm_trial_config
 from sdp_core.config.sweep import ResourcesConfig, SearchSpace, SweepConfig
 from sdp_core.config.trial import TrialConfig
+from sdp_core.detectors.cache import detection_processes
 from sdp_core.errors import PrivacyError, UserError
 from sdp_core.logs import configure_logging
 from sdp_core.sweep.space import MECHANISM_PARAM, sample, trial_config_dict, trial_id
@@ -363,12 +365,14 @@ def grace_period(cfg: SweepConfig) -> int:
     return max(1, (cfg.base.training.max_steps or 40) // 4)
 
 
-def prepare_once(trials: list[dict]) -> None:
-    """The trials' shared data work, done once here before they start (`trial.prepare_shared`): concurrent trials
-    would otherwise each miss the caches and do it again. (On a cluster it warms this node's caches.)"""
+def prepare_once(trials: list[dict], processes: int | None) -> None:
+    """The trials' shared data work, done once here before they start (`trial.prepare_shared`), detection split over
+    `processes` (default: this machine's CPUs): concurrent trials would otherwise each miss the caches and do it
+    again. (On a cluster it warms this node's caches.)"""
     from rich.console import Console
 
-    with Console(stderr=True).status("preparing the sweep's data once (detection, tokenizer, plans)"):
+    with (Console(stderr=True).status("preparing the sweep's data once (detection, tokenizer, plans)"),
+          detection_processes(processes or len(os.sched_getaffinity(0)))):
         prepare_shared([parse_model(TrialConfig, t) for t in trials])
 
 
@@ -381,7 +385,7 @@ def run_sweep(cfg: SweepConfig, space: SearchSpace, store: SweepStore, callbacks
         done = store.rows()
         pending = [c for c in grid_configs(cfg) if c["trial_id"] not in done]
         if pending:
-            prepare_once([c["trial"] for c in pending])
+            prepare_once([c["trial"] for c in pending], cfg.prepare_processes)
             tune_run(cfg, store, GridSearch(pending, store), None, len(pending), callbacks)
         return store.rows()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -398,7 +402,7 @@ def run_sweep(cfg: SweepConfig, space: SearchSpace, store: SweepStore, callbacks
     scheduler = (StopRecordingASHA(stopped, time_attr="step", metric="val_loss", mode="min",
                                    grace_period=grace_period(cfg), reduction_factor=2, max_t=ASHA_MAX_T)
                  if cfg.early_stopping else None)
-    prepare_once([trial_config_dict(cfg, {MECHANISM_PARAM: m}, 0) for m in cfg.mechanisms])
+    prepare_once([trial_config_dict(cfg, {MECHANISM_PARAM: m}, 0) for m in cfg.mechanisms], cfg.prepare_processes)
     # TPE seeded with the sweep's seed plus the trials already in the study: a resumed sweep does not replay the
     # first run's random draws.
     study.sampler = optuna.samplers.TPESampler(seed=cfg.seed + len(study.trials))
