@@ -35,9 +35,16 @@ class LMData:
         return "lm" if self.labels is None else "classification"
 
     def subset(self, rows: torch.Tensor | list[int]) -> "LMData":
+        """These rows; LM rows are cut after the last column any of them predicts (padding the longest row in the
+        whole data needs): a causal model's losses on the columns kept are the same, and each step costs less."""
         rows = torch.as_tensor(rows, dtype=torch.long)
-        return LMData(self.input_ids[rows], self.weights[rows], self.sensitive[rows], self.record_index[rows],
-                      None if self.labels is None else self.labels[rows])
+        if self.labels is not None:  # a classifier reads the whole row
+            return LMData(self.input_ids[rows], self.weights[rows], self.sensitive[rows], self.record_index[rows],
+                          self.labels[rows])
+        weights = self.weights[rows]
+        used = (weights > 0).any(0).nonzero()
+        end = int(used[-1]) + 1 if len(used) else weights.shape[1]
+        return LMData(self.input_ids[rows, :end], weights[:, :end], self.sensitive[rows, :end], self.record_index[rows])
 
     def to(self, device: torch.device | str) -> "LMData":
         """The same rows on `device` (the model's: a batch moves, the dataset stays in host memory)."""

@@ -148,3 +148,23 @@ def test_customersim_with_canaries_fits_the_default_row():
     # The former 128-token rows cut a third of these dialogs; windows of 128 keep every token.
     assert (lengths > 126).sum() > 300
     assert encode_windows(texts, [[] for _ in texts], tok, 128)[1].tokens_dropped == 0
+
+
+def test_a_batch_is_cut_after_its_last_predicted_column_without_changing_any_loss():
+    from sdp_core.config import ModelConfig
+    from sdp_core.models import build_model
+    from sdp_core.tensors import record_losses
+
+    records = generate_customersim(12, 1)
+    data = encode([r.text for r in records], [list(r.spans) for r in records], tokenizer(), 256)
+    rows = [3, 7, 1]
+    batch = data.subset(rows)
+    lengths = (data.weights[rows] > 0).sum(1)
+    assert batch.input_ids.shape[1] < data.input_ids.shape[1]
+    assert (batch.weights > 0).sum(1).tolist() == lengths.tolist()  # every predicted token kept
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(arch="gpt2", preset="gpt2-tiny"), len(tokenizer()), 256).eval()
+    with torch.no_grad():
+        full = record_losses(model(data.input_ids[rows]), data.input_ids[rows], data.weights[rows])
+        cut = record_losses(model(batch.input_ids), batch.input_ids, batch.weights)
+    torch.testing.assert_close(cut, full, rtol=1e-5, atol=1e-6)

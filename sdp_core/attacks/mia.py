@@ -36,9 +36,10 @@ def secret_nll(model: nn.Module, data: LMData, batch_size: int = 32) -> tuple[np
     nll, tokens = [], []
     with torch.inference_mode():
         for lo in range(0, len(data), batch_size):
-            ids = data.input_ids[lo : lo + batch_size].to(lm.device)
+            batch = data.subset(range(lo, min(lo + batch_size, len(data))))
+            ids = batch.input_ids.to(lm.device)
             logprobs = target_logprobs(lm, ids, start=1).cpu()
-            mask = (data.sensitive[lo : lo + batch_size, 1:] & data.valid[lo : lo + batch_size, 1:]).cpu()
+            mask = batch.sensitive[:, 1:] & batch.valid[:, 1:]
             # A run starts where the previous target is not sensitive (padding a False column keeps rows apart).
             starts = mask & ~torch.nn.functional.pad(mask[:, :-1], (1, 0))
             run = (torch.cumsum(starts.flatten(), 0) - 1)[mask.flatten()].numpy()
