@@ -9,6 +9,7 @@ from pathlib import Path
 
 import datasets
 import pytest
+import torch
 from transformers import GPT2Config, GPT2LMHeadModel, RobertaConfig, RobertaForSequenceClassification
 
 from sdp_core.config import DataConfig, parse_model
@@ -191,3 +192,15 @@ def test_roberta_trial_from_a_local_model_and_parquet_files(pretrained, tmp_path
     assert result.state == "finished", result.error
     assert result.detector["train_records"] == 144  # 10 % of train held out for validation
     assert 0 <= result.metrics["test_accuracy"] <= 1 and result.privacy["notion"] == "DP"
+
+
+def test_a_pretrained_gpt2_runs_gpt2s_gelu_as_the_fused_kernel_with_the_same_logits(pretrained):
+    from sdp_core.models.gpt2 import build_gpt2
+
+    reference = GPT2LMHeadModel.from_pretrained(pretrained["gpt2"]).eval()  # HF's own gelu_new
+    assert reference.config.activation_function == "gelu_new"
+    ours = build_gpt2(None, str(pretrained["gpt2"]), reference.config.vocab_size, 64, 0.0).eval()
+    assert ours.model.config.activation_function == "gelu_pytorch_tanh"
+    ids = torch.randint(0, reference.config.vocab_size, (3, 20), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        torch.testing.assert_close(ours(ids), reference(ids).logits, rtol=1e-5, atol=1e-5)
