@@ -1,9 +1,13 @@
-"""What Ray Tune + Optuna cost around the trials: the same N tiny trials serially in one process vs as a Ray sweep
-with concurrency 1 and 2 (wall-time ratios), and Ray's cold start.
+"""What Ray Tune + Optuna cost around the trials: a sweep's trials run serially in one process vs as a Ray sweep
+(concurrency 1 reporting progress after every step, concurrency 1 at the default report interval, concurrency 2),
+as wall-time ratios, and Ray's cold start beside them.
 
-The N trials are identical in every mode (one mechanism, a one-value search space, seeds sweep seed + n), and one
-untimed trial first warms the detection cache and this process's imports, so the serial time is pure training.
-Usage: python -m benchmarks.sweep_overhead [--trials 4] [--steps 5]
+The trials are the sweep file's own (default: the quickstart), one per mechanism with the base settings (the search
+space is pinned to the base learning rate), identical in every mode: same configs, same seeds (sweep seed + n). The
+data is prepared once first, untimed, as a sweep does before its trials, so every mode reads the same warm caches.
+The serial run uses as many torch threads as a trial has CPUs (`resources.cpu`; Ray sets a trial's thread count
+from it), so concurrency 1 compares the same compute.
+Usage: python -m benchmarks.sweep_overhead [--sweep sweeps/quickstart.yaml] [--set KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -15,42 +19,55 @@ import tempfile
 import time
 from pathlib import Path
 
+MODES = {  # label: (concurrency, report_interval; None = the sweep's default)
+    "Ray sweep, concurrency 1, report every step": (1, 0.0),
+    "Ray sweep, concurrency 1, default interval": (1, None),
+    "Ray sweep, concurrency 2, default interval": (2, None),
+}
 
-def tiny_sweep(trials: int, steps: int, concurrency: int):
+
+def pinned_sweep(path: str, overrides: list[str]):
+    """The sweep at `path` with one trial per mechanism (the sweep enqueues each mechanism first), every searched
+    value pinned to the base's (a one-value space)."""
     from sdp_core.config import parse_model
     from sdp_core.config.sweep import SweepConfig
+    from sdp_core.sweep.cli import resolve_sweep
 
-    base = {"data": {"n_train": 200, "n_validation": 40, "n_test": 40, "max_length": 128},
-            "detector": {"policy": "phone,order_number,tracking_number"}, "tokenizer": {"vocab_size": 600},
-            "training": {"batch_size": 16, "max_steps": steps, "learning_rate": 2e-3},
-            "evaluation": {"exposure": False, "mia": False}}
-    return parse_model(SweepConfig, {
-        "name": "overhead", "base": base, "mechanisms": ["dpsgd"], "num_trials": trials, "concurrency": concurrency,
-        "objectives": [{"metric": "val_perplexity", "mode": "min"}],
-        "search_space": {"parameters": {"training.learning_rate": {"type": "choice", "values": [2e-3]}}}})
+    cfg = resolve_sweep(path, ["keep_models=none", *overrides])
+    lr = cfg.base.training.learning_rate
+    data = cfg.model_dump(mode="json") | {"num_trials": len(cfg.mechanisms), "search_space": {
+        "parameters": {"training.learning_rate": {"type": "choice", "values": [lr]}}}}
+    return parse_model(SweepConfig, data)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=4)
-    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--sweep", default="sweeps/quickstart.yaml")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="sweep-overhead-"))
     os.environ["SDP_CACHE_DIR"] = str(work / "cache")
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # keep Tune's own reporter out of the table
 
+    import torch
+
     from sdp_core.config import parse_model
     from sdp_core.config.trial import TrialConfig
-    from sdp_core.sweep.space import trial_config_dict
-    from sdp_core.trial import run_trial
+    from sdp_core.sweep.space import MECHANISM_PARAM, trial_config_dict
+    from sdp_core.trial import prepare_shared, run_trial
 
-    cfg = tiny_sweep(args.trials, args.steps, 1)
-    params = {"training.learning_rate": 2e-3}
-    run_trial(parse_model(TrialConfig, trial_config_dict(cfg, params, args.trials)))  # warm-up, untimed
+    base = pinned_sweep(args.sweep, args.overrides)
+    lr = {"training.learning_rate": base.base.training.learning_rate}
+    configs = [parse_model(TrialConfig, trial_config_dict(base, lr | {MECHANISM_PARAM: m}, n))
+               for n, m in enumerate(base.mechanisms)]
+    prepare_shared(configs)  # untimed: what a sweep does once before its trials
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(1, int(base.resources.cpu)))
     start = time.perf_counter()
-    for n in range(args.trials):
-        run_trial(parse_model(TrialConfig, trial_config_dict(cfg, params, n)))
+    for cfg in configs:
+        run_trial(cfg)
     times = {"serial, one process": time.perf_counter() - start}
+    torch.set_num_threads(threads)
 
     import ray
 
@@ -60,23 +77,26 @@ def main() -> None:
     start = time.perf_counter()
     ray.init(address="local", include_dashboard=False, log_to_driver=False)
     cold_start = time.perf_counter() - start
-    for concurrency in (1, 2):
-        sweep = tiny_sweep(args.trials, args.steps, concurrency)
-        store = SweepStore(work / f"ray-c{concurrency}")
+    for mode, (concurrency, interval) in MODES.items():
+        update = {"concurrency": concurrency} | ({"report_interval": interval} if interval is not None else {})
+        sweep = base.model_copy(update=update)
+        store = SweepStore(work / f"ray-{len(times)}")
         store.create(sweep)
         start = time.perf_counter()
         rows = run_sweep(sweep, sweep.search_space, store)
-        times[f"Ray sweep, concurrency {concurrency}"] = time.perf_counter() - start
-        assert len(rows) == args.trials and all(r["state"] == "finished" for r in rows.values())
+        times[mode] = time.perf_counter() - start
+        assert len(rows) == len(configs) and all(r["state"] == "finished" for r in rows.values()), rows
     ray.shutdown()
     shutil.rmtree(work, ignore_errors=True)
 
     serial = times["serial, one process"]
-    print(f"\n{args.trials} trials of {args.steps} DP steps (gpt2-tiny, 200 dialogs), {os.cpu_count()} CPUs")
-    print(f"{'mode':<26}{'wall s':>9}{'per trial s':>13}{'vs serial':>11}")
+    print(f"\n{len(configs)} trials of {args.sweep} ({', '.join(c.mechanism.name for c in configs)}), "
+          f"{len(os.sched_getaffinity(0))} CPUs, {base.resources.cpu:g} per trial (serial: as many torch threads); "
+          f"default report interval {base.report_interval:g} s")
+    print(f"{'mode':<46}{'wall s':>9}{'per trial s':>13}{'vs serial':>11}")
     for mode, seconds in times.items():
-        print(f"{mode:<26}{seconds:>9.1f}{seconds / args.trials:>13.1f}{seconds / serial:>10.2f}x")
-    print(f"{'Ray cold start (ray.init)':<26}{cold_start:>9.1f}")
+        print(f"{mode:<46}{seconds:>9.1f}{seconds / len(configs):>13.1f}{seconds / serial:>10.2f}x")
+    print(f"{'Ray cold start (ray.init, not in the ratios)':<46}{cold_start:>9.1f}")
 
 
 if __name__ == "__main__":
