@@ -94,6 +94,15 @@ def log_softmax_head(lm: SteppableLM, hidden: torch.Tensor) -> torch.Tensor:
     return torch.log_softmax(lm.head(hidden).float(), dim=-1)
 
 
+def selected_logprobs(lm: SteppableLM, ids: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """log p(ids[b, t + 1] | ids[b, :t + 1]) wherever `targets[b, t]` ([B, T - 1] bool), in row-major order: the
+    head runs only at those positions (with a small model and a large vocabulary, most of a forward pass)."""
+    hidden, _ = lm.prefill(ids, keep=ids.shape[1], cache=False)
+    targets = targets.to(ids.device)
+    logprobs = log_softmax_head(lm, hidden[:, :-1][targets])
+    return logprobs.gather(-1, ids[:, 1:][targets][:, None]).squeeze(-1)
+
+
 def target_logprobs(lm: SteppableLM, ids: torch.Tensor, start: int) -> torch.Tensor:
     """log p(ids[:, t] | ids[:, :t]) for t = start .. T-1: [B, T - start]. Padding after a row's end is harmless
     (every model here is causal) as long as the caller masks the padded targets."""

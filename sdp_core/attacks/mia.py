@@ -23,7 +23,7 @@ from scipy import stats
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
-from sdp_core.attacks.lm import steppable, target_logprobs
+from sdp_core.attacks.lm import selected_logprobs, steppable
 from sdp_core.errors import UserError
 from sdp_core.tensors import LMData
 
@@ -37,17 +37,16 @@ def secret_nll(model: nn.Module, data: LMData, batch_size: int = 32) -> tuple[np
     with torch.inference_mode():
         for lo in range(0, len(data), batch_size):
             batch = data.subset(range(lo, min(lo + batch_size, len(data))))
-            ids = batch.input_ids.to(lm.device)
-            logprobs = target_logprobs(lm, ids, start=1).cpu()
             mask = batch.sensitive[:, 1:] & batch.valid[:, 1:]
             # A run starts where the previous target is not sensitive (padding a False column keeps rows apart).
             starts = mask & ~torch.nn.functional.pad(mask[:, :-1], (1, 0))
             run = (torch.cumsum(starts.flatten(), 0) - 1)[mask.flatten()].numpy()
             if len(run) == 0:
                 continue
+            logprobs = selected_logprobs(lm, batch.input_ids.to(lm.device), mask).cpu()
             counts = np.bincount(run)
-            nll.append(np.bincount(run, weights=-logprobs.flatten()[mask.flatten()].double().numpy()) / counts)
-            tokens.extend(np.split(ids[:, 1:].cpu().flatten()[mask.flatten()].numpy(), np.cumsum(counts)[:-1]))
+            nll.append(np.bincount(run, weights=-logprobs.double().numpy()) / counts)
+            tokens.extend(np.split(batch.input_ids[:, 1:][mask].numpy(), np.cumsum(counts)[:-1]))
     return (np.concatenate(nll) if nll else np.zeros(0)), [t.tolist() for t in tokens]
 
 
