@@ -13,6 +13,7 @@ import yaml
 from PIL import Image
 
 from sdp_core.config.loading import load_trial_config
+from sdp_core.privacy.relations import RELATIONS
 from sdp_core.report import build_report
 from sdp_core.report.cli import add_report_arguments, run_report
 from tests.synthetic_sweep import write_synthetic_sweep
@@ -116,8 +117,9 @@ def test_no_secret_reaches_any_report_file(report, sweep_dir):
             assert secret not in text, f"{secret!r} leaked into {path.name}"
 
 
-def test_every_epsilon_carries_notion_delta_and_accountant(report):
-    qualified = re.compile(rf"ε = [0-9.e+-]+ \(({NOTIONS}), δ = [0-9.e+-]+, [A-Za-z ]+\)")
+def test_every_epsilon_carries_notion_neighbours_delta_and_accountant(report):
+    relations = "|".join(re.escape(r) for r in RELATIONS.values())
+    qualified = re.compile(rf"ε = [0-9.e+-]+ \(({NOTIONS}), ({relations}), δ = [0-9.e+-]+, [A-Za-z ]+\)")
     for name in ("summary.md", "privacy_statement.md", "index.html"):
         text = (report / name).read_text()
         if name == "index.html":
@@ -252,7 +254,8 @@ def test_an_empirical_estimate_is_labelled_and_never_the_formal_best_of_the_head
     ppl = {t: r["metrics"]["val_perplexity"] for t, r in rows.items()}
     assert estimates and min(ppl[t] for t in estimates) < ppl[best]  # an estimate would have won as a guarantee
     assert best not in estimates
-    assert "ε = 3 (SDP, δ = 1e-5, RDP), empirical estimate; formal bound ε = 41 (SDP, δ = 1e-5, RDP)" in summary
+    assert ("ε = 3 (SDP, replace-one neighbours, δ = 1e-5, RDP), empirical estimate; "
+            "formal bound ε = 41 (SDP, replace-one neighbours, δ = 1e-5, RDP)") in summary
     frame = pd.read_parquet(report / "trials.parquet").set_index("trial_id")
     assert set(frame.loc[sorted(estimates), "privacy.guarantee"]) == {"empirical estimate"}
     assert set(frame.loc[sorted(estimates), "privacy.formal_epsilon"]) == {41.0}

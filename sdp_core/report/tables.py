@@ -17,6 +17,7 @@ import pandas as pd
 
 from sdp_core.mechanisms import MECHANISMS
 from sdp_core.privacy.light_noise import ESTIMATE
+from sdp_core.privacy.relations import RELATIONS
 from sdp_core.report.load import Trial, number
 from sdp_core.report.pareto import Analysis
 
@@ -95,12 +96,14 @@ def fmt_accountant(name: Any) -> str:
 
 
 def privacy_qualifier(privacy: dict) -> str:
-    """`SDP, δ = 1e-5, RDP`: what an ε means."""
-    return f"{privacy.get('notion', '?')}, δ = {fmt_delta(privacy.get('delta'))}, {fmt_accountant(privacy.get('accountant'))}"
+    """`SDP, replace-one neighbours, δ = 1e-5, RDP`: what an ε means (the relation where the report names one)."""
+    relation = RELATIONS.get(privacy.get("neighbouring"))
+    return ", ".join([privacy.get("notion", "?"), *([relation] if relation else []),
+                      f"δ = {fmt_delta(privacy.get('delta'))}", fmt_accountant(privacy.get("accountant"))])
 
 
 def format_epsilon(privacy: dict | None) -> str:
-    """`ε = 3 (SDP, δ = 1e-5, RDP)`; a trial without a finite ε has no DP guarantee.
+    """`ε = 3 (SDP, replace-one neighbours, δ = 1e-5, RDP)`; a trial without a finite ε has no DP guarantee.
 
     An empirical estimate reads `ε = 3 (SDP, δ = 1e-5, RDP), empirical estimate; formal bound ε = 41.2 (SDP, …)`;
     a claim whose condition the data did not meet (`holds: false`) reads `…, conditional: does not hold here`.
