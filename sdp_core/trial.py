@@ -167,6 +167,28 @@ def not_covered(cfg: TrialConfig, plan: MechanismPlan) -> list[str]:
     return out + plan.not_covered
 
 
+def data_key(cfg: TrialConfig) -> str:
+    """What a trial's prepared data depends on: trials with the same key get the same `prepare_trial_data`."""
+    return json.dumps([cfg.data.model_dump(mode="json"), cfg.detector.model_dump(mode="json"),
+                       cfg.tokenizer.model_dump(mode="json"), cfg.model.model_dump(mode="json")], sort_keys=True)
+
+
+_LAST_PREPARED: dict[str, tuple[TrialData, CanaryPlan | None, dict]] = {}
+
+
+def prepared_trial_data(cfg: TrialConfig, timings: dict) -> tuple[TrialData, CanaryPlan | None, dict]:
+    """`prepare_trial_data`, kept for the next trial this process runs on the same data (`data_key`): Ray runs a
+    sweep's trials in turn in a few reused processes, which then read, encode and tokenize the data once."""
+    key = data_key(cfg)
+    if key in _LAST_PREPARED:
+        timings.update(data=0.0, detect=0.0, tokenize=0.0)
+    else:
+        _LAST_PREPARED.clear()  # one entry: a process holds one data set at a time
+        _LAST_PREPARED[key] = prepare_trial_data(cfg, timings)
+    data, plan, detector = _LAST_PREPARED[key]
+    return replace(data, cfg=cfg), plan, detector
+
+
 def prepare_trial_data(cfg: TrialConfig, timings: dict) -> tuple[TrialData, CanaryPlan | None, dict]:
     t0 = time.perf_counter()
     splits, plan = prepare_data(cfg.data, cfg.data.seed)
@@ -334,8 +356,7 @@ def prepare_shared(trials: list[TrialConfig]) -> None:
     prepared: dict[str, TrialData] = {}
     planned: set[tuple[str, str]] = set()
     for cfg in trials:
-        key = json.dumps([cfg.data.model_dump(mode="json"), cfg.detector.model_dump(mode="json"),
-                          cfg.tokenizer.model_dump(mode="json"), cfg.model.task], sort_keys=True)
+        key = data_key(cfg)
         try:
             if key not in prepared:
                 prepared[key] = prepare_trial_data(cfg, {})[0]
@@ -356,8 +377,8 @@ def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool
     """
     start = time.perf_counter()
     timings: dict[str, float] = {}
-    seed_everything(cfg.seed)
-    data, canary_plan, detector = prepare_trial_data(cfg, timings)
+    data, canary_plan, detector = prepared_trial_data(cfg, timings)
+    seed_everything(cfg.seed)  # after the data, which depends on data.seed alone, reused or not
     n = len(data.records.train)
     if cfg.privacy.delta >= 1 / n:  # δ should be well below 1/N: a δ-chance of leaking one whole record is likely
         print(f"warning: privacy.delta = {cfg.privacy.delta:g} is not below 1/N = {1 / n:.3g} ({n} training records)",

@@ -65,6 +65,21 @@ def test_dp_noise_is_secret_while_the_seed_fixes_everything_else(dpsgd_result, t
     assert "does not hold" in runs[0].privacy["noise"]
 
 
+def test_a_trial_is_the_same_whether_its_process_prepared_the_data_or_reused_it(tmp_path):
+    """A Ray process runs several trials and keeps the last one's prepared data: reusing it changes nothing."""
+    from sdp_core import trial
+
+    nodp = lambda seed: parse_model(TrialConfig, small_trial_dict(seed=seed, mechanism={"name": "nodp"}))  # noqa: E731
+    trial._LAST_PREPARED.clear()
+    fresh = run_trial(nodp(1), tmp_path / "fresh")
+    run_trial(nodp(0), tmp_path / "other")  # same data settings: the next trial reuses its data
+    reused = run_trial(nodp(1), tmp_path / "reused")
+    assert reused.timings["tokenize"] == 0.0 < fresh.timings["tokenize"]
+    assert torch.equal(_weights(tmp_path / "fresh"), _weights(tmp_path / "reused"))
+    untimed = lambda metrics: {k: v for k, v in metrics.items() if not k.endswith("_seconds")}  # noqa: E731
+    assert untimed(reused.metrics) == untimed(fresh.metrics)
+
+
 def test_tokenizer_vocabulary_holds_no_gold_secret():
     """No vocabulary entry of 4+ characters is a secret, or a word seen only inside secrets."""
     from sdp_core.text.redaction import redact
