@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import secrets
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +18,20 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Two intra-op threads on a 2-core machine shared with Ray workers thrash (10x slower DPLSTM steps).
 torch.set_num_threads(1)
 REPO = Path(__file__).resolve().parents[1]
+
+
+def _private_ray_token() -> Path:
+    """This test run's own Ray token, readable by its owner only: every Ray head and `ray.init` of the tests (and
+    their subprocesses, which inherit the variable) reads it instead of `~/.ray/auth_token`, so no test needs a token
+    an earlier run left in the home folder, and none writes one there."""
+    path = Path(tempfile.mkdtemp(prefix="sdp-test-ray-")) / "auth_token"
+    path.touch(mode=0o600)
+    path.write_text(secrets.token_hex(32))
+    atexit.register(shutil.rmtree, path.parent, True)
+    return path
+
+
+os.environ["RAY_AUTH_TOKEN_PATH"] = str(_private_ray_token())
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,10 @@ def test_readme_submits_jobs_with_token_auth_and_the_tested_excludes():
 
 @pytest.mark.slow
 def test_ray_job_submit_with_token_auth_runs_a_sweep_to_its_report(tmp_path):
-    # RAY_AUTH_MODE=token on both sides, as on a cluster (ray_cluster.yaml); the token is Ray's ~/.ray/auth_token.
+    # RAY_AUTH_MODE=token on both sides, as on a cluster (ray_cluster.yaml); the token is this test run's own
+    # (RAY_AUTH_TOKEN_PATH, set in conftest), never one left in the home folder.
+    token = Path(os.environ["RAY_AUTH_TOKEN_PATH"])
+    assert token.stat().st_mode & 0o077 == 0  # readable by its owner only
     # PATH: the job's entrypoint finds `sdp-sweep` in this venv, as the cluster's nodes find theirs.
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env |= {"RAY_AUTH_MODE": "token", "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}"}
