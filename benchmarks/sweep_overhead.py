@@ -54,18 +54,19 @@ def main() -> None:
     from sdp_core.config import parse_model
     from sdp_core.config.trial import TrialConfig
     from sdp_core.sweep.space import MECHANISM_PARAM, trial_config_dict
+    from sdp_core.preparation import data_key
     from sdp_core.trial import prepare_shared, run_trial
 
     base = pinned_sweep(args.sweep, args.overrides)
     lr = {"training.learning_rate": base.base.training.learning_rate}
     configs = [parse_model(TrialConfig, trial_config_dict(base, lr | {MECHANISM_PARAM: m}, n))
                for n, m in enumerate(base.mechanisms)]
-    prepare_shared(configs)  # untimed: what a sweep does once before its trials
+    prepared = prepare_shared(configs)  # untimed: what a sweep does once before its trials
     threads = torch.get_num_threads()
     torch.set_num_threads(max(1, int(base.resources.cpu)))
     start = time.perf_counter()
     for cfg in configs:
-        run_trial(cfg)
+        run_trial(cfg, prepared=prepared[data_key(cfg)])
     times = {"serial, one process": time.perf_counter() - start}
     torch.set_num_threads(threads)
 

@@ -1,49 +1,38 @@
 """One trial, end to end and without Ray: `run_trial(TrialConfig) -> TrialResult`.
 
-records -> detector spans (cached) -> tokenizer trained on redacted text -> tokens with aligned masks ->
-mechanism phases with calibrated σ -> training -> utility metrics and attacks -> ledger -> one result.
+prepared data (`preparation`) -> mechanism phases with calibrated σ -> training -> utility metrics and attacks ->
+ledger -> one result.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import platform
 import random
 import sys
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import torch
-from transformers import PreTrainedTokenizerFast
 
 from sdp_core import __version__
 from sdp_core.attacks import canary_exposures, empirical_epsilon, membership_inference
 from sdp_core.config.trial import TrialConfig
 from sdp_core.data.canaries import CanaryPlan
-from sdp_core.data.classification import class_labels
-from sdp_core.data.customersim import generate_customersim
-from sdp_core.data.loaders import load_records
-from sdp_core.data.prepare import prepare_data
-from sdp_core.data.records import Record, Span, Splits
-from sdp_core.detectors import Policy, detect_records, get_policy
-from sdp_core.detectors.evaluation import evaluate
-from sdp_core.detectors.miss import drop_missed
 from sdp_core.errors import UserError
-from sdp_core.io import atomic_write_json, fingerprint
-from sdp_core.mechanisms import MechanismPlan, TrialData, get_mechanism
+from sdp_core.io import atomic_write_json
+from sdp_core.mechanisms import MechanismPlan, TrialData, get_plan
 from sdp_core.metrics import utility_metrics
 from sdp_core.models import build_model
 from sdp_core.models.checkpoint import save_model
+from sdp_core.preparation import PreparedData, data_key, prepare_trial_data
 from sdp_core.privacy.relations import qualifiers
 from sdp_core.tensors import LMData, model_device, record_losses
-from sdp_core.text.encode import encode, encode_windows
-from sdp_core.text.redaction import redact
-from sdp_core.text.tokenizer import cached_bpe_tokenizer, load_pretrained_tokenizer
+from sdp_core.text.encode import encode
 from sdp_core.train.loop import PhaseStats, make_optimizer, train_phase
 
 log = logging.getLogger(__name__)
@@ -105,55 +94,6 @@ def default_out_dir(cfg: TrialConfig) -> Path:
     return Path("runs") / f"{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def _canary_adjusted(spans: list[list[Span]], records: list[Record], plan: CanaryPlan | None) -> list[list[Span]]:
-    """The detector sees every canary, or (missed-secret experiments) none: canary spans added or carved out."""
-    if plan is None:
-        return spans
-    by_record: dict[int, list[Span]] = {}
-    for ins in plan.insertions:
-        by_record.setdefault(ins.record, []).append(ins.span)
-    out = list(spans)
-    for r, canary_spans in by_record.items():
-        if plan.missed_by_detector:
-            out[r] = [s for s in spans[r] if not any(s.start < c.end and c.start < s.end for c in canary_spans)]
-        else:
-            out[r] = sorted([*spans[r], *canary_spans])
-    return out
-
-
-def _known_secrets(record: Record, detected: list[Span]) -> list[Span]:
-    """Detected spans plus gold spans: everything known to be secret, kept out of the tokenizer's vocabulary."""
-    return sorted({*detected, *(record.spans or ())})
-
-
-def public_records(cfg: TrialConfig) -> list[Record]:
-    """Public text for the tokenizer: `tokenizer.public_path`, or CustomerSim dialogs generated from a seed
-    stream apart from the data's (the same distribution, none of its records)."""
-    if cfg.tokenizer.public_path:
-        return load_records(cfg.tokenizer.public_path)
-    if cfg.data.source == "customersim":
-        return generate_customersim(cfg.data.n_train, f"public-{cfg.data.seed}")
-    raise UserError("tokenizer.corpus public needs tokenizer.public_path (a file of public text)")
-
-
-def build_tokenizer(cfg: TrialConfig, train: list[Record], train_spans: list[list[Span]], policy: Policy
-                    ) -> PreTrainedTokenizerFast:
-    """A pretrained tokenizer, or a BPE trained (once per text, `cached_bpe_tokenizer`) on text with every known
-    secret redacted: the training text (`tokenizer.corpus: training`) or public text (`public`)."""
-    if cfg.tokenizer.kind == "pretrained":
-        return load_pretrained_tokenizer(cfg.tokenizer.name_or_path)
-    if cfg.tokenizer.corpus == "public":
-        train = public_records(cfg)
-        train_spans = detect_records(train, policy)
-    clean = [redact(r.text, _known_secrets(r, s)) for r, s in zip(train, train_spans)]
-    return cached_bpe_tokenizer(clean, cfg.tokenizer.vocab_size)
-
-
-def data_fingerprint(splits: Splits) -> str:
-    """One digest of every split's texts, canaries included: trials on one front must share it."""
-    return fingerprint(r.text for part in (splits.train, splits.validation, splits.test) for r in part)
-
-
 def not_covered(cfg: TrialConfig, plan: MechanismPlan) -> list[str]:
     """What the trial's ε does not cover: data-dependent choices made outside the accounted steps."""
     out = ["the number of training records N (the sampling rate q = B/N uses it)"]
@@ -167,93 +107,6 @@ def not_covered(cfg: TrialConfig, plan: MechanismPlan) -> list[str]:
     return out + plan.not_covered
 
 
-def data_key(cfg: TrialConfig) -> str:
-    """What a trial's prepared data depends on: trials with the same key get the same `prepare_trial_data`."""
-    return json.dumps([cfg.data.model_dump(mode="json"), cfg.detector.model_dump(mode="json"),
-                       cfg.tokenizer.model_dump(mode="json"), cfg.model.model_dump(mode="json")], sort_keys=True)
-
-
-_LAST_PREPARED: dict[str, tuple[TrialData, CanaryPlan | None, dict]] = {}
-
-
-def prepared_trial_data(cfg: TrialConfig, timings: dict) -> tuple[TrialData, CanaryPlan | None, dict]:
-    """`prepare_trial_data`, kept for the next trial this process runs on the same data (`data_key`): Ray runs a
-    sweep's trials in turn in a few reused processes, which then read, encode and tokenize the data once."""
-    key = data_key(cfg)
-    if key in _LAST_PREPARED:
-        timings.update(data=0.0, detect=0.0, tokenize=0.0)
-    else:
-        _LAST_PREPARED.clear()  # one entry: a process holds one data set at a time
-        _LAST_PREPARED[key] = prepare_trial_data(cfg, timings)
-    data, plan, detector = _LAST_PREPARED[key]
-    return replace(data, cfg=cfg), plan, detector
-
-
-def prepare_trial_data(cfg: TrialConfig, timings: dict) -> tuple[TrialData, CanaryPlan | None, dict]:
-    t0 = time.perf_counter()
-    splits, plan = prepare_data(cfg.data, cfg.data.seed)
-    timings["data"] = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    policy = get_policy(cfg.detector.policy, cfg.detector)
-    train_spans = _canary_adjusted(detect_records(splits.train, policy), splits.train, plan)
-    train_spans = drop_missed(splits.train, train_spans, cfg.detector.miss_rate, cfg.data.seed)
-    eval_spans = {name: [list(r.spans) if r.spans is not None else None for r in recs]
-                  for name, recs in (("validation", splits.validation), ("test", splits.test))}
-    for name, recs in (("validation", splits.validation), ("test", splits.test)):
-        if any(s is None for s in eval_spans[name]):  # unannotated data: the policy decides what is private
-            eval_spans[name] = detect_records(recs, policy)
-    timings["detect"] = time.perf_counter() - t0
-    log.info("%s: %d spans detected in %d of %d training records", policy.name, sum(map(len, train_spans)),
-             sum(bool(s) for s in train_spans), len(splits.train))
-    # Examples only of records with gold spans, masked with every known secret: without gold, a secret the policy
-    # missed would print in the clear.
-    if log.isEnabledFor(logging.DEBUG):
-        for r, s in [(r, s) for r, s in zip(splits.train, train_spans) if r.spans is not None][:3]:
-            log.debug("redacted example: %r", redact(r.text, _known_secrets(r, s))[:200])
-
-    t0 = time.perf_counter()
-    tokenizer = build_tokenizer(cfg, splits.train, train_spans, policy)
-    L, on_long = cfg.data.max_length, cfg.data.on_long_records
-    classify = cfg.model.task == "classification"
-    labels = {name: class_labels(recs, cfg.model.num_labels, f"{name} data") if classify else None
-              for name, recs in (("train", splits.train), ("validation", splits.validation), ("test", splits.test))}
-    # Records longer than a row become windows (text.encode); every copy of a canary stays inside one window.
-    whole = plan.inserted_texts() if plan is not None else []
-    train, windows = encode_windows([r.text for r in splits.train], train_spans, tokenizer, L, labels["train"],
-                                    keep_whole=whole, on_long=on_long)
-    data = TrialData(
-        cfg=cfg,
-        records=splits,
-        train_spans=train_spans,
-        train=train,
-        train_redacted=encode([redact(r.text, s) for r, s in zip(splits.train, train_spans)],
-                              [[] for _ in splits.train], tokenizer, L, labels["train"], keep_whole=whole,
-                              on_long=on_long),
-        validation=encode([r.text for r in splits.validation], eval_spans["validation"], tokenizer, L,
-                          labels["validation"], on_long=on_long),
-        test=encode([r.text for r in splits.test], eval_spans["test"], tokenizer, L, labels["test"], on_long=on_long),
-        tokenizer=tokenizer,
-    )
-    timings["tokenize"] = time.perf_counter() - t0
-    log.info("%d training records -> %d rows of %d tokens (%d split, up to %d windows each; %d tokens dropped)",
-             windows.records, windows.rows, L, windows.records_split, windows.windows_per_record_max,
-             windows.tokens_dropped)
-    return data, plan, {**detector_summary(policy, splits.train, train_spans, data), "windows": windows.to_dict()}
-
-
-def detector_summary(policy, records: list[Record], spans: list[list[Span]], data: TrialData) -> dict:
-    """Counts and rates only: redacted fraction, and recall per label with 95 % intervals where gold exists."""
-    summary = {"policy": policy.name, "policy_version": policy.version, "train_records": len(records),
-               "redacted_token_fraction": float(data.train.sensitive.sum() / data.train.valid.sum())}
-    if all(r.spans is not None for r in records):
-        ev = evaluate(records, spans)
-        rate = lambda r: {"value": r.value, "low": r.low, "high": r.high, "n": r.n}  # noqa: E731
-        summary.update(recall=rate(ev.recall), missing_rate=rate(ev.missing_rate), precision=ev.precision,
-                       recall_per_label={k: rate(v.tokens) for k, v in ev.per_label.items()})
-    return summary
-
-
 # (attack section, its key, the metric name in a trial row)
 ATTACK_METRICS = [("exposure", "exposure_mean", "exposure_mean"), ("exposure", "exposure_max", "exposure_max"),
                   ("membership_inference", "auc", "mia_auc"), ("membership_inference", "group_auc", "mia_group_auc"),
@@ -261,7 +114,7 @@ ATTACK_METRICS = [("exposure", "exposure_mean", "exposure_mean"), ("exposure", "
                   ("empirical_epsilon", "epsilon_lower_bound_per_record", "empirical_epsilon_per_record")]
 
 
-def run_attacks(model, data: TrialData, plan: CanaryPlan | None) -> dict:
+def run_attacks(model, data: TrialData, plan: CanaryPlan | None, cfg: TrialConfig) -> dict:
     """Canary exposure (+ the one-run ε lower bound from inserted vs held-out canaries) and membership inference on
     gold secrets.
 
@@ -269,7 +122,7 @@ def run_attacks(model, data: TrialData, plan: CanaryPlan | None) -> dict:
     """
     if data.train.task == "classification":
         return {}
-    ev, p = data.cfg.evaluation, data.cfg.privacy
+    ev, p = cfg.evaluation, cfg.privacy
     out: dict = {}
     if ev.exposure and plan is not None:
         out["exposure"] = canary_exposures(model, data.tokenizer, plan, method=ev.exposure_method, limit=ev.exposure_limit)
@@ -277,8 +130,8 @@ def run_attacks(model, data: TrialData, plan: CanaryPlan | None) -> dict:
                                                      delta=p.delta, group_size=plan.repeats)
     train = data.records.train[: ev.max_eval_records]
     if ev.mia and all(r.spans is not None for r in train) and data.test.sensitive.any():
-        members = encode([r.text for r in train], [list(r.spans) for r in train], data.tokenizer, data.cfg.data.max_length,
-                         on_long=data.cfg.data.on_long_records)
+        members = encode([r.text for r in train], [list(r.spans) for r in train], data.tokenizer, cfg.data.max_length,
+                         on_long=cfg.data.on_long_records)
         out["membership_inference"] = membership_inference(model, members, data.test)
     model.train()
     return out
@@ -349,41 +202,52 @@ NOISE_SOURCES = {
 }
 
 
-def prepare_shared(trials: list[TrialConfig]) -> None:
-    """Do, once, the work the trials of a sweep share, so that they find it in the caches instead of each doing it:
-    data preparation, detection and tokenizer training per distinct data setting, and each mechanism's plan (CRT's
-    conservative detection of lines). A problem here is left for its trial to report."""
-    prepared: dict[str, TrialData] = {}
+def prepare_shared(trials: list[TrialConfig]) -> dict[str, PreparedData]:
+    """The data the trials of a sweep share, prepared once per distinct data setting (`data_key`), with each
+    mechanism's plan made once so its own detection (CRT's conservative policy) is cached before the trials start.
+    A setting whose preparation fails is left out: its trials prepare it themselves and report the problem."""
+    prepared: dict[str, PreparedData] = {}
     planned: set[tuple[str, str]] = set()
+    failed: set[str] = set()
     for cfg in trials:
         key = data_key(cfg)
+        if key in failed:
+            continue
         try:
             if key not in prepared:
-                prepared[key] = prepare_trial_data(cfg, {})[0]
+                prepared[key] = prepare_trial_data(cfg)
             if (key, cfg.mechanism.name) not in planned:
                 planned.add((key, cfg.mechanism.name))
-                get_mechanism(cfg.mechanism.name).plan(replace(prepared[key], cfg=cfg))
+                get_plan(cfg.mechanism.name)(prepared[key].data, cfg)
         except UserError:  # includes PrivacyError: the trial itself records it
-            continue
+            if key not in prepared:
+                failed.add(key)
+    return prepared
 
 
 def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool = False,
               on_step: Callable[[TrainingProgress], None] | None = None, *,
-              on_plan: Callable[[dict], None] | None = None) -> TrialResult:
+              on_plan: Callable[[dict], None] | None = None, prepared: PreparedData | None = None) -> TrialResult:
     """Train and evaluate one configuration. Raises `PrivacyError` if the ε target cannot be met.
 
-    `on_plan` gets the calibrated ledger (`PrivacyLedger.to_dict()`) before any step, so a caller can charge the
-    whole plan to a trial that is stopped or dies before it returns.
+    `prepared` is the data of `cfg`'s data setting (`preparation.data_key`) when the caller prepared it (a sweep
+    prepares it once for all its trials); without it the trial prepares its own. `on_plan` gets the calibrated
+    ledger (`PrivacyLedger.to_dict()`) before any step, so a caller can charge the whole plan to a trial that is
+    stopped or dies before it returns.
     """
     start = time.perf_counter()
-    timings: dict[str, float] = {}
-    data, canary_plan, detector = prepared_trial_data(cfg, timings)
-    seed_everything(cfg.seed)  # after the data, which depends on data.seed alone, reused or not
+    if prepared is None:
+        prepared = prepare_trial_data(cfg)
+        timings = dict(prepared.timings)
+    else:  # prepared once by the caller for every trial that shares it: no time of this trial's
+        timings = dict.fromkeys(prepared.timings, 0.0)
+    data, canary_plan = prepared.data, prepared.canaries
+    seed_everything(cfg.seed)  # after the data, which depends on data.seed alone, prepared here or not
     n = len(data.records.train)
     if cfg.privacy.delta >= 1 / n:  # δ should be well below 1/N: a δ-chance of leaking one whole record is likely
         print(f"warning: privacy.delta = {cfg.privacy.delta:g} is not below 1/N = {1 / n:.3g} ({n} training records)",
               file=sys.stderr)
-    plan = get_mechanism(cfg.mechanism.name).plan(data)
+    plan = get_plan(cfg.mechanism.name)(data, cfg)
     if on_plan is not None:
         on_plan(plan.ledger.to_dict())
 
@@ -397,7 +261,7 @@ def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool
     metrics = {**utility_metrics(model, data.validation, "val"), **utility_metrics(model, data.test, "test")}
     timings["evaluate"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    attacks = run_attacks(model, data, canary_plan)
+    attacks = run_attacks(model, data, canary_plan, cfg)
     metrics.update({metric: attacks[name][key] for name, key, metric in ATTACK_METRICS if name in attacks})
     if (attacks.get("exposure") or {}).get("interval"):  # the mean's 95 % interval and random-rank floor, for the front
         metrics["exposure_mean_low"], metrics["exposure_mean_high"] = attacks["exposure"]["interval"]
@@ -416,7 +280,7 @@ def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool
                  "not_covered": not_covered(cfg, plan)},
         ledger=plan.ledger.to_dict(), mechanism=plan.details, phases=[s.to_dict() for s in phase_stats],
         canaries=canary_plan.summary() if canary_plan else None, attacks=attacks,
-        detector={**detector, "data_seed": cfg.data.seed, "data_fingerprint": data_fingerprint(data.records)},
+        detector=prepared.detector,
         timings={k: round(v, 3) for k, v in timings.items()}, versions=versions(),
     )
     if out_dir is not None:

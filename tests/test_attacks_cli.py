@@ -12,7 +12,7 @@ from test_attacks_helpers import digit_tokenizer, one_thread  # noqa: F401
 from sdp_core.attacks import exposure_exact
 from sdp_core.attacks.cli import add_audit_arguments, run_audit
 from sdp_core.config import ModelConfig
-from sdp_core.data.canaries import CanaryFormat
+from sdp_core.config.canary import CanaryFormat
 from sdp_core.errors import UserError
 from sdp_core.models import build_model
 from sdp_core.models.checkpoint import save_model

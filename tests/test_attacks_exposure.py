@@ -15,7 +15,8 @@ from test_attacks_helpers import digit_tokenizer, encode, merging_tokenizer, one
 from sdp_core.attacks import (canary_exposures, empirical_epsilon, estimate_exposures, exposure_estimate,
                               exposure_exact, exposure_floor, exposure_naive, mean_interval, rank_secrets, score_space)
 from sdp_core.attacks.candidates import _assembled, _tokenized, all_chars, candidate_tokens, default_context
-from sdp_core.data.canaries import CanaryFormat, insert_canaries
+from sdp_core.config.canary import CanaryFormat
+from sdp_core.data.canaries import insert_canaries
 from sdp_core.data.customersim import generate_customersim
 from sdp_core.data.records import Record
 from sdp_core.errors import UserError

@@ -17,7 +17,8 @@ from sdp_core.models.roberta import build_roberta
 from sdp_core.tensors import LMData, per_record_classification_loss
 from sdp_core.text.redaction import redact
 from sdp_core.train.loop import DPStep, Phase, StepContext
-from sdp_core.trial import prepare_trial_data, run_trial
+from sdp_core.preparation import prepare_trial_data
+from sdp_core.trial import run_trial
 from tests.conftest import run_cli
 
 VOCAB, T = 300, 16
@@ -179,4 +180,4 @@ def test_unlabelled_records_are_a_data_error(tmp_path):
     cfg = parse_model(TrialConfig, {"data": {"source": "file", "path": str(data)}, "model": {"arch": "roberta"},
                                     "detector": {"policy": "phone"}, "tokenizer": {"vocab_size": 300}})
     with pytest.raises(DataError, match="has no class label"):
-        prepare_trial_data(cfg, {})
+        prepare_trial_data(cfg)

@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from sdp_core.data.canaries import CanaryFormat, insert_canaries
+from sdp_core.config.canary import CanaryFormat
+from sdp_core.data.canaries import insert_canaries
 from sdp_core.data.customersim import customersim_splits, generate_customersim
 from sdp_core.data.loaders import load_records, save_jsonl, save_parquet
 from sdp_core.data.records import Record, Span

@@ -1,9 +1,11 @@
-"""The import graph of `sdp_core` has no cycle: modules import downwards only (function-level imports, which the
+"""The import graph of `sdp_core` has no cycle, between modules or between packages: layers import downwards only (function-level imports, which the
 CLI uses to load only the running command's layer, and type-checking imports are not edges)."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.conftest import REPO
@@ -65,3 +67,32 @@ def test_sdp_core_imports_form_no_cycle():
         if node not in state:
             visit(node)
     assert len(edges) > 60  # the whole package was read
+
+
+def test_packages_import_downwards_only():
+    """Between the packages too there is no circle: a layer never imports one that imports it back (for example
+    config never imports data, which reads the config)."""
+    package = lambda module: module.split(".")[1] if "." in module else module  # noqa: E731
+    edges: dict[str, set[str]] = {}
+    for source, targets in graph().items():
+        edges.setdefault(package(source), set()).update(package(t) for t in targets if package(t) != package(source))
+
+    def reaches(start: str) -> set[str]:
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in edges.get(todo.pop(), ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return seen
+
+    circles = sorted(f"{a} -> {b}" for a in edges for b in edges[a] if a in reaches(b))
+    assert not circles, f"imports that run back up: {circles}"
+
+
+def test_config_and_report_load_no_training_stack():
+    """Validating a config and rendering a report never import torch, transformers, opacus or Ray."""
+    code = ("import sys, sdp_core.config, sdp_core.config.loading, sdp_core.report, sdp_core.report.cli;"
+            "print(sorted(m for m in ('torch', 'transformers', 'opacus', 'ray', 'spacy') if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert loaded.stdout.strip() == "[]"

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 import pytest
 from pydantic import Field
 
-from sdp_core.config import MECHANISM_SETTINGS, MechanismSettings, parse_model
+from sdp_core.config import MECHANISM_SETTINGS, MechanismSettings, parse_model, register_settings
 from sdp_core.config.sweep import SweepConfig
 from sdp_core.config.trial import TrialConfig
 from sdp_core.errors import ConfigError
-from sdp_core.mechanisms import MECHANISMS, MechanismPlan, MechanismSpec, TrialData, register_mechanism
+from sdp_core.mechanisms import PLANS, MechanismPlan, TrialData, register_plan
 from sdp_core.mechanisms.base import calibrate, private_phase
 from sdp_core.report import build_report
 from sdp_core.sweep.driver import finish_row
@@ -20,28 +20,33 @@ from sdp_core.trial import run_trial
 from tests.conftest import small_trial_dict
 
 
+CAVEAT = "Half-DP trains on a share of the records with DP-SGD and ignores the rest (a test mechanism)."
+
+
 class HalfDPConfig(MechanismSettings):
     """A toy mechanism: DP-SGD on a share of the training rows only."""
 
     name: Literal["halfdp"] = "halfdp"
+    display_name: ClassVar[str] = "Half-DP"
+    colour: ClassVar[str] = "#123456"
+    notion: ClassVar[str] = "DP"
+    caveat: ClassVar[str] = CAVEAT
     share: float = Field(0.5, gt=0, le=1)
 
 
-def halfdp(d: TrialData) -> MechanismPlan:
-    rows = max(1, int(len(d.train) * d.cfg.mechanism.share))
-    phase = private_phase("half", d.train.subset(range(rows)), d.cfg, d.cfg.training.epochs)
-    phases, ledger = calibrate([phase], d.cfg, notion="DP")
+def halfdp(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
+    rows = max(1, int(len(d.train) * cfg.mechanism.share))
+    phase = private_phase("half", d.train.subset(range(rows)), cfg, cfg.training.epochs)
+    phases, ledger = calibrate([phase], cfg, notion="DP")
     return MechanismPlan(phases, ledger, {"rows": rows})
-
-
-CAVEAT = "Half-DP trains on a share of the records with DP-SGD and ignores the rest (a test mechanism)."
 
 
 @pytest.fixture
 def half_dp():
-    register_mechanism(MechanismSpec(HalfDPConfig, halfdp, "Half-DP", "#123456", CAVEAT, notion="DP"))
+    register_settings(HalfDPConfig)
+    register_plan("halfdp", halfdp)
     yield
-    MECHANISMS.pop("halfdp"), MECHANISM_SETTINGS.pop("halfdp")
+    PLANS.pop("halfdp"), MECHANISM_SETTINGS.pop("halfdp")
 
 
 def test_a_mechanism_registered_in_a_test_file_trains_and_shows_in_the_report(half_dp, tmp_path):

@@ -13,7 +13,8 @@ import torch
 from sdp_core.config.trial import TrialConfig
 from sdp_core.errors import PrivacyError
 from sdp_core.mechanisms import sdpsgd as S
-from sdp_core.mechanisms.base import TrialData, calibrate
+from sdp_core.mechanisms.base import calibrate
+from sdp_core.preparation import TrialData
 from sdp_core.models.lstm import LSTMLM
 from sdp_core.privacy import joint_noise_multiplier
 from sdp_core.tensors import LMData, per_record_loss
@@ -289,8 +290,8 @@ def test_end_to_end_on_customersim_spends_at_most_the_target_and_learns():
     cfg = TrialConfig(model={"arch": "lstm", "preset": "lstm-200"}, mechanism={"name": "sdpsgd"},
                       privacy={"target_epsilon": 8.0, "max_grad_norm": 1.0},
                       training={"batch_size": 20, "epochs": 2, "max_steps": 8, "learning_rate": 2e-2})
-    d = TrialData(cfg, Splits(records, [], []), spans, data, data, data, data, tokenizer)
-    plan = S.sdpsgd(d)
+    d = TrialData(Splits(records, [], []), spans, data, data, data, data, tokenizer)
+    plan = S.sdpsgd(d, cfg)
     [phase] = plan.phases
     assert plan.ledger.notion == "SDP" and plan.details["private_steps_per_batch"] >= 3
     assert 0 < plan.details["private_position_fraction"] < 0.5

@@ -14,32 +14,33 @@ from sdp_core.config import parse_model
 from sdp_core.config.trial import TrialConfig
 from sdp_core.detectors import detect_records, get_policy
 from sdp_core.errors import UserError
-from sdp_core.mechanisms import MECHANISMS
+from sdp_core.mechanisms import PLANS
 from sdp_core.mechanisms.atdp import rise_reset_multipliers
 from sdp_core.mechanisms.crt import line_units
 from sdp_core.mechanisms.jft import LightNoiseLedger
 from sdp_core.tensors import per_record_loss
 from sdp_core.text.redaction import MASK
-from sdp_core.trial import prepare_trial_data, run_trial
+from sdp_core.preparation import prepare_trial_data
+from sdp_core.trial import run_trial
 from tests.conftest import small_trial_dict
+
+
+BASE = parse_model(TrialConfig, small_trial_dict())
 
 
 @pytest.fixture(scope="module")
 def trial_data():
-    cfg = parse_model(TrialConfig, small_trial_dict())
-    data, _, _ = prepare_trial_data(cfg, {})
-    return data
+    return prepare_trial_data(BASE).data
 
 
-def _configured(data, **sections):
-    """The same prepared data under a config with some sections replaced."""
-    cfg = parse_model(TrialConfig, {**data.cfg.model_dump(mode="json"), **sections})
-    return type(data)(**{**data.__dict__, "cfg": cfg})
+def _configured(**sections) -> TrialConfig:
+    """The test data's config with some sections replaced (the same prepared data fits it)."""
+    return parse_model(TrialConfig, {**BASE.model_dump(mode="json"), **sections})
 
 
-def _with(data, **mechanism):
-    """The same prepared data under another mechanism config."""
-    return _configured(data, mechanism=mechanism)
+def _with(**mechanism) -> TrialConfig:
+    """The test data's config with another mechanism."""
+    return _configured(mechanism=mechanism)
 
 
 def _texts(data, lm) -> list[str]:
@@ -50,10 +51,10 @@ def _texts(data, lm) -> list[str]:
 
 
 def test_jft_phase1_holds_no_detected_secret(trial_data):
-    plan = MECHANISMS["jft"].plan(_with(trial_data, name="jft"))
+    plan = PLANS["jft"](trial_data, _with(name="jft"))
     phase1, phase2 = plan.phases
     assert not phase1.private and phase2.private
-    policy = get_policy(trial_data.cfg.detector.policy, trial_data.cfg.detector)
+    policy = get_policy(BASE.detector.policy, BASE.detector)
     texts = _texts(trial_data, phase1.data)
     found = policy.detect([t.replace(MASK, " ") for t in texts])
     assert not any(found), "a phase-1 record still holds a secret the policy detects"
@@ -65,9 +66,9 @@ def test_jft_phase1_holds_no_detected_secret(trial_data):
 
 
 def test_crt_never_mixes_public_and_private_records(trial_data):
-    d = _with(trial_data, name="crt")
-    plan = MECHANISMS["crt"].plan(d)
-    cfg = d.cfg.detector
+    d = trial_data
+    plan = PLANS["crt"](d, _with(name="crt"))
+    cfg = BASE.detector
     flags = get_policy(f"{cfg.policy},{cfg.conservative_policy}", cfg)
     for phase in plan.phases:
         texts = [t.replace(MASK, " ") for t in _texts(d, phase.data)]
@@ -90,11 +91,11 @@ def _unmasked_secrets(texts, gold, detected) -> int:
     return count
 
 
-def _crt_misses(d) -> tuple[int, int, int]:
+def _crt_misses(d, detector=BASE.detector) -> tuple[int, int, int]:
     """(secrets π leaves partly unmasked, secrets π and π_c together leave partly unmasked, secrets), counted on
     the gold spans of CRT's training lines."""
     texts, pi, gold = line_units(d.records.train, d.train_spans)
-    pi_c = detect_records(texts, get_policy(d.cfg.detector.conservative_policy, d.cfg.detector))
+    pi_c = detect_records(texts, get_policy(detector.conservative_policy, detector))
     return (_unmasked_secrets(texts, gold, pi), _unmasked_secrets(texts, gold, [a + b for a, b in zip(pi, pi_c)]),
             sum(map(len, gold)))
 
@@ -105,8 +106,8 @@ def _upper_95(k: int, n: int) -> float:
 
 
 def test_crt_gamma_and_delta2_are_shares_of_secrets_at_their_upper_bounds(trial_data):
-    d = _with(trial_data, name="crt")
-    plan = MECHANISMS["crt"].plan(d)
+    d = trial_data
+    plan = PLANS["crt"](d, _with(name="crt"))
     missed, missed_by_both, n = _crt_misses(d)
     assert missed > 0 and missed_by_both == 0  # the test's policy misses names; π_c catches them
     bayes = plan.details["bayesian_confidentiality"]
@@ -117,14 +118,14 @@ def test_crt_gamma_and_delta2_are_shares_of_secrets_at_their_upper_bounds(trial_
     # ε_b and δ_b use the upper bounds (Thm 1.3): log(1 + γ(e^ε − 1)), γδ + δ₂.
     gamma, delta2 = bayes["gamma"], bayes["delta2"]
     assert bayes["epsilon"] == pytest.approx(math.log1p(gamma * math.expm1(conf["epsilon"])))
-    assert bayes["delta"] == pytest.approx(gamma * d.cfg.privacy.delta + delta2)
+    assert bayes["delta"] == pytest.approx(gamma * BASE.privacy.delta + delta2)
 
 
 def test_crt_confidentiality_does_not_hold_when_a_secret_escapes_both_policies(trial_data):
-    weak = {**trial_data.cfg.detector.model_dump(mode="json"), "conservative_policy": "phone"}
-    d = _configured(trial_data, mechanism={"name": "crt"}, detector=weak)
-    plan = MECHANISMS["crt"].plan(d)
-    missed, missed_by_both, n = _crt_misses(d)
+    weak = {**BASE.detector.model_dump(mode="json"), "conservative_policy": "phone"}
+    cfg = _configured(mechanism={"name": "crt"}, detector=weak)
+    plan = PLANS["crt"](trial_data, cfg)
+    missed, missed_by_both, n = _crt_misses(trial_data, cfg.detector)
     assert missed_by_both > 0  # names: neither the test's policy nor a phone-only π_c masks them
     report = plan.ledger.report()
     assert report["epsilon"] == math.inf and report["notion"] == "none"  # a secret trained without noise
@@ -136,9 +137,9 @@ def test_crt_confidentiality_does_not_hold_when_a_secret_escapes_both_policies(t
 
 
 def test_jft_light_noise_is_an_estimate_beside_its_formal_bound(trial_data):
-    pld_accounting = {**trial_data.cfg.privacy.model_dump(mode="json"), "accountant": "pld"}
-    d = _configured(trial_data, mechanism={"name": "jft", "phase1_mode": "light_noise"}, privacy=pld_accounting)
-    plan = MECHANISMS["jft"].plan(d)
+    pld_accounting = {**BASE.privacy.model_dump(mode="json"), "accountant": "pld"}
+    cfg = _configured(mechanism={"name": "jft", "phase1_mode": "light_noise"}, privacy=pld_accounting)
+    plan = PLANS["jft"](trial_data, cfg)
     report = plan.ledger.report()["plan"]
     assert report["guarantee"] == "empirical estimate" and 0.995 * 3 <= report["epsilon"] <= 3
     formal = report["formal"]
@@ -163,16 +164,15 @@ def test_crt_with_no_private_records_is_a_clear_error(trial_data):
 
     lines = ["SYS: hello there.", "USR: hi.", "SYS: how can I help?", "USR: just browsing."]
     plain = Splits([Record(t) for t in lines], [], [])
-    d = _with(trial_data, name="crt")
-    d = type(d)(**{**d.__dict__, "records": plain, "train_spans": [[] for _ in range(4)]})
+    d = type(trial_data)(**{**trial_data.__dict__, "records": plain, "train_spans": [[] for _ in range(4)]})
     with pytest.raises(UserError, match="no private records"):
-        MECHANISMS["crt"].plan(d)
+        PLANS["crt"](d, _with(name="crt"))
 
 
 def test_atdp_gradient_is_the_weighted_sum_of_token_gradients(trial_data):
     from sdp_core.models.gpt2 import build_gpt2
 
-    plan = MECHANISMS["atdp"].plan(_with(trial_data, name="atdp", w=0.3))
+    plan = PLANS["atdp"](trial_data, _with(name="atdp", w=0.3))
     data = plan.phases[0].data
     w = data.weights[0]
     assert torch.allclose(w[w > 0].unique(), torch.tensor([0.3, 1.0]))
@@ -199,12 +199,11 @@ def test_atdp_sigma_schedule_rises_resets_and_is_what_the_ledger_composes(trial_
     for prev, cur in zip(m, m[1:]):
         assert cur == 1.0 or prev * 1.3 * 0.9 - 1e-12 <= cur <= prev * 1.3 * 1.1 + 1e-12
     assert m.count(1.0) >= 2 and max(m) <= 2.0  # at least one reset, never above the ceiling
-    d = _with(trial_data, name="atdp", escalation=1.3, jitter=0.1, ceiling=2.0)
-    d = type(d)(**{**d.__dict__, "cfg": d.cfg.model_copy(update={"training": d.cfg.training.model_copy(
-        update={"epochs": 6, "max_steps": None})})})
-    plan = MECHANISMS["atdp"].plan(d)
+    cfg = _configured(mechanism={"name": "atdp", "escalation": 1.3, "jitter": 0.1, "ceiling": 2.0},
+                      training={**BASE.training.model_dump(mode="json"), "epochs": 6, "max_steps": None})
+    plan = PLANS["atdp"](trial_data, cfg)
     phase = plan.phases[-1]
-    expected = rise_reset_multipliers(6, 1.3, 0.1, 2.0, d.cfg.seed)
+    expected = rise_reset_multipliers(6, 1.3, 0.1, 2.0, cfg.seed)
     sigma0 = phase.sigmas[0]
     assert phase.sigmas == pytest.approx(tuple(sigma0 * x for x in expected))
     assert [e["noise_multiplier"] for e in plan.ledger.report()["plan"]["events"]] == pytest.approx(list(phase.sigmas))
@@ -212,7 +211,7 @@ def test_atdp_sigma_schedule_rises_resets_and_is_what_the_ledger_composes(trial_
 
 def test_atdp_weight_outside_the_unit_interval_is_rejected(trial_data):
     with pytest.raises(UserError, match=r"outside \(0, 1\]"):
-        MECHANISMS["atdp"].plan(_with(trial_data, name="atdp", r_target=0.05))
+        PLANS["atdp"](trial_data, _with(name="atdp", r_target=0.05))
 
 
 @pytest.mark.parametrize("mechanism", [

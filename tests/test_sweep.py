@@ -100,7 +100,7 @@ def test_trial_function_reports_held_out_progress_then_one_final_row(monkeypatch
               "trial": small_trial_dict(name="t", seed=1)}
     held_out = iter([4.0, 3.5])
 
-    def fake_run_trial(cfg, out_dir, on_step, on_plan):
+    def fake_run_trial(cfg, out_dir, on_step, on_plan, prepared):
         on_step(TrainingProgress(1, "dp", None, lambda: next(held_out)))
         on_step(TrainingProgress(2, "dp", None, lambda: next(held_out)))
         return TrialResult(name=cfg.name, state="finished", seed=cfg.seed, config={}, metrics={"val_perplexity": 9.0})
@@ -122,7 +122,7 @@ def test_trial_function_turns_errors_into_rows(monkeypatch, error, state, messag
     reports = []
     monkeypatch.setattr(driver.tune, "report", reports.append)
 
-    def failing_run_trial(cfg, out_dir, on_step, on_plan):
+    def failing_run_trial(cfg, out_dir, on_step, on_plan, prepared):
         raise error
 
     monkeypatch.setattr(driver, "run_trial", failing_run_trial)

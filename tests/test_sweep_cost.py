@@ -75,7 +75,7 @@ def test_a_trial_publishes_its_plan_before_its_first_step_and_in_its_failed_row(
     monkeypatch.setattr(driver.tune, "report", reports.append)
     plan = ledger("DP", GaussianEvent(0.08, 1.0, 6, "dp")).to_dict()
 
-    def run_trial(cfg, out_dir, on_step, on_plan):
+    def run_trial(cfg, out_dir, on_step, on_plan, prepared):
         on_plan(plan)
         on_step(SimpleNamespace(step=1))
         on_step(SimpleNamespace(step=2))

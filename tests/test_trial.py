@@ -11,7 +11,8 @@ import torch
 from sdp_core.config import parse_model
 from sdp_core.config.trial import TrialConfig
 from sdp_core.privacy import assert_no_bare_epsilon, epsilon_from_ledger
-from sdp_core.trial import prepare_trial_data, run_trial
+from sdp_core.preparation import data_key, prepare_trial_data
+from sdp_core.trial import run_trial
 from tests.conftest import run_cli, small_trial_dict
 
 
@@ -65,15 +66,16 @@ def test_dp_noise_is_secret_while_the_seed_fixes_everything_else(dpsgd_result, t
     assert "does not hold" in runs[0].privacy["noise"]
 
 
-def test_a_trial_is_the_same_whether_its_process_prepared_the_data_or_reused_it(tmp_path):
-    """A Ray process runs several trials and keeps the last one's prepared data: reusing it changes nothing."""
-    from sdp_core import trial
+def test_a_trial_is_the_same_whether_it_prepared_the_data_or_was_given_the_sweeps(tmp_path):
+    """A sweep prepares each data setting once and hands it to its trials: that changes nothing a trial computes."""
+    from sdp_core.trial import prepare_shared
 
     nodp = lambda seed: parse_model(TrialConfig, small_trial_dict(seed=seed, mechanism={"name": "nodp"}))  # noqa: E731
-    trial._LAST_PREPARED.clear()
     fresh = run_trial(nodp(1), tmp_path / "fresh")
-    run_trial(nodp(0), tmp_path / "other")  # same data settings: the next trial reuses its data
-    reused = run_trial(nodp(1), tmp_path / "reused")
+    shared = prepare_shared([nodp(0), nodp(1)])  # one data setting for both seeds
+    assert list(shared) == [data_key(nodp(1))]
+    run_trial(nodp(0), tmp_path / "other", prepared=shared[data_key(nodp(0))])
+    reused = run_trial(nodp(1), tmp_path / "reused", prepared=shared[data_key(nodp(1))])
     assert reused.timings["tokenize"] == 0.0 < fresh.timings["tokenize"]
     assert torch.equal(_weights(tmp_path / "fresh"), _weights(tmp_path / "reused"))
     untimed = lambda metrics: {k: v for k, v in metrics.items() if not k.endswith("_seconds")}  # noqa: E731
@@ -85,7 +87,7 @@ def test_tokenizer_vocabulary_holds_no_gold_secret():
     from sdp_core.text.redaction import redact
 
     cfg = parse_model(TrialConfig, small_trial_dict(data={"n_train": 400}, tokenizer={"vocab_size": 2000}))
-    data, _, _ = prepare_trial_data(cfg, {})
+    data = prepare_trial_data(cfg).data
     vocab = {t.replace("Ġ", " ").strip() for t in data.tokenizer.get_vocab()}
     records = data.records.train
     secrets = {s for r in records for s in r.secrets()}
@@ -141,7 +143,7 @@ def test_trials_of_one_sweep_see_the_same_data_and_canaries():
                                                                       {"type": "loguniform", "low": 1e-4, "high": 1e-2}}}})
     cfgs = [parse_model(TrialConfig, trial_config_dict(sweep, {}, n)) for n in (0, 1)]
     assert cfgs[0].seed != cfgs[1].seed
-    (a, plan_a, _), (b, plan_b, _) = (prepare_trial_data(c, {}) for c in cfgs)
+    (a, plan_a), (b, plan_b) = ((p.data, p.canaries) for p in map(prepare_trial_data, cfgs))
     assert [r.text for r in a.records.validation] == [r.text for r in b.records.validation]
     assert [r.text for r in a.records.train] == [r.text for r in b.records.train]
     assert plan_a == plan_b  # same canary values, same places
@@ -149,13 +151,13 @@ def test_trials_of_one_sweep_see_the_same_data_and_canaries():
 
 
 def test_dp_report_says_the_tokenizer_is_not_covered_unless_it_learns_from_public_text():
-    from sdp_core.mechanisms import MECHANISMS
+    from sdp_core.mechanisms import PLANS
     from sdp_core.trial import not_covered
 
     for corpus, covered in (("training", False), ("public", True)):
         cfg = parse_model(TrialConfig, small_trial_dict(mechanism={"name": "dpsgd"}, tokenizer={"corpus": corpus}))
-        data, _, _ = prepare_trial_data(cfg, {})
-        caveats = not_covered(cfg, MECHANISMS["dpsgd"].plan(data))
+        data = prepare_trial_data(cfg).data
+        caveats = not_covered(cfg, PLANS["dpsgd"](data, cfg))
         assert any("number of training records" in c for c in caveats)
         assert covered == (not any("tokenizer" in c for c in caveats))
         if corpus == "public":  # learnt from other dialogs: no training secret in its vocabulary
@@ -169,25 +171,26 @@ def test_long_records_become_windows_and_a_dp_report_says_epsilon_is_per_window(
     window, and a DP report says a record of w windows is protected as a group of w. At the default length a row
     is a record. `refuse` turns a long record into one clear error."""
     from sdp_core.errors import UserError
-    from sdp_core.mechanisms import get_mechanism
+    from sdp_core.mechanisms import get_plan
     from sdp_core.trial import not_covered
 
     canaries = {"canaries": {"format": "My ID is {dddd}", "count": 20, "repeats": 2}}
     for length, split in ((128, True), (TrialConfig().data.max_length, False)):
         cfg = parse_model(TrialConfig, small_trial_dict(data={"max_length": length, **canaries},
                                                         mechanism={"name": "dpsgd"}))
-        data, plan, detector = prepare_trial_data(cfg, {})
+        prepared = prepare_trial_data(cfg)
+        data, plan, detector = prepared.data, prepared.canaries, prepared.detector
         windows = detector["windows"]
         assert windows["tokens_dropped"] == 0 and windows["rows"] == len(data.train) and windows["records"] == 200
         assert (windows["windows_per_record_max"] > 1) == split and (windows["records_split"] > 40) == split
-        assert any("windows" in c for c in not_covered(cfg, get_mechanism("dpsgd").plan(data))) == split
+        assert any("windows" in c for c in not_covered(cfg, get_plan("dpsgd")(data, cfg))) == split
         tok = data.tokenizer
         rows = [tok.decode(ids[ids != tok.pad_token_id]) for ids in data.train.input_ids]
         for k, inserted in enumerate(plan.inserted):
             assert sum(row.count(plan.text(k)) for row in rows) == (2 if inserted else 0)
     refuse = parse_model(TrialConfig, small_trial_dict(data={"max_length": 128, "on_long_records": "refuse"}))
     with pytest.raises(UserError, match="on_long_records: split"):
-        prepare_trial_data(refuse, {})
+        prepare_trial_data(refuse)
 
 
 def test_exposure_has_its_floor_and_interval_and_the_audit_its_one_run_parameters(tmp_path):

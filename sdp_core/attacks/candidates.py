@@ -19,7 +19,7 @@ from typing import Iterator, Sequence
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
-from sdp_core.data.canaries import CanaryFormat
+from sdp_core.config.canary import CanaryFormat
 from sdp_core.errors import UserError
 
 PAD = -1

@@ -16,7 +16,7 @@ import math
 from sdp_core.attacks.candidates import default_context, secret_chars
 from sdp_core.attacks.estimate import estimate_exposures
 from sdp_core.attacks.exposure import check_enumerable, exposure_floor, rank_secrets, score_space, space_summary
-from sdp_core.data.canaries import CanaryFormat
+from sdp_core.config.canary import CanaryFormat
 from sdp_core.errors import UserError
 
 

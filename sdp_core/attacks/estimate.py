@@ -22,7 +22,7 @@ from transformers import PreTrainedTokenizerBase
 
 from sdp_core.attacks.candidates import random_chars, secret_chars
 from sdp_core.attacks.exposure import score_candidates
-from sdp_core.data.canaries import CanaryFormat
+from sdp_core.config.canary import CanaryFormat
 
 
 def estimate_exposures(model: nn.Module, tokenizer: PreTrainedTokenizerBase, fmt: CanaryFormat,

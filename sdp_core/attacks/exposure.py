@@ -30,7 +30,7 @@ from transformers import PreTrainedTokenizerBase
 from sdp_core.attacks.candidates import (PAD, CandidateTokens, all_chars, candidate_tokens, chars_index,
                                          default_context, secret_chars)
 from sdp_core.attacks.lm import SteppableLM, log_softmax_head, steppable, target_logprobs
-from sdp_core.data.canaries import CanaryFormat
+from sdp_core.config.canary import CanaryFormat
 from sdp_core.errors import UserError
 
 Enumeration = Literal["trie", "naive"]

@@ -2,11 +2,11 @@
 
 - `base`: `Strict`, `parse_model` (every problem one line with its YAML path), dotted-path settings.
 - `data`, `detector`, `model` (tokenizer and model), `training` (privacy, training, evaluation): the sections.
-- `mechanism`: the base and registry of mechanism settings (each mechanism module owns its own class).
+- `mechanism`: the base and registry of mechanism settings, and the built-in mechanisms' settings and facts.
 - `trial`: `TrialConfig`; `sweep`: search spaces, grids, claims, `SweepConfig`; `loading`: files and validation.
 
-This package re-exports the sections only: `trial`, `sweep` and `loading` import the mechanisms (to know their
-settings), which import the sections, so they are imported by their module names.
+Nothing here imports torch: validating a config or rendering a report never loads the training stack.
+`trial`, `sweep` and `loading` are imported by their module names.
 """
 
 from sdp_core.config.base import Strict, apply_overrides, apply_settings, parse_model, parse_override

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from sdp_core.config.base import Strict, _value_defaults
-from sdp_core.data.canaries import CanaryFormat
+from sdp_core.config.canary import CanaryFormat
 from sdp_core.errors import UserError
 
 

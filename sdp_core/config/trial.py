@@ -2,7 +2,7 @@
 
 YAML in, the same YAML out: `TrialConfig.model_dump(mode="json")` re-runs a trial with the same data and
 initialisation (its DP noise is secret). `mechanism:` is validated by the settings class its `name` registered
-(`sdp_core.mechanisms`), so a new mechanism needs no edit here.
+(`sdp_core.config.mechanism`), so a new mechanism needs no edit here.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from typing import Any
 
 from pydantic import Field, SerializeAsAny, ValidatorFunctionWrapHandler, field_validator, model_validator
 
-import sdp_core.mechanisms  # noqa: F401  (registers the built-in mechanisms' settings)
 from sdp_core.config.base import Strict
 from sdp_core.config.data import DataConfig
 from sdp_core.config.detector import DetectorConfig, default_policy

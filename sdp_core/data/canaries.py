@@ -3,10 +3,9 @@
 probability 1/2, independently; the others are held out. The inserted ones are the members whose exposure the
 trial reports, the held-out ones the non-members of the same format that the ε audit ranks them against.
 
-A format holds one placeholder of format characters: `d` a digit, `a` a lower-case letter, `A` an upper-case
-letter, `X` an upper-case letter or digit. `My ID is {dddddd}` has a secret space of 10^6 values.
+The format is a `config.canary.CanaryFormat` (`My ID is {dddddd}`: a secret space of 10^6 values).
 
-A canary follows the data's own format (`text.structure`): in dialog data it is a line of the speaker who answers
+A canary follows the data's own format (`data.structure`): in dialog data it is a line of the speaker who answers
 the opening line (`USR: My ID is 123456` in CustomerSim), in prose a sentence (`My ID is 123456.`) after a sentence
 end and a space. Either way the tokens just before the secret are the same wherever it sits (a speaker tag is one
 special token; a byte-level BPE attaches the space to the next word), so the exposure is scored after the record
@@ -15,57 +14,13 @@ start and `CanaryPlan.context` (`USR: `, or a space), the context it was trained
 
 from __future__ import annotations
 
-import itertools
-import math
 import random
-import re
-import string
 from dataclasses import dataclass, field, replace
 
+from sdp_core.config.canary import CanaryFormat
 from sdp_core.data.records import Record, Span
 from sdp_core.errors import UserError
-from sdp_core.text.structure import SENTENCE_END, answering_speaker, speaker_tags
-
-ALPHABETS = {"d": string.digits, "a": string.ascii_lowercase, "A": string.ascii_uppercase,
-             "X": string.ascii_uppercase + string.digits}
-_PLACEHOLDER = re.compile(r"\{([daAX]+)\}")
-
-
-@dataclass(frozen=True)
-class CanaryFormat:
-    """A parsed format: the text before and after the secret, and one alphabet per secret character."""
-
-    template: str
-    prefix: str
-    suffix: str
-    alphabets: tuple[str, ...]
-
-    @classmethod
-    def parse(cls, template: str) -> "CanaryFormat":
-        matches = list(_PLACEHOLDER.finditer(template))
-        if len(matches) != 1:
-            raise UserError(
-                f"canary format {template!r} needs exactly one placeholder like {{dddddd}} "
-                f"(d digit, a lower, A upper, X upper or digit); found {len(matches)}"
-            )
-        m = matches[0]
-        return cls(template, template[: m.start()], template[m.end() :], tuple(ALPHABETS[c] for c in m.group(1)))
-
-    @property
-    def space_size(self) -> int:
-        """|R|: how many secrets the format can hold."""
-        return math.prod(len(a) for a in self.alphabets)
-
-    def render(self, secret: str) -> str:
-        return self.prefix + secret + self.suffix
-
-    def random_secret(self, rng: random.Random) -> str:
-        return "".join(rng.choice(a) for a in self.alphabets)
-
-    def all_secrets(self):
-        """Every candidate, in a fixed order (only for spaces small enough to enumerate)."""
-        return ("".join(chars) for chars in itertools.product(*self.alphabets))
-
+from sdp_core.data.structure import SENTENCE_END, answering_speaker, speaker_tags
 
 @dataclass(frozen=True)
 class Insertion:

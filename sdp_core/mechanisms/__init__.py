@@ -1,12 +1,12 @@
-"""Mechanisms by name: each module registers its `MechanismSpec` (settings, plan, notion, words, colour).
+"""Mechanisms by name: each module registers its plan against the settings `sdp_core.config.mechanism` registered.
 
-Importing this package registers the built-in mechanisms; `MECHANISMS[name].plan(data)` maps a trial's prepared
-data to calibrated phases and a privacy ledger.
+Importing this package registers the built-in plans; `get_plan(name)(data)` maps a trial's prepared data to
+calibrated phases and a privacy ledger.
 """
 
-from sdp_core.mechanisms import atdp, baselines, crt, jft, sdpsgd  # noqa: F401  (each registers itself)
-from sdp_core.mechanisms.base import Mechanism, MechanismPlan, TrialData
-from sdp_core.mechanisms.registry import MECHANISMS, MechanismSpec, get_mechanism, register_mechanism
+from sdp_core.mechanisms import atdp, baselines, crt, jft, sdpsgd  # noqa: F401  (each registers its plan)
+from sdp_core.mechanisms.base import MechanismPlan
+from sdp_core.mechanisms.registry import PLANS, Mechanism, get_plan, register_plan
+from sdp_core.preparation import TrialData
 
-__all__ = ["MECHANISMS", "Mechanism", "MechanismPlan", "MechanismSpec", "TrialData", "get_mechanism",
-           "register_mechanism"]
+__all__ = ["PLANS", "Mechanism", "MechanismPlan", "TrialData", "get_plan", "register_plan"]

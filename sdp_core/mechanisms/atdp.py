@@ -14,34 +14,18 @@ Post-hoc use: `base` runs a No-DP, Redacted or JFT phase first and ATDP continue
 from __future__ import annotations
 
 import random
-from typing import Literal
 
 import torch
-from pydantic import Field
 from transformers import PreTrainedTokenizerFast
 
-from sdp_core.config.mechanism import MechanismSettings
+from sdp_core.config.mechanism import ATDPConfig, JFTConfig
+from sdp_core.config.trial import TrialConfig
 from sdp_core.errors import UserError
-from sdp_core.mechanisms.base import MechanismPlan, TrialData, calibrate, private_phase, public_phase
-from sdp_core.mechanisms.jft import JFTConfig, jft_phases
-from sdp_core.mechanisms.registry import MechanismSpec, register_mechanism
+from sdp_core.mechanisms.base import MechanismPlan, calibrate, private_phase, public_phase
+from sdp_core.mechanisms.jft import jft_phases
+from sdp_core.mechanisms.registry import register_plan
+from sdp_core.preparation import TrialData
 from sdp_core.tensors import LMData
-
-
-class ATDPConfig(MechanismSettings):
-    """Adaptive token-weighted DP with the rise–reset noise schedule σ_e = σ_{e−1}·γ·ρ_e, reset above σ_max."""
-
-    name: Literal["atdp"] = "atdp"
-    base: Literal["none", "nodp", "redacted", "jft"] = "none"
-    base_epochs: int = Field(1, ge=1, description="epochs of the base phase when base is not none")
-    w: float | None = Field(None, gt=0, le=1, description="weight of non-sensitive tokens; default from α and r_target")
-    r_target: float = Field(0.5, gt=0, lt=1)
-    function_tokens: list[str] = Field(
-        default_factory=lambda: ["the", "a", "to", "of", "and", "is", "you", "I", "my", "your", "."]
-    )
-    escalation: float = Field(1.05, ge=1.0, description="γ: per-epoch growth of σ")
-    jitter: float = Field(0.05, ge=0, lt=1, description="j: ρ_e ~ U[1−j, 1+j]")
-    ceiling: float = Field(2.0, gt=1, description="σ_max as a multiple of σ₀; above it σ resets to σ₀")
 
 
 def rise_reset_multipliers(epochs: int, escalation: float, jitter: float, ceiling: float, seed: int) -> tuple[float, ...]:
@@ -85,24 +69,23 @@ def token_weights(data: LMData, tokenizer: PreTrainedTokenizerFast, cfg: ATDPCon
     return data.with_weights(weights), {"w": w, "alpha": alpha, "r_target": cfg.r_target}
 
 
-def _base_phases(d: TrialData, m: ATDPConfig) -> tuple[list, str]:
+def _base_phases(d: TrialData, cfg: TrialConfig, m: ATDPConfig) -> tuple[list, str]:
     """Phases that run before ATDP, and the notion the combination can claim."""
-    cfg = d.cfg
     if m.base == "none":
         return [], "DP"
     if m.base == "nodp":  # the base saw every secret in the clear: no formal guarantee survives
         return [public_phase("base_nodp", d.train, cfg, m.base_epochs)], "none"
     if m.base == "redacted":
         return [public_phase("base_redacted", d.train_redacted, cfg, m.base_epochs)], "SDP"
-    return jft_phases(d, JFTConfig(phase1_epochs=m.base_epochs), prefix="base_jft_"), "SDP"
+    return jft_phases(d, cfg, JFTConfig(phase1_epochs=m.base_epochs), prefix="base_jft_"), "SDP"
 
 
-def atdp(d: TrialData) -> MechanismPlan:
-    cfg, m = d.cfg, d.cfg.mechanism
+def atdp(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
+    m = cfg.mechanism
     assert isinstance(m, ATDPConfig)
     weighted, details = token_weights(d.train, d.tokenizer, m)
     sigmas = rise_reset_multipliers(cfg.training.epochs, m.escalation, m.jitter, m.ceiling, cfg.seed)
-    base, notion = _base_phases(d, m)
+    base, notion = _base_phases(d, cfg, m)
     phases, ledger = calibrate([*base, private_phase("atdp", weighted, cfg, cfg.training.epochs, sigmas)], cfg, notion)
     details["sigma_multipliers"] = list(sigmas)
     details["base"] = m.base
@@ -111,7 +94,4 @@ def atdp(d: TrialData) -> MechanismPlan:
     return MechanismPlan(phases, ledger, details, derived)
 
 
-register_mechanism(MechanismSpec(
-    ATDPConfig, atdp, "ATDP", "#9467bd", notion="DP / SDP / none, by base",
-    caveat="ATDP noises every record's whole token-weighted gradient; its ε composes every σ of the rise–reset "
-           "schedule."))
+register_plan("atdp", atdp)

@@ -8,36 +8,11 @@ step of every phase, and writes the planned events into the ledger. The loop the
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Callable
 
-from transformers import PreTrainedTokenizerFast
-
-from sdp_core.data.records import Span, Splits
+from sdp_core.config.trial import TrialConfig
 from sdp_core.privacy import GaussianEvent, PrivacyLedger, calibrate_noise, get_notion
 from sdp_core.tensors import LMData
 from sdp_core.train.loop import Phase, ledger_key
-
-if TYPE_CHECKING:
-    from sdp_core.config.trial import TrialConfig  # the layer above: for type hints only
-
-
-@dataclass(frozen=True)
-class TrialData:
-    """Everything a mechanism may train on, already tokenized.
-
-    `train.sensitive` marks what the detector policy flags (the mechanism's notion of private);
-    `train_redacted` is the policy-redacted text, where each sensitive run is one `<mask>` of weight 0.
-    Validation and test mark gold spans where the data has them, else the policy's.
-    """
-
-    cfg: TrialConfig
-    records: Splits
-    train_spans: list[list[Span]]  # policy spans of each training record
-    train: LMData
-    train_redacted: LMData
-    validation: LMData
-    test: LMData
-    tokenizer: PreTrainedTokenizerFast
 
 
 @dataclass
@@ -46,9 +21,6 @@ class MechanismPlan:
     ledger: PrivacyLedger
     details: dict  # mechanism-specific facts for the result (split sizes, ATDP weight w, ...)
     not_covered: list[str] = field(default_factory=list)  # data-dependent choices the ε does not cover
-
-
-Mechanism = Callable[[TrialData], MechanismPlan]
 
 
 def private_phase(name: str, data: LMData, cfg: TrialConfig, epochs: int, multipliers: tuple[float, ...] | None = None

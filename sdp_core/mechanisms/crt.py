@@ -15,27 +15,21 @@ share neither π nor π_c fully masks, both at their 95 % one-sided Clopper–Pe
 
 from __future__ import annotations
 
-from typing import Literal
 
-from sdp_core.config.mechanism import MechanismSettings
+from sdp_core.config.mechanism import CRTConfig
+from sdp_core.config.trial import TrialConfig
 from sdp_core.data.records import Record, Span
 from sdp_core.detectors import detect_records, get_policy
 from sdp_core.detectors.evaluation import evaluate
 from sdp_core.errors import UserError
-from sdp_core.mechanisms.base import MechanismPlan, TrialData, calibrate, private_phase, public_phase
-from sdp_core.mechanisms.registry import MechanismSpec, register_mechanism
+from sdp_core.mechanisms.base import MechanismPlan, calibrate, private_phase, public_phase
+from sdp_core.mechanisms.registry import register_plan
+from sdp_core.preparation import TrialData
 from sdp_core.privacy import PrivacyLedger, bayesian_confidentiality_report, crt_gamma_delta2
 from sdp_core.privacy.confidentiality import confidentiality_claim
 from sdp_core.text.dedup import duplicate_spans
 from sdp_core.text.encode import encode
 from sdp_core.text.redaction import MASK, redact
-
-
-class CRTConfig(MechanismSettings):
-    """Confidentially Redacted Training: dedup, redact, public/private split, alternating epochs."""
-
-    name: Literal["crt"] = "crt"
-    dedup: bool = True
 
 
 def line_units(records: list[Record], spans: list[list[Span]]) -> tuple[list[str], list[list[Span]], list[tuple[Span, ...] | None]]:
@@ -55,8 +49,8 @@ def line_units(records: list[Record], spans: list[list[Span]]) -> tuple[list[str
     return texts, unit_spans, unit_gold
 
 
-def crt(d: TrialData) -> MechanismPlan:
-    cfg, m = d.cfg, d.cfg.mechanism
+def crt(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
+    m = cfg.mechanism
     assert isinstance(m, CRTConfig)
     texts, pi_spans, gold = line_units(d.records.train, d.train_spans)
     dups = duplicate_spans(texts) if m.dedup else [[] for _ in texts]
@@ -102,9 +96,4 @@ def crt(d: TrialData) -> MechanismPlan:
     return MechanismPlan(phases, ledger, details)
 
 
-register_mechanism(MechanismSpec(
-    CRTConfig, crt, "CRT", "#2ca02c", notion="confidentiality, Bayesian confidentiality",
-    caveat="CRT's confidentiality is relative to the perfectly redacted data (policy π plus the conservative π_c) "
-           "and holds only if π_c flags every secret π misses: where gold spans show a secret both miss, the trial "
-           "has no formal guarantee and its confidentiality ε is marked as not holding. Bayesian confidentiality "
-           "accounts for the shares of secrets π, and π with π_c, miss (95 % upper bounds)."))
+register_plan("crt", crt)

@@ -10,25 +10,22 @@ light noise it is tagged an empirical estimate and carries the formal bound, pha
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Mapping
+from typing import Any, Mapping
 
-from pydantic import Field, model_validator
 
-from sdp_core.config.mechanism import MechanismSettings
+from sdp_core.config.mechanism import JFTConfig
+from sdp_core.config.trial import TrialConfig
 from sdp_core.detectors.audit import missing_rate, read_audit
 from sdp_core.detectors.evaluation import evaluate
 from sdp_core.errors import UserError
-from sdp_core.mechanisms.base import MechanismPlan, TrialData, calibrate, phase_events, private_phase, public_phase
-from sdp_core.mechanisms.registry import MechanismSpec, register_mechanism
+from sdp_core.mechanisms.base import MechanismPlan, calibrate, phase_events, private_phase, public_phase
+from sdp_core.mechanisms.registry import register_plan
+from sdp_core.preparation import TrialData
 from sdp_core.privacy import PrivacyLedger, light_noise_epsilon
 from sdp_core.privacy.light_noise import REAL_SAMPLE_RATES, at_real_rates, with_formal_bound
 from sdp_core.text.encode import encode
 from sdp_core.text.redaction import redact
 from sdp_core.train.loop import Phase
-
-if TYPE_CHECKING:
-    from sdp_core.config.trial import TrialConfig  # the layer above: for type hints only
-
 
 class LightNoiseLedger(PrivacyLedger):
     """The ledger of JFT with a light-noise phase 1 (Shi et al. 2022, §3.1).
@@ -59,40 +56,13 @@ class LightNoiseLedger(PrivacyLedger):
         return {**super().to_dict(), REAL_SAMPLE_RATES: self.real_sample_rates}
 
 
-class JFTConfig(MechanismSettings):
-    """Just Fine-tune Twice: phase 1 on redacted data, phase 2 DP-SGD on the original data."""
-
-    name: Literal["jft"] = "jft"
-    tasks: ClassVar[tuple[str, ...]] = ("lm", "classification")
-    phase1_mode: Literal["direct", "screened", "light_noise"] = "direct"
-    phase1_epochs: int = Field(1, ge=1)
-    audit_path: str | None = Field(
-        None, description="sampling-audit file (sdp_core.detectors.audit): the screened subset for phase1_mode=screened; "
-        "the missing-rate estimate m̃ for light_noise when the data has no gold spans")
-    budget_split: float = Field(
-        0.1, gt=0, lt=1, description="share of ε given to the light-noise phase 1 (only phase1_mode=light_noise)"
-    )
-
-    @model_validator(mode="after")
-    def _screened_needs_audit(self) -> "JFTConfig":
-        if self.phase1_mode == "screened" and not self.audit_path:
-            raise ValueError("phase1_mode=screened needs mechanism.audit_path (a marked sampling audit)")
-        return self
-
-    def trial_problem(self, trial: "TrialConfig") -> str | None:
-        if trial.model.task == "classification" and self.phase1_mode == "screened":
-            return (f"jft phase1_mode=screened is for language models (an audit holds no class labels); "
-                    f"model.arch {trial.model.arch} (a classifier)")
-        return None
-
-
-def screened_subset(d: TrialData, audit_path: str):
+def screened_subset(d: TrialData, audit_path: str, max_length: int):
     """The audited records, redacted with the policy's spans plus the person's marks of missed secrets."""
     items = read_audit(audit_path)
     texts = [redact(item.text, sorted({*item.spans, *item.missed})) for item in items]
     if not texts:
         raise UserError("the audit holds no records", audit_path)
-    return encode(texts, [[] for _ in texts], d.tokenizer, d.cfg.data.max_length)
+    return encode(texts, [[] for _ in texts], d.tokenizer, max_length)
 
 
 def estimated_missing_rate(d: TrialData, m: JFTConfig):
@@ -104,19 +74,18 @@ def estimated_missing_rate(d: TrialData, m: JFTConfig):
     raise UserError("jft light_noise needs gold spans in the data or mechanism.audit_path (a marked sampling audit)")
 
 
-def jft_phases(d: TrialData, m: JFTConfig, prefix: str = "") -> list[Phase]:
+def jft_phases(d: TrialData, cfg: TrialConfig, m: JFTConfig, prefix: str = "") -> list[Phase]:
     """Phase 1 (public: direct or screened) then phase 2 (private, relative σ): JFT's layout before calibration."""
-    cfg = d.cfg
-    phase1_data = screened_subset(d, m.audit_path) if m.phase1_mode == "screened" else d.train_redacted
+    phase1_data = screened_subset(d, m.audit_path, cfg.data.max_length) if m.phase1_mode == "screened" else d.train_redacted
     return [public_phase(f"{prefix}phase1", phase1_data, cfg, m.phase1_epochs),
             private_phase(f"{prefix}phase2", d.train, cfg, cfg.training.epochs)]
 
 
-def jft(d: TrialData) -> MechanismPlan:
-    cfg, m = d.cfg, d.cfg.mechanism
+def jft(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
+    m = cfg.mechanism
     assert isinstance(m, JFTConfig)
     if m.phase1_mode != "light_noise":
-        phases, ledger = calibrate(jft_phases(d, m), cfg, notion="SDP")
+        phases, ledger = calibrate(jft_phases(d, cfg, m), cfg, notion="SDP")
         return MechanismPlan(phases, ledger, {"phase1_mode": m.phase1_mode})
 
     rate, source = estimated_missing_rate(d, m)
@@ -138,8 +107,4 @@ def jft(d: TrialData) -> MechanismPlan:
                                                    "missing_rate_source": source, "light_noise": report})
 
 
-register_mechanism(MechanismSpec(
-    JFTConfig, jft, "JFT", "#d62728", notion="SDP (light noise: an empirical estimate)",
-    caveat="JFT protects the tokens the policy flags; phase 1 trains on redacted text (with light_noise, its "
-           "amplification uses an estimated missing rate: an empirical, not a formal, bound, printed with the formal "
-           "bound of phase 1 at its real sampling rate beside it)."))
+register_plan("jft", jft)

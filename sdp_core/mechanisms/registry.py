@@ -1,51 +1,38 @@
-"""The mechanism registry: each mechanism's module registers one `MechanismSpec`, and the rest of the framework
-(trial configs, trials, the sweep's search space, reports) reads it from here instead of keeping its own table
-per mechanism.
+"""The plan registry: what each mechanism trains, by the name its settings registered in `sdp_core.config.mechanism`.
 
-A new mechanism is one module (its settings, its plan, its words and colour) plus its test: `register_mechanism`
-at import time, as Opacus registers its grad samplers.
+A mechanism's settings and facts (display name, colour, notion, caveat) live in the config layer, which imports no
+torch; its module here registers the plan, `register_plan(name, plan)` at import time, as Opacus fills its
+grad-sampler registry from the modules above it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from sdp_core.config.mechanism import MechanismSettings, register_settings
+from sdp_core.config.mechanism import MECHANISM_SETTINGS
 from sdp_core.errors import UserError
 
 if TYPE_CHECKING:
-    from sdp_core.mechanisms.base import MechanismPlan, TrialData
+    from sdp_core.config.trial import TrialConfig
+    from sdp_core.mechanisms.base import MechanismPlan
+    from sdp_core.preparation import TrialData
+
+Mechanism = Callable[["TrialData", "TrialConfig"], "MechanismPlan"]
+"""A mechanism's plan: a trial's prepared data and its config -> calibrated phases and a privacy ledger."""
+
+PLANS: dict[str, Mechanism] = {}
 
 
-@dataclass(frozen=True)
-class MechanismSpec:
-    """What the framework knows about one mechanism."""
-
-    settings: type[MechanismSettings]  # its `mechanism:` block of a trial config; its `name` is the mechanism's
-    plan: Callable[["TrialData"], "MechanismPlan"]  # prepared data -> calibrated phases and ledger
-    display_name: str  # in reports
-    colour: str  # its points and bars in reports
-    caveat: str  # what its guarantee covers, in one or two sentences for the privacy statement
-    notion: str  # the notion it claims, in words (e.g. "SDP", or "DP / SDP / none by base")
-
-    @property
-    def name(self) -> str:
-        return self.settings.model_fields["name"].default
+def register_plan(name: str, plan: Mechanism) -> Mechanism:
+    """Register `plan` as what mechanism `name` trains; its settings must be registered first."""
+    if name not in MECHANISM_SETTINGS:
+        raise KeyError(f"no settings registered for mechanism {name!r} (sdp_core.config.mechanism.register_settings)")
+    PLANS[name] = plan
+    return plan
 
 
-MECHANISMS: dict[str, MechanismSpec] = {}
-
-
-def register_mechanism(spec: MechanismSpec) -> MechanismSpec:
-    """Make `spec` known by its name, to trial configs too (a later registration of the name replaces it)."""
-    register_settings(spec.settings)
-    MECHANISMS[spec.name] = spec
-    return spec
-
-
-def get_mechanism(name: str) -> MechanismSpec:
+def get_plan(name: str) -> Mechanism:
     try:
-        return MECHANISMS[name]
+        return PLANS[name]
     except KeyError:
-        raise UserError(f"unknown mechanism {name!r} (known: {', '.join(MECHANISMS)})") from None
+        raise UserError(f"unknown mechanism {name!r} (known: {', '.join(PLANS)})") from None

@@ -53,42 +53,26 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
 
 import torch
 from opacus.distributed import DifferentiallyPrivateDistributedDataParallel as DPDDP
-from pydantic import Field
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from sdp_core.config.mechanism import MechanismSettings
+from sdp_core.config.trial import TrialConfig
 from sdp_core.errors import UserError
-from sdp_core.mechanisms.base import MechanismPlan, TrialData, calibrate
-from sdp_core.mechanisms.registry import MechanismSpec, register_mechanism
+from sdp_core.mechanisms.base import MechanismPlan, calibrate
+from sdp_core.mechanisms.registry import register_plan
+from sdp_core.preparation import TrialData
 from sdp_core.privacy import PrivacyLedger
 from sdp_core.tensors import LMData
 from sdp_core.train.loop import BatchStep, DPStep, Phase, StepContext
 
-if TYPE_CHECKING:
-    from sdp_core.config.trial import TrialConfig  # the layer above: for type hints only
 
 PHASE_NAME = "sdpsgd_gradient+hidden"
 """Ledger phase of S-DPSGD: each step is one Poisson batch — every gradient and hidden-state release of it."""
 
 State = tuple[torch.Tensor, torch.Tensor]  # (h, c), each [num_layers, rows, hidden]
-
-
-class SDPSGDConfig(MechanismSettings):
-    """Selective-DPSGD for recurrent models: public/private segments, noised hidden state."""
-
-    name: Literal["sdpsgd"] = "sdpsgd"
-    hidden_clip: float | None = Field(None, gt=0, description="C_h for the hidden state; None = privacy.max_grad_norm")
-    hidden_noise_ratio: float = Field(1.0, gt=0, description="σ_h / σ_g (the paper uses 1)")
-
-    def trial_problem(self, trial: "TrialConfig") -> str | None:
-        if trial.model.arch != "lstm":
-            return "mechanism sdpsgd needs model.arch: lstm (it noises a recurrent hidden state)"
-        return None
 
 
 # ----------------------------------------------------------------------------------------- segmentation
@@ -339,9 +323,8 @@ def selective_phase(name: str, data: LMData, segments: SegmentTable, cfg: TrialC
                           hidden_noise_ratio=cfg.mechanism.hidden_noise_ratio)
 
 
-def sdpsgd(d: TrialData) -> MechanismPlan:
+def sdpsgd(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
     """Selective-DPSGD on the policy's sensitive tokens: (F, ε, δ)-S-DP (notion "SDP")."""
-    cfg = d.cfg
     segments = segment_table(d.train)
     phase = selective_phase(PHASE_NAME, d.train, segments, cfg, cfg.training.epochs)
     k, counts = segments.private_segments, segments.private_counts().double()
@@ -368,7 +351,4 @@ def sdpsgd(d: TrialData) -> MechanismPlan:
     return MechanismPlan(phases, ledger, details, derived)
 
 
-register_mechanism(MechanismSpec(
-    SDPSGDConfig, sdpsgd, "Selective-DPSGD", "#ff7f0e", notion="SDP",
-    caveat="Selective-DPSGD noises private token segments and the hidden state carried out of them; public "
-           "segments train without noise."))
+register_plan("sdpsgd", sdpsgd)

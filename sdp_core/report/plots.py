@@ -19,7 +19,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from PIL import Image
 
-from sdp_core.mechanisms import MECHANISMS
+from sdp_core.config.mechanism import MECHANISM_SETTINGS
 from sdp_core.report.load import Trial
 from sdp_core.report.pareto import Analysis, non_dominated
 from sdp_core.report.tables import (
@@ -148,7 +148,7 @@ def _groups(plot: Plot, a: Analysis) -> list[tuple[str, str, str, list[Point]]]:
         for status in ("dominated", "front"):
             pts = [p for p in plot.points if p.trial.mechanism == m and p.status == status]
             if pts:
-                groups.append((mechanism_name(m), (MECHANISMS[m].colour if m in MECHANISMS else OTHER_COLOR), status, pts))
+                groups.append((mechanism_name(m), (MECHANISM_SETTINGS[m].colour if m in MECHANISM_SETTINGS else OTHER_COLOR), status, pts))
     stopped = [p for p in plot.points if p.status == "early_stopped"]
     if stopped:
         groups.append(("stopped early (partial)", STOPPED_COLOR, "early_stopped", stopped))

@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from sdp_core.mechanisms import MECHANISMS
+from sdp_core.config.mechanism import MECHANISM_SETTINGS
 from sdp_core.privacy import NOTIONS, basic_composition, counted_events, events_from_dicts, random_search_cost
 from sdp_core.privacy.relations import ADD_REMOVE, RELATIONS
 from sdp_core.privacy.sweep_cost import WHOLE_PLAN, all_trials_cost, trial_charge
@@ -34,8 +34,8 @@ from sdp_core.report.tables import (
 
 def caveat(mechanism: str) -> str:
     """The registered mechanism's caveat ("" for one this installation does not know)."""
-    spec = MECHANISMS.get(mechanism)
-    return spec.caveat if spec else ""
+    settings = MECHANISM_SETTINGS.get(mechanism)
+    return settings.caveat if settings else ""
 
 
 RDP_NOTIONS = ("DP", "SDP", "confidentiality")

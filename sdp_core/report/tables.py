@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable
 
 import pandas as pd
 
-from sdp_core.mechanisms import MECHANISMS
+from sdp_core.config.mechanism import MECHANISM_SETTINGS
 from sdp_core.privacy.light_noise import ESTIMATE
 from sdp_core.privacy.relations import RELATIONS
 from sdp_core.report.load import Trial, number
@@ -47,8 +47,8 @@ DASH = "—"
 
 def mechanism_name(name: str) -> str:
     """The registered display name; a mechanism this installation does not know keeps its config name."""
-    spec = MECHANISMS.get(name)
-    return spec.display_name if spec else name
+    settings = MECHANISM_SETTINGS.get(name)
+    return settings.display_name if settings else name
 
 
 def metric_label(name: str) -> str:

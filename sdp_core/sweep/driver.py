@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+import ray
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
@@ -49,6 +50,7 @@ from sdp_core.errors import PrivacyError, UserError
 from sdp_core.logs import configure_logging
 from sdp_core.sweep.space import MECHANISM_PARAM, sample, trial_config_dict, trial_id
 from sdp_core.sweep.store import SweepStore
+from sdp_core.preparation import PreparedData, data_key
 from sdp_core.trial import TrainingProgress, TrialResult, prepare_shared, run_trial
 
 MAX_RETRIES = 2
@@ -143,7 +145,7 @@ def record_in_study(ot_trial: optuna.Trial, row: dict, objectives: list[str]) ->
 
 
 def sweep_trial(config: dict, report_interval: float = 0.0, early_stopping: bool = False,
-                models_dir: str | None = None) -> None:
+                models_dir: str | None = None, prepared: dict[str, ray.ObjectRef] | None = None) -> None:
     """A Tune function trial: train one sampled config and report its row as the final result.
 
     While training it reports progress at most every `report_interval` seconds (a Tune round trip per optimizer
@@ -155,7 +157,8 @@ def sweep_trial(config: dict, report_interval: float = 0.0, early_stopping: bool
     `failed` or `infeasible` row. With `models_dir` the trial saves its model and result in `<models_dir>/<id>/`:
     DP noise is secret, so a trial cannot be re-trained to the same weights from its config. The ledger the trial
     calibrated (`run_trial`'s `on_plan`) is reported, as JSON, before its first private step, and goes into the row
-    of a trial that fails after calibrating, so the sweep's cost charges it.
+    of a trial that fails after calibrating, so the sweep's cost charges it. `prepared` holds the sweep's prepared
+    data in Ray's object store by `data_key`; a trial whose setting is not there prepares its own.
     """
     configure_logging()  # the driver's -v, in this worker
     last = {"step": 0, "val_loss": None, "time": time.monotonic()}
@@ -181,7 +184,9 @@ def sweep_trial(config: dict, report_interval: float = 0.0, early_stopping: bool
     try:
         cfg = parse_model(TrialConfig, config["trial"], config["trial_id"])
         out_dir = Path(models_dir) / config["trial_id"] if models_dir else None
-        row = run_trial(cfg, out_dir, on_step=on_step, on_plan=on_plan).to_dict()
+        ref = (prepared or {}).get(data_key(cfg))
+        data: PreparedData | None = ray.get(ref) if ref is not None else None
+        row = run_trial(cfg, out_dir, on_step=on_step, on_plan=on_plan, prepared=data).to_dict()
     except PrivacyError as e:
         row = stub_row(config, "infeasible", str(e), ledger=ledger)
     except Exception as e:  # any other failure is this trial's: record it, the sweep goes on
@@ -365,15 +370,16 @@ def grace_period(cfg: SweepConfig) -> int:
     return max(1, (cfg.base.training.max_steps or 40) // 4)
 
 
-def prepare_once(trials: list[dict], processes: int | None) -> None:
-    """The trials' shared data work, done once here before they start (`trial.prepare_shared`), detection split over
-    `processes` (default: this machine's CPUs): concurrent trials would otherwise each miss the caches and do it
-    again. (On a cluster it warms this node's caches.)"""
+def prepare_once(trials: list[dict], processes: int | None) -> dict[str, ray.ObjectRef]:
+    """The trials' shared data, prepared once here before they start (`trial.prepare_shared`), detection split over
+    `processes` (default: this machine's CPUs), and put in Ray's object store by `data_key`: every trial, on any
+    node, reads it from there instead of preparing it again."""
     from rich.console import Console
 
     with (Console(stderr=True).status("preparing the sweep's data once (detection, tokenizer, plans)"),
           detection_processes(processes or len(os.sched_getaffinity(0)))):
-        prepare_shared([parse_model(TrialConfig, t) for t in trials])
+        prepared = prepare_shared([parse_model(TrialConfig, t) for t in trials])
+    return {key: ray.put(data) for key, data in prepared.items()}
 
 
 def run_sweep(cfg: SweepConfig, space: SearchSpace, store: SweepStore, callbacks: list | None = None) -> dict[str, dict]:
@@ -385,8 +391,8 @@ def run_sweep(cfg: SweepConfig, space: SearchSpace, store: SweepStore, callbacks
         done = store.rows()
         pending = [c for c in grid_configs(cfg) if c["trial_id"] not in done]
         if pending:
-            prepare_once([c["trial"] for c in pending], cfg.prepare_processes)
-            tune_run(cfg, store, GridSearch(pending, store), None, len(pending), callbacks)
+            prepared = prepare_once([c["trial"] for c in pending], cfg.prepare_processes)
+            tune_run(cfg, store, GridSearch(pending, store), None, len(pending), callbacks, prepared)
         return store.rows()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study, storage = open_study(cfg, store)
@@ -402,12 +408,13 @@ def run_sweep(cfg: SweepConfig, space: SearchSpace, store: SweepStore, callbacks
     scheduler = (StopRecordingASHA(stopped, time_attr="step", metric="val_loss", mode="min",
                                    grace_period=grace_period(cfg), reduction_factor=2, max_t=ASHA_MAX_T)
                  if cfg.early_stopping else None)
-    prepare_once([trial_config_dict(cfg, {MECHANISM_PARAM: m}, 0) for m in cfg.mechanisms], cfg.prepare_processes)
+    prepared = prepare_once([trial_config_dict(cfg, {MECHANISM_PARAM: m}, 0) for m in cfg.mechanisms],
+                            cfg.prepare_processes)
     # TPE seeded with the sweep's seed plus the trials already in the study: a resumed sweep does not replay the
     # first run's random draws.
     study.sampler = optuna.samplers.TPESampler(seed=cfg.seed + len(study.trials))
     search = SweepSearch(cfg, space, store, study, orphans[:remaining], stopped)
-    tune_run(cfg, store, search, scheduler, remaining, callbacks)
+    tune_run(cfg, store, search, scheduler, remaining, callbacks, prepared)
     return store.rows()
 
 
@@ -430,18 +437,19 @@ def trial_resources(config: dict, resources: ResourcesConfig) -> tune.PlacementG
 
 
 def tune_run(cfg: SweepConfig, store: SweepStore, search: SweepSearch | GridSearch,
-             scheduler: TrialScheduler | None, num_samples: int, callbacks: list | None) -> None:
-    """One Tune run of `num_samples` trials chosen by `search`, each in its placement group (`trial_resources`);
-    each attempt logs to its own `OUT/.tune/attempt-N`."""
+             scheduler: TrialScheduler | None, num_samples: int, callbacks: list | None,
+             prepared: dict[str, ray.ObjectRef]) -> None:
+    """One Tune run of `num_samples` trials chosen by `search`, each in its placement group (`trial_resources`) and
+    reading its data from `prepared` (`prepare_once`); each attempt logs to its own `OUT/.tune/attempt-N`."""
     attempt = len(list(store.tune_dir.glob("attempt-*"))) if store.tune_dir.is_dir() else 0
     tuner = tune.Tuner(
         tune.with_resources(tune.with_parameters(
             sweep_trial, report_interval=cfg.report_interval, early_stopping=cfg.early_stopping,
-            models_dir=str(store.models_dir) if cfg.keep_models != "none" else None),
+            models_dir=str(store.models_dir) if cfg.keep_models != "none" else None, prepared=prepared),
             partial(trial_resources, resources=cfg.resources)),
         tune_config=tune.TuneConfig(
             search_alg=search, scheduler=scheduler, num_samples=num_samples, max_concurrent_trials=cfg.concurrency,
-            reuse_actors=True,  # trials share warm processes: torch and the tokenizers load once
+            reuse_actors=True,  # trials share warm processes: torch and spaCy load once
             trial_name_creator=lambda t: t.config["trial_id"], trial_dirname_creator=lambda t: t.config["trial_id"]),
         run_config=tune.RunConfig(name=f"attempt-{attempt}", storage_path=str(store.tune_dir), verbose=0,
                                   callbacks=callbacks or [], failure_config=tune.FailureConfig(max_failures=MAX_RETRIES)),

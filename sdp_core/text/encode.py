@@ -4,7 +4,7 @@ character spans to token masks.
 Windows. A row is `<eos> tokens <eos> <pad>...` and holds at most `max_length - 2` tokens of a record. A longer
 record becomes several consecutive rows, its windows, which keep the record's `record_index`; every token of the
 record lies in exactly one window, so all of it is trained on. A window ends, in this order of preference, at the
-latest line start, else the latest sentence start (`text.structure.SENTENCE_END`), else the latest token boundary
+latest line start, else the latest sentence start (`data.structure.SENTENCE_END`), else the latest token boundary
 outside every sensitive span, else the latest token boundary that keeps it within the row; never inside one of
 the `keep_whole` texts (the inserted canaries), so every copy of a canary lies inside one window. A classifier's
 label belongs to the whole record, so a labelled record is never split: its tokens past one row are dropped, and
@@ -31,7 +31,7 @@ from sdp_core.data.records import Span
 from sdp_core.errors import UserError
 from sdp_core.tensors import LMData
 from sdp_core.text.alignment import merged_intervals, token_mask
-from sdp_core.text.structure import SENTENCE_END
+from sdp_core.data.structure import SENTENCE_END
 
 OnLong = Literal["split", "refuse"]
 

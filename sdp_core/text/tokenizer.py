@@ -4,7 +4,7 @@ A tokenizer trained on raw private text puts secrets into its vocabulary (a name
 token), so ours is trained on text from which every known secret, detected or gold, is removed, and splits
 digits one per token (Shi et al. 2022 §5: BPE avoids releasing "1234" as a vocabulary entry). `<mask>` is one
 atomic special token: a redacted span is always exactly one token, which the loss ignores. For dialog data the
-speaker tags (`SYS:`, `USR:` in CustomerSim; read from the data by `text.structure.speaker_tags`) are atomic special
+speaker tags (`SYS:`, `USR:` in CustomerSim; read from the data by `data.structure.speaker_tags`) are atomic special
 tokens too; prose gets none.
 """
 
@@ -18,7 +18,7 @@ from transformers import PreTrainedTokenizerFast
 
 from sdp_core.errors import UserError
 from sdp_core.io import atomic_write_text, cache_root, fingerprint
-from sdp_core.text.structure import speaker_tags
+from sdp_core.data.structure import speaker_tags
 from sdp_core.text.redaction import MASK
 
 PAD, EOS = "<pad>", "<eos>"

@@ -9,7 +9,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from sdp_core.data.classification import classification_splits
 from sdp_core.data.customersim import generate_customersim
 from sdp_core.text.redaction import MASK, redact
-from sdp_core.text.structure import answering_speaker, speaker_tags
+from sdp_core.data.structure import answering_speaker, speaker_tags
 from sdp_core.text.tokenizer import EOS, PAD, cached_bpe_tokenizer, train_bpe_tokenizer
 
 

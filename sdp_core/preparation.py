@@ -1,0 +1,184 @@
+"""A trial's prepared data: records -> detector spans (cached) -> tokenizer trained on redacted text -> tokens with
+aligned masks. It depends on the data, detector, tokenizer and model settings alone (`data_key`), never on the
+mechanism, training or seed, so the trials of a sweep share it: the sweep prepares each distinct data setting once
+and hands it to its trials, and `run_trial` prepares its own when it is given none.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+
+from transformers import PreTrainedTokenizerFast
+
+from sdp_core.config.trial import TrialConfig
+from sdp_core.data.canaries import CanaryPlan
+from sdp_core.data.classification import class_labels
+from sdp_core.data.customersim import generate_customersim
+from sdp_core.data.loaders import load_records
+from sdp_core.data.prepare import prepare_data
+from sdp_core.data.records import Record, Span, Splits
+from sdp_core.detectors import Policy, detect_records, get_policy
+from sdp_core.detectors.evaluation import evaluate
+from sdp_core.detectors.miss import drop_missed
+from sdp_core.errors import UserError
+from sdp_core.io import fingerprint
+from sdp_core.tensors import LMData
+from sdp_core.text.encode import encode, encode_windows
+from sdp_core.text.redaction import redact
+from sdp_core.text.tokenizer import cached_bpe_tokenizer, load_pretrained_tokenizer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TrialData:
+    """Everything a mechanism may train on, already tokenized.
+
+    `train.sensitive` marks what the detector policy flags (the mechanism's notion of private);
+    `train_redacted` is the policy-redacted text, where each sensitive run is one `<mask>` of weight 0.
+    Validation and test mark gold spans where the data has them, else the policy's.
+    """
+
+    records: Splits
+    train_spans: list[list[Span]]  # policy spans of each training record
+    train: LMData
+    train_redacted: LMData
+    validation: LMData
+    test: LMData
+    tokenizer: PreTrainedTokenizerFast
+
+
+@dataclass(frozen=True)
+class PreparedData:
+    """A trial's prepared data and what the trial reports of it (counts and rates, never text)."""
+
+    data: TrialData
+    canaries: CanaryPlan | None  # what was drawn and inserted, for the attacks
+    detector: dict  # the policy, redacted share, recall where gold exists, windows, data seed and fingerprint
+    timings: dict[str, float]  # seconds spent on data, detect, tokenize
+
+
+def _canary_adjusted(spans: list[list[Span]], records: list[Record], plan: CanaryPlan | None) -> list[list[Span]]:
+    """The detector sees every canary, or (missed-secret experiments) none: canary spans added or carved out."""
+    if plan is None:
+        return spans
+    by_record: dict[int, list[Span]] = {}
+    for ins in plan.insertions:
+        by_record.setdefault(ins.record, []).append(ins.span)
+    out = list(spans)
+    for r, canary_spans in by_record.items():
+        if plan.missed_by_detector:
+            out[r] = [s for s in spans[r] if not any(s.start < c.end and c.start < s.end for c in canary_spans)]
+        else:
+            out[r] = sorted([*spans[r], *canary_spans])
+    return out
+
+
+def _known_secrets(record: Record, detected: list[Span]) -> list[Span]:
+    """Detected spans plus gold spans: everything known to be secret, kept out of the tokenizer's vocabulary."""
+    return sorted({*detected, *(record.spans or ())})
+
+
+def public_records(cfg: TrialConfig) -> list[Record]:
+    """Public text for the tokenizer: `tokenizer.public_path`, or CustomerSim dialogs generated from a seed
+    stream apart from the data's (the same distribution, none of its records)."""
+    if cfg.tokenizer.public_path:
+        return load_records(cfg.tokenizer.public_path)
+    if cfg.data.source == "customersim":
+        return generate_customersim(cfg.data.n_train, f"public-{cfg.data.seed}")
+    raise UserError("tokenizer.corpus public needs tokenizer.public_path (a file of public text)")
+
+
+def build_tokenizer(cfg: TrialConfig, train: list[Record], train_spans: list[list[Span]], policy: Policy
+                    ) -> PreTrainedTokenizerFast:
+    """A pretrained tokenizer, or a BPE trained (once per text, `cached_bpe_tokenizer`) on text with every known
+    secret redacted: the training text (`tokenizer.corpus: training`) or public text (`public`)."""
+    if cfg.tokenizer.kind == "pretrained":
+        return load_pretrained_tokenizer(cfg.tokenizer.name_or_path)
+    if cfg.tokenizer.corpus == "public":
+        train = public_records(cfg)
+        train_spans = detect_records(train, policy)
+    clean = [redact(r.text, _known_secrets(r, s)) for r, s in zip(train, train_spans)]
+    return cached_bpe_tokenizer(clean, cfg.tokenizer.vocab_size)
+
+
+def data_fingerprint(splits: Splits) -> str:
+    """One digest of every split's texts, canaries included: trials on one front must share it."""
+    return fingerprint(r.text for part in (splits.train, splits.validation, splits.test) for r in part)
+
+
+def data_key(cfg: TrialConfig) -> str:
+    """What a trial's prepared data depends on: trials with the same key get the same `prepare_trial_data`."""
+    return json.dumps([cfg.data.model_dump(mode="json"), cfg.detector.model_dump(mode="json"),
+                       cfg.tokenizer.model_dump(mode="json"), cfg.model.model_dump(mode="json")], sort_keys=True)
+
+
+def prepare_trial_data(cfg: TrialConfig) -> PreparedData:
+    """Records, detection, tokenizer and tokens for `cfg`; what it reads of `cfg` is what `data_key` holds."""
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    splits, plan = prepare_data(cfg.data, cfg.data.seed)
+    timings["data"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    policy = get_policy(cfg.detector.policy, cfg.detector)
+    train_spans = _canary_adjusted(detect_records(splits.train, policy), splits.train, plan)
+    train_spans = drop_missed(splits.train, train_spans, cfg.detector.miss_rate, cfg.data.seed)
+    eval_spans = {name: [list(r.spans) if r.spans is not None else None for r in recs]
+                  for name, recs in (("validation", splits.validation), ("test", splits.test))}
+    for name, recs in (("validation", splits.validation), ("test", splits.test)):
+        if any(s is None for s in eval_spans[name]):  # unannotated data: the policy decides what is private
+            eval_spans[name] = detect_records(recs, policy)
+    timings["detect"] = time.perf_counter() - t0
+    log.info("%s: %d spans detected in %d of %d training records", policy.name, sum(map(len, train_spans)),
+             sum(bool(s) for s in train_spans), len(splits.train))
+    # Examples only of records with gold spans, masked with every known secret: without gold, a secret the policy
+    # missed would print in the clear.
+    if log.isEnabledFor(logging.DEBUG):
+        for r, s in [(r, s) for r, s in zip(splits.train, train_spans) if r.spans is not None][:3]:
+            log.debug("redacted example: %r", redact(r.text, _known_secrets(r, s))[:200])
+
+    t0 = time.perf_counter()
+    tokenizer = build_tokenizer(cfg, splits.train, train_spans, policy)
+    L, on_long = cfg.data.max_length, cfg.data.on_long_records
+    classify = cfg.model.task == "classification"
+    labels = {name: class_labels(recs, cfg.model.num_labels, f"{name} data") if classify else None
+              for name, recs in (("train", splits.train), ("validation", splits.validation), ("test", splits.test))}
+    # Records longer than a row become windows (text.encode); every copy of a canary stays inside one window.
+    whole = plan.inserted_texts() if plan is not None else []
+    train, windows = encode_windows([r.text for r in splits.train], train_spans, tokenizer, L, labels["train"],
+                                    keep_whole=whole, on_long=on_long)
+    data = TrialData(
+        records=splits,
+        train_spans=train_spans,
+        train=train,
+        train_redacted=encode([redact(r.text, s) for r, s in zip(splits.train, train_spans)],
+                              [[] for _ in splits.train], tokenizer, L, labels["train"], keep_whole=whole,
+                              on_long=on_long),
+        validation=encode([r.text for r in splits.validation], eval_spans["validation"], tokenizer, L,
+                          labels["validation"], on_long=on_long),
+        test=encode([r.text for r in splits.test], eval_spans["test"], tokenizer, L, labels["test"], on_long=on_long),
+        tokenizer=tokenizer,
+    )
+    timings["tokenize"] = time.perf_counter() - t0
+    log.info("%d training records -> %d rows of %d tokens (%d split, up to %d windows each; %d tokens dropped)",
+             windows.records, windows.rows, L, windows.records_split, windows.windows_per_record_max,
+             windows.tokens_dropped)
+    detector = {**detector_summary(policy, splits.train, train_spans, data), "windows": windows.to_dict(),
+                "data_seed": cfg.data.seed, "data_fingerprint": data_fingerprint(splits)}
+    return PreparedData(data, plan, detector, timings)
+
+
+def detector_summary(policy, records: list[Record], spans: list[list[Span]], data: TrialData) -> dict:
+    """Counts and rates only: redacted fraction, and recall per label with 95 % intervals where gold exists."""
+    summary = {"policy": policy.name, "policy_version": policy.version, "train_records": len(records),
+               "redacted_token_fraction": float(data.train.sensitive.sum() / data.train.valid.sum())}
+    if all(r.spans is not None for r in records):
+        ev = evaluate(records, spans)
+        rate = lambda r: {"value": r.value, "low": r.low, "high": r.high, "n": r.n}  # noqa: E731
+        summary.update(recall=rate(ev.recall), missing_rate=rate(ev.missing_rate), precision=ev.precision,
+                       recall_per_label={k: rate(v.tokens) for k, v in ev.per_label.items()})
+    return summary
