@@ -5,7 +5,14 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 from sdp_core.config.mechanism import MechanismSettings
-from sdp_core.mechanisms.base import MechanismPlan, TrialData, calibrate, private_phase, public_phase
+from sdp_core.mechanisms.base import (
+    MechanismPlan,
+    TrialData,
+    calibrate,
+    private_phase,
+    public_phase,
+    within_token_budget,
+)
 from sdp_core.mechanisms.registry import MechanismSpec, register_mechanism
 from sdp_core.privacy import PrivacyLedger
 
@@ -28,7 +35,7 @@ class RedactedConfig(MechanismSettings):
 def nodp(d: TrialData) -> MechanismPlan:
     """Plain fine-tuning on the original text: no privacy claim at all (notion `none`, ε = ∞)."""
     cfg = d.cfg
-    phases = [public_phase("train", d.train, cfg, cfg.training.epochs)]
+    phases = within_token_budget([public_phase("train", d.train, cfg, cfg.training.epochs)], cfg.training.max_tokens)
     return MechanismPlan(phases, PrivacyLedger("none", cfg.privacy.delta, cfg.privacy.accountant), {})
 
 
@@ -42,7 +49,8 @@ def dpsgd(d: TrialData) -> MechanismPlan:
 def redacted(d: TrialData) -> MechanismPlan:
     """Fine-tune on redacted text: ε_s = 0 for what the policy catches, no guarantee for what it misses."""
     cfg = d.cfg
-    phases = [public_phase("redacted", d.train_redacted, cfg, cfg.training.epochs)]
+    phases = within_token_budget([public_phase("redacted", d.train_redacted, cfg, cfg.training.epochs)],
+                                 cfg.training.max_tokens)
     ledger = PrivacyLedger("SDP", cfg.privacy.delta, cfg.privacy.accountant)
     return MechanismPlan(phases, ledger, {"guarantee": "epsilon_s = 0 for detected secrets only; none for missed"})
 
