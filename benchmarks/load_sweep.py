@@ -44,7 +44,7 @@ def main() -> None:
     from rich.progress import Progress
     from rich.table import Table
 
-    from sdp_core.sweep.driver import open_study, run_sweep
+    from sdp_core.sweep.driver import open_studies, run_sweep
     from sdp_core.sweep.store import SweepStore
 
     cfg = trivial_sweep(args.trials, args.concurrency)
@@ -75,8 +75,7 @@ def main() -> None:
         ray.shutdown()
     wall = time.perf_counter() - start
 
-    study, _ = open_study(cfg, store)
-    states = [t.state for t in study.get_trials()]
+    states = [t.state for study in open_studies(cfg, store).values() for t in study.get_trials()]
     finished = sum(r["state"] == "finished" for r in rows.values())
     lost = args.trials - len(rows)
     table = Table(title=f"{args.trials} trivial trials, concurrency {args.concurrency}, local Ray")

@@ -268,7 +268,12 @@ def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool
         metrics["exposure_floor"] = attacks["exposure"]["floor"]
     timings["attacks"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - start
-    # Private-step compute: steps, expected per-record gradients (q·N a batch) and seconds of the DP phases only.
+    # Compute of the whole trial (every phase): optimizer steps, tokens trained on (expected for a Poisson batch),
+    # wall time; then of the DP phases only: steps, expected per-record gradients (q·N a batch) and seconds.
+    metrics["steps"] = sum(s.steps for s in phase_stats)
+    metrics["tokens"] = round(sum(s.records_seen * float(p.data.valid.sum()) / max(len(p.data), 1)
+                                  for s, p in zip(phase_stats, plan.phases)))
+    metrics["wall_seconds"] = timings["total"]
     metrics["private_steps"] = sum(s.steps for s in phase_stats if s.private)
     metrics["private_records"] = round(sum(s.records_seen for s in phase_stats if s.private), 1)
     metrics["private_seconds"] = sum(s.seconds for s in phase_stats if s.private)

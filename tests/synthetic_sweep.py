@@ -40,7 +40,7 @@ def sweep_config(name: str, n_trials: int) -> SweepConfig:
         "search_space": {"parameters": {
             "training.learning_rate": {"type": "loguniform", "low": 5e-4, "high": 5e-3},
             "training.batch_size": {"type": "choice", "values": [16, 32, 64]}}},
-        "num_trials": n_trials,
+        "num_trials": -(-n_trials // len(MECHANISMS)) * len(MECHANISMS),  # an equal budget each; rows may stop short
     })
 
 

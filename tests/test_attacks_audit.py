@@ -102,3 +102,13 @@ def test_a_side_without_canaries():
         empirical_epsilon([], [])
     with pytest.raises(UserError):
         empirical_epsilon([], [1.0], method="clopper_pearson")
+
+
+def test_ceiling_is_the_bound_of_a_perfect_attack_and_a_thousand_canaries_reach_three():
+    """What an audit can show at most: the bound of perfectly separated scores. 20 canaries cannot show ε ≈ 1.5;
+    1,000 (half inserted) can show more than 3 (Steinke, Nasr & Jagielski 2023, Fig. 1)."""
+    for m, at_most, at_least in ((20, 1.5, 1.0), (1000, 6.0, 3.0)):
+        perfect = empirical_epsilon(np.arange(m // 2) + 1e3, np.arange(m - m // 2), delta=1e-5)
+        none = empirical_epsilon(np.zeros(m // 2), np.zeros(m - m // 2), delta=1e-5)
+        assert perfect["ceiling"] == none["ceiling"] == pytest.approx(perfect["epsilon_lower_bound"])
+        assert at_least < perfect["ceiling"] < at_most

@@ -129,7 +129,8 @@ def test_canary_exposures_of_a_plan():
     assert len(result["exposures"]) == len(members) and len(result["held_out_exposures"]) == len(held_out)
     assert result["exposure_max"] == max(result["exposures"]) <= result["max_exposure"]
     assert result["max_exposure"] == pytest.approx(math.log2(10**4))
-    assert result["floor"] == exposure_floor(10**4) and result["interval"] == mean_interval(result["exposures"])
+    assert result["floor"] == exposure_floor(10**4) and result["interval"] == mean_interval(result["exposures"], low=0.0,
+                                                                                        high=result["max_exposure"])
     # Scored in the canaries' own context: `<eos>USR: `, as each was inserted as a line of the user.
     context = default_context(tok, "USR: ")
     direct = [exposure_exact(model, tok, plan.format, s, context=context)["exposure"] for s in members + held_out]
@@ -155,6 +156,15 @@ def test_interval_is_the_t_interval_of_the_mean():
     expected = stats.t.interval(0.95, len(values) - 1, loc=np.mean(values), scale=stats.sem(values))
     assert mean_interval(values) == pytest.approx(list(expected))
     assert mean_interval([1.0]) is None
+
+
+def test_interval_stays_in_the_metrics_range():
+    """Exposure is never negative: a skewed sample whose t-interval reaches below 0 is cut at 0 (and at the top)."""
+    values = [0.0, 0.0, 0.0, 0.1, 6.0]
+    low, high = stats.t.interval(0.95, len(values) - 1, loc=np.mean(values), scale=stats.sem(values))
+    assert low < 0
+    assert mean_interval(values, low=0.0, high=20.0) == pytest.approx([0.0, high])
+    assert mean_interval(values, low=0.0, high=3.0) == pytest.approx([0.0, 3.0])
 
 
 def test_unmemorised_canaries_average_the_floor():

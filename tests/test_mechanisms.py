@@ -19,6 +19,7 @@ from sdp_core.mechanisms.atdp import rise_reset_multipliers
 from sdp_core.mechanisms.crt import line_units
 from sdp_core.mechanisms.jft import LightNoiseLedger
 from sdp_core.tensors import per_record_loss
+from sdp_core.text.dedup import duplicate_spans
 from sdp_core.text.redaction import MASK
 from sdp_core.preparation import prepare_trial_data
 from sdp_core.trial import run_trial
@@ -77,9 +78,63 @@ def test_crt_never_mixes_public_and_private_records(trial_data):
         if phase.private:
             assert all(f or m for f, m in zip(flagged, has_mask)), "a DP step would read a public record"
         else:
-            assert not any(flagged) and not any(has_mask), "an SGD step would read a private record"
+            assert not any(flagged), "an SGD step would read a private line"
     assert plan.ledger.report()["notion"] == "confidentiality"
     assert all(e["touches"] == "private" for e in plan.ledger.report()["plan"]["events"])
+
+
+def test_crt_trains_lines_in_their_records_and_public_steps_see_no_private_line(trial_data):
+    """The public rows are the records with each private line (flagged by π or π_c, or holding a later copy of a
+    sentence: `duplicate_spans` over the lines in order) replaced by one `<mask>`, checked line by line."""
+    d = trial_data
+    plan = PLANS["crt"](d, _with(name="crt"))
+    cfg = BASE.detector
+    flags = get_policy(f"{cfg.policy},{cfg.conservative_policy}", cfg)
+    lines_in_order = [line for r in d.records.train for line in r.text.split("\n") if line.strip()]
+    repeated = iter([bool(s) for s in duplicate_spans(lines_in_order)])
+    expected_public, private_records = [], 0
+    for record in d.records.train:
+        lines = record.text.split("\n")
+        flagged = [bool(s) for s in flags.detect(lines)]
+        private = [bool(line.strip()) and (next(repeated) or f) for line, f in zip(lines, flagged)]
+        private_records += any(private)
+        if not all(p for p, line in zip(private, lines) if line.strip()):
+            expected_public.append("\n".join(MASK if p else line for p, line in zip(private, lines)))
+    public = next(ph for ph in plan.phases if not ph.private)
+    decoded = [t.replace(" ", "").replace("\n", "") for t in _texts(d, public.data)]
+    assert len(public.data) == len(expected_public)  # one row per record: lines keep their context
+    assert decoded == [t.replace(" ", "").replace("\n", "") for t in expected_public]
+    private_phase = next(ph for ph in plan.phases if ph.private)
+    assert len(private_phase.data) == private_records
+    assert private_phase.sample_rate == pytest.approx(BASE.training.batch_size / private_records)
+    assert plan.details["trained_as"] == "records (lines in context)"
+
+
+def test_token_budget_shortens_every_phase_alike_and_sigma_follows(trial_data):
+    """`training.max_tokens`: the phases' planned tokens (counted here from the rows' loss weights) stay within the
+    budget, each phase keeps its share of steps, and the ledger plans exactly the steps that will run."""
+    def tokens(phase):
+        per_row = (phase.data.weights > 0).sum(1).float().mean().item()
+        return phase.total_steps * min(phase.batch_size, len(phase.data)) * per_row
+
+    for mechanism in ({"name": "crt"}, {"name": "jft"}, {"name": "jft", "phase1_mode": "light_noise"},
+                      {"name": "dpsgd"}, {"name": "redacted"}):
+        free = PLANS[mechanism["name"]](
+            trial_data, _configured(mechanism=mechanism, training={**BASE.training.model_dump(),
+                                                                   "max_steps": None, "epochs": 2}))
+        planned = sum(map(tokens, free.phases))
+        capped = PLANS[mechanism["name"]](
+            trial_data, _configured(mechanism=mechanism, training={**BASE.training.model_dump(),
+                                                                   "max_steps": None, "epochs": 2,
+                                                                   "max_tokens": int(planned / 3)}))
+        assert sum(map(tokens, capped.phases)) <= planned / 3
+        share = int(planned / 3) / planned
+        assert [b.total_steps for b in capped.phases] == [max(1, math.floor(a.total_steps * share))
+                                                          for a in free.phases]
+        planned_steps = {e["phase"]: e["steps"] for e in capped.ledger.to_dict()["plan"]}
+        for ph in capped.phases:
+            if ph.private:
+                assert sum(s for k, s in planned_steps.items() if k.startswith(ph.name)) == ph.total_steps
 
 
 def _unmasked_secrets(texts, gold, detected) -> int:
@@ -94,7 +149,7 @@ def _unmasked_secrets(texts, gold, detected) -> int:
 def _crt_misses(d, detector=BASE.detector) -> tuple[int, int, int]:
     """(secrets π leaves partly unmasked, secrets π and π_c together leave partly unmasked, secrets), counted on
     the gold spans of CRT's training lines."""
-    texts, pi, gold = line_units(d.records.train, d.train_spans)
+    texts, pi, gold, _ = line_units(d.records.train, d.train_spans)
     pi_c = detect_records(texts, get_policy(detector.conservative_policy, detector))
     return (_unmasked_secrets(texts, gold, pi), _unmasked_secrets(texts, gold, [a + b for a, b in zip(pi, pi_c)]),
             sum(map(len, gold)))

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def sweep_dir(tmp_path_factory) -> Path:
-    """Three real trials (DP-SGD and JFT, a few steps each), stored by `sdp-sweep run`."""
+    """Four real trials (two each of DP-SGD and JFT, a few steps each), stored by `sdp-sweep run`."""
     root = tmp_path_factory.mktemp("real-sweep")
     base = small_trial_dict()
     base.pop("name"), base.pop("seed")
@@ -25,7 +25,7 @@ def sweep_dir(tmp_path_factory) -> Path:
         "name": "tiny-real", "seed": 0, "base": base, "mechanisms": ["dpsgd", "jft"],
         "objectives": [{"metric": "val_perplexity", "mode": "min"}, {"metric": "val_private_perplexity", "mode": "min"}],
         "search_space": {"parameters": {"training.learning_rate": {"type": "loguniform", "low": 5e-4, "high": 5e-3}}},
-        "num_trials": 3, "concurrency": 1,
+        "num_trials": 4, "concurrency": 1,
     }
     (root / "tiny.yaml").write_text(yaml.safe_dump(sweep))
     result = run_cli("run", str(root / "tiny.yaml"), "--out", str(root / "out"), cwd=root, timeout=900)
@@ -35,7 +35,7 @@ def sweep_dir(tmp_path_factory) -> Path:
 
 def test_report_from_stored_sweep_results(sweep_dir, tmp_path):
     rows = [json.loads(p.read_text()) for p in sorted((sweep_dir / "trials").glob("*.json"))]
-    assert len(rows) == 3
+    assert len(rows) == 4
     stored = {p: p.stat().st_mtime_ns for p in (sweep_dir / "trials").iterdir()}
 
     result = run_cli("report", str(sweep_dir), "--out", str(tmp_path / "report"))

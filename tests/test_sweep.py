@@ -22,7 +22,7 @@ from sdp_core.models.gpt2 import build_gpt2
 from sdp_core.models.lstm import LSTMLM
 from sdp_core.privacy import PrivacyLedger
 from sdp_core.sweep import driver
-from sdp_core.sweep.driver import SweepSearch, open_study, reconcile, run_sweep, stub_row, sweep_trial
+from sdp_core.sweep.driver import SweepSearch, open_studies, reconcile, run_sweep, stub_row, sweep_trial
 from sdp_core.sweep.space import check_space, sample, trial_config_dict
 from sdp_core.sweep.store import SweepStore
 from sdp_core.tensors import LMData
@@ -46,7 +46,7 @@ def tiny_sweep(**fields) -> SweepConfig:
         }},
         "num_trials": 4, "concurrency": 2,
     }
-    return parse_model(SweepConfig, {**data, **fields})
+    return parse_model(SweepConfig, {k: v for k, v in {**data, **fields}.items() if v is not None})  # None: left out
 
 
 # ------------------------------------------------------------------------------------------ space
@@ -55,14 +55,20 @@ def tiny_sweep(**fields) -> SweepConfig:
 def test_mechanism_fields_are_sampled_only_for_their_mechanism():
     cfg = tiny_sweep()
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
-    seen = set()
-    for _ in range(30):
-        params = sample(study.ask(), cfg.search_space, cfg.mechanisms)
-        seen.add(params["mechanism.name"])
-        assert ("mechanism.phase1_epochs" in params) == (params["mechanism.name"] == "jft")
-    assert seen == {"dpsgd", "jft"}
-    single = sample(study.ask(), cfg.search_space, ["dpsgd"])
-    assert set(single) == {"training.learning_rate"}  # one mechanism: nothing to choose
+    for mechanism in ("dpsgd", "jft"):
+        params = sample(study.ask(), cfg.search_space, mechanism, cfg.mechanisms)
+        assert params["mechanism.name"] == mechanism
+        assert ("mechanism.phase1_epochs" in params) == (mechanism == "jft")
+    single = sample(study.ask(), cfg.search_space, "dpsgd", ["dpsgd"])
+    assert set(single) == {"training.learning_rate"}  # one mechanism: nothing to record
+
+
+def test_trials_per_mechanism_sets_the_trial_count_and_an_uneven_count_is_refused():
+    assert tiny_sweep(trials_per_mechanism=3, num_trials=None).num_trials == 6
+    with pytest.raises(ConfigError, match="do not divide evenly over 2 mechanisms"):
+        tiny_sweep(num_trials=5)
+    with pytest.raises(ConfigError, match="not trials_per_mechanism × mechanisms = 6"):
+        tiny_sweep(trials_per_mechanism=3, num_trials=4)
 
 
 def test_trial_config_is_base_plus_mechanism_plus_samples_with_seed_offset():
@@ -139,13 +145,14 @@ def _final(config: dict, state: str = "finished", **metrics) -> dict:
 
 
 def test_search_records_each_end_and_resume_reruns_only_the_unfinished(tmp_path):
-    cfg = tiny_sweep()
+    cfg = tiny_sweep(num_trials=6)
     store = SweepStore(tmp_path)
     store.create(cfg)
-    study, _ = open_study(cfg, store)
-    search = SweepSearch(cfg, cfg.search_space, store, study, orphans=[], stopped_by_scheduler={"b"})
+    studies = open_studies(cfg, store)
+    search = SweepSearch(cfg, cfg.search_space, store, studies, orphans={}, stopped_by_scheduler={"b"})
     configs = {t: search.suggest(t) for t in "abcde"}
     assert [c["trial_id"] for c in configs.values()] == [f"trial_000{i}" for i in range(5)]
+    assert [c["trial"]["mechanism"]["name"] for c in configs.values()] == ["dpsgd", "jft"] * 2 + ["dpsgd"]
 
     search.on_trial_complete("a", _final(configs["a"], val_perplexity=30.0, val_private_perplexity=40.0))
     search.on_trial_complete("b", {"final": False, "step": 2, "val_loss": 5.0})  # stopped by ASHA
@@ -159,25 +166,58 @@ def test_search_records_each_end_and_resume_reruns_only_the_unfinished(tmp_path)
     assert rows["trial_0000"]["objectives"] == {"val_perplexity": 30.0, "val_private_perplexity": 40.0}
     assert rows["trial_0001"]["objectives"] == {"val_perplexity": None, "val_private_perplexity": None}
     assert rows["trial_0002"]["params"] == configs["c"]["params"]
-    states = [t.state for t in study.get_trials()]
-    assert states == [TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.FAIL, TrialState.RUNNING]
-    assert study.get_trials()[0].values == [30.0, 40.0]  # stopped trials never reach Optuna as COMPLETE
+    dpsgd, jft = studies["dpsgd"], studies["jft"]
+    assert [t.state for t in dpsgd.get_trials()] == [TrialState.COMPLETE, TrialState.FAIL, TrialState.RUNNING]
+    assert [t.state for t in jft.get_trials()] == [TrialState.PRUNED, TrialState.FAIL]
+    assert dpsgd.get_trials()[0].values == [30.0, 40.0]  # stopped trials never reach Optuna as COMPLETE
 
     # A crash after writing a row but before telling Optuna: resume tells it; trial_0005 is re-run as itself.
     late = {**stub_row(configs["e"], "finished", None, {"val_perplexity": 1.0, "val_private_perplexity": 2.0}),
             "trial_id": "trial_0004", "params": configs["e"]["params"],
             "objectives": {"val_perplexity": 1.0, "val_private_perplexity": 2.0}}
     new = search.suggest("f")
-    assert new["trial_id"] == "trial_0005"
+    assert new["trial_id"] == "trial_0005" and new["trial"]["mechanism"]["name"] == "jft"
+    assert search.suggest("g") == "FINISHED"  # three trials each: the budget is spent
     store.write_row(late)
     with open(store.journal_file, "ab") as journal:  # and the kill cut Optuna's last append short
         journal.write(b'{"op_code": 6, "worker_id": "x", "trial_id": 4, "us')
-    study, _ = open_study(cfg, store)
-    orphans = reconcile(study, store, OBJECTIVES)
-    assert [t.number for t in orphans] == [5]
-    assert study.get_trials()[4].state == TrialState.COMPLETE
-    again = SweepSearch(cfg, cfg.search_space, store, study, orphans, set()).suggest("g")
-    assert again == new  # same id, parameters and seed: `reopen_trial` still reopens a running Optuna trial
+    studies = open_studies(cfg, store)
+    orphans = reconcile(cfg, studies, store)
+    assert {m: [t.number for t in ts] for m, ts in orphans.items()} == {"jft": [2]}
+    assert studies["dpsgd"].get_trials()[2].state == TrialState.COMPLETE
+    again = SweepSearch(cfg, cfg.search_space, store, studies, orphans, set())
+    assert again.suggest("h") == new  # same id, parameters and seed: `reopen_trial` still reopens a running trial
+    assert again.suggest("i") == "FINISHED"
+
+
+def test_each_mechanism_searches_alone_with_an_equal_share(tmp_path):
+    """Past TPE's random start-up trials, one mechanism's draws follow its own results only: two runs in which
+    JFT's results differ hand DP-SGD the same parameters, and every mechanism gets exactly its share."""
+    cfg = tiny_sweep(trials_per_mechanism=12, num_trials=None)
+
+    def run(jft_value: float, folder) -> list[dict]:
+        store = SweepStore(folder)
+        store.create(cfg)
+        studies = open_studies(cfg, store)
+        for i, study in enumerate(studies.values()):
+            study.sampler = optuna.samplers.TPESampler(seed=cfg.seed + 10_000 * i)
+        search = SweepSearch(cfg, cfg.search_space, store, studies, {}, set())
+        configs = []
+        for i in range(cfg.num_trials):
+            config = search.suggest(str(i))
+            lr = config["params"]["training.learning_rate"]
+            value = 100 * abs(lr - 2e-3) if config["trial"]["mechanism"]["name"] == "dpsgd" else jft_value + i
+            search.on_trial_complete(str(i), _final(config, val_perplexity=value, val_private_perplexity=value))
+            configs.append(config)
+        assert search.suggest("last") == "FINISHED"
+        return configs
+
+    first, second = run(1.0, tmp_path / "a"), run(-50.0, tmp_path / "b")
+    for configs in (first, second):
+        counts = {m: sum(c["trial"]["mechanism"]["name"] == m for c in configs) for m in cfg.mechanisms}
+        assert counts == {"dpsgd": 12, "jft": 12}
+    dpsgd = lambda configs: [c["params"] for c in configs if c["trial"]["mechanism"]["name"] == "dpsgd"]  # noqa: E731
+    assert dpsgd(first) == dpsgd(second)
 
 
 # ------------------------------------------------------------------------------------ real Ray
@@ -199,9 +239,11 @@ def test_multi_objective_sweep_spends_exactly_the_target_in_every_trial(local_ra
         assert row["privacy"]["notion"] == {"dpsgd": "DP", "jft": "SDP"}[row["config"]["mechanism"]["name"]]
         assert row["seed"] == cfg.seed + int(tid[-4:])
         assert row["objectives"] == {m: row["metrics"][m] for m in OBJECTIVES}
-    study, _ = open_study(cfg, store)
-    assert [t.state for t in study.get_trials()] == [TrialState.COMPLETE] * cfg.num_trials
-    assert sorted(t.user_attrs["trial_id"] for t in study.get_trials()) == sorted(rows)
+    studies = open_studies(cfg, store)
+    trials = [t for study in studies.values() for t in study.get_trials()]
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * cfg.num_trials
+    assert sorted(t.user_attrs["trial_id"] for t in trials) == sorted(rows)
+    assert [len(study.get_trials()) for study in studies.values()] == [cfg.per_mechanism] * len(cfg.mechanisms)
 
 
 VOCAB, T, N = 300, 16, 64

@@ -45,6 +45,19 @@ def test_result_has_metrics_timings_versions_and_a_reloadable_model(dpsgd_result
     assert meta["vocab_size"] == len(tok)
 
 
+def test_trial_reports_its_compute_steps_tokens_and_wall_time(dpsgd_result):
+    """Tokens trained on, against a count from the rows themselves: a batch of every row makes each step see all
+    the loss positions of the training data."""
+    result, _ = dpsgd_result
+    assert result.metrics["steps"] == 6 and result.metrics["wall_seconds"] == pytest.approx(result.timings["total"], abs=1e-3)
+    cfg = parse_model(TrialConfig, small_trial_dict(mechanism={"name": "nodp"},
+                                                    training={"batch_size": 400, "epochs": 2}))
+    full = run_trial(cfg)
+    data, _, _ = prepare_trial_data(cfg, {})
+    assert full.metrics["steps"] == 2
+    assert full.metrics["tokens"] == 2 * int((data.train.weights > 0).sum())
+
+
 def _weights(out) -> torch.Tensor:
     from sdp_core.models.checkpoint import load_model
 

@@ -26,8 +26,10 @@ from sdp_core.data.canaries import CanaryPlan
 from sdp_core.errors import UserError
 
 
-def mean_interval(values: Sequence[float], confidence: float = 0.95) -> list[float] | None:
-    """[low, high]: the two-sided t-interval of the mean of `values` (None for fewer than two values).
+def mean_interval(values: Sequence[float], confidence: float = 0.95, low: float = -math.inf, high: float = math.inf
+                  ) -> list[float] | None:
+    """[low, high]: the two-sided t-interval of the mean of `values` (None for fewer than two values), clipped to
+    the metric's range [`low`, `high`] (the mean of values in a range lies in it).
 
     mean ± t_{(1+c)/2, k−1} · s/√k, with s the sample standard deviation of the k values.
     """
@@ -35,7 +37,7 @@ def mean_interval(values: Sequence[float], confidence: float = 0.95) -> list[flo
     if len(x) < 2:
         return None
     half = stats.t.ppf((1 + confidence) / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
-    return [float(x.mean() - half), float(x.mean() + half)]
+    return [float(max(low, x.mean() - half)), float(min(high, x.mean() + half))]
 
 
 def canary_exposures(model: nn.Module, tokenizer: PreTrainedTokenizerBase, plan: CanaryPlan,
@@ -46,7 +48,7 @@ def canary_exposures(model: nn.Module, tokenizer: PreTrainedTokenizerBase, plan:
 
     Returns `method`, `format`, `space_size`, `max_exposure` (log2 |R|), `floor` (expected exposure of a random
     rank), `count` (canaries drawn), `inserted`, `repeats`, `exposures` (the inserted canaries', plan order),
-    `exposure_mean`, `interval` (95 % t-interval of that mean; None below two canaries), `exposure_max`,
+    `exposure_mean`, `interval` (95 % t-interval of that mean within [0, log2 |R|]; None below two canaries), `exposure_max`,
     `held_out_exposures` and `held_out_mean` (the canaries never inserted), and for `estimate` the skew-normal `fit`.
     `context` overrides the scoring context (default: `<eos>` + the plan's context).
     """
@@ -68,7 +70,7 @@ def canary_exposures(model: nn.Module, tokenizer: PreTrainedTokenizerBase, plan:
     held_out = [r["exposure"] for r, inserted in zip(results, plan.inserted) if not inserted]
     out["exposures"], out["held_out_exposures"] = members, held_out
     out["exposure_mean"] = float(np.mean(members)) if members else None
-    out["interval"] = mean_interval(members)
+    out["interval"] = mean_interval(members, low=0.0, high=out["max_exposure"])  # exposure lies in [0, log2 |R|]
     out["exposure_max"] = max(members, default=None)
     out["held_out_mean"] = float(np.mean(held_out)) if held_out else None
     return out

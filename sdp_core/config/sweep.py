@@ -122,7 +122,10 @@ class SweepConfig(Strict):
         None, description="a fixed grid instead of a search: named arms × seeds (findings, controlled comparisons)")
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], description="seeds of every experiment arm")
     claims: list[Claim] = Field(default_factory=list, description="orderings of arms the report checks")
-    num_trials: int = Field(8, ge=1)
+    num_trials: int = Field(8, ge=1, description="a search's trials, divided evenly over its mechanisms")
+    trials_per_mechanism: int | None = Field(
+        None, ge=1, description="a search's trials of each mechanism (then num_trials = this × mechanisms): every "
+        "mechanism gets the same budget and a study of its own")
     concurrency: int = Field(1, ge=1)
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
     early_stopping: bool = Field(False, description="ASHA on the held-out validation loss")
@@ -161,6 +164,24 @@ class SweepConfig(Strict):
             raise ValueError(f"{given}: not used with `experiments` (a grid sweep runs every arm × seed)")
         return {**data, **derived}
 
+    @model_validator(mode="before")
+    @classmethod
+    def _per_mechanism(cls, data: Any) -> Any:
+        """`trials_per_mechanism` sets a search's `num_trials` (a stored sweep.yaml repeats both, consistently)."""
+        if not (isinstance(data, dict) and isinstance(data.get("trials_per_mechanism"), int)
+                and isinstance(data.get("mechanisms", []), list) and data.get("experiments") is None):
+            return data
+        total = data["trials_per_mechanism"] * len(data.get("mechanisms") or ["dpsgd"])
+        if "num_trials" in data and data["num_trials"] != total:
+            raise ValueError(f"num_trials: {data['num_trials']} is not trials_per_mechanism × mechanisms = {total} "
+                             "(set one of them)")
+        return {**data, "num_trials": total}
+
+    @property
+    def per_mechanism(self) -> int:
+        """Trials of each mechanism in a search."""
+        return self.num_trials // len(self.mechanisms)
+
     @model_validator(mode="after")
     def _search_or_grid(self) -> "SweepConfig":
         if (self.search_space is None) == (self.experiments is None):
@@ -173,6 +194,11 @@ class SweepConfig(Strict):
             bad = next((n for n in self.experiments if not n.replace("_", "").isalnum()), None)
             if bad is not None:
                 raise ValueError(f"experiments: arm name {bad!r} must be letters, digits and _")
+        if self.experiments is None and self.num_trials % len(self.mechanisms):
+            raise ValueError(f"num_trials: {self.num_trials} trials do not divide evenly over {len(self.mechanisms)} "
+                             "mechanisms (each gets the same budget): use a multiple, or trials_per_mechanism")
+        if self.experiments is not None and self.trials_per_mechanism is not None:
+            raise ValueError("trials_per_mechanism: not used with `experiments` (a grid sweep runs every arm × seed)")
         unknown = [a for c in self.claims for a in c.arm_names() if a not in (self.experiments or {})]
         if unknown:
             raise ValueError(f"claims: arm {unknown[0]!r} is not in experiments")

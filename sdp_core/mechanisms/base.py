@@ -7,6 +7,7 @@ step of every phase, and writes the planned events into the ledger. The loop the
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 from sdp_core.config.trial import TrialConfig
@@ -37,6 +38,27 @@ def public_phase(name: str, data: LMData, cfg: TrialConfig, epochs: int) -> Phas
     return Phase(name, data, private=False, epochs=epochs, batch_size=t.batch_size, max_steps=t.max_steps)
 
 
+def tokens_per_step(phase: Phase) -> float:
+    """Tokens one step of `phase` trains on, in expectation: its batch (q·N for a private phase, B for a public
+    one, both min(B, N)) times the mean number of loss positions of its rows."""
+    rows = len(phase.data)
+    return min(phase.batch_size, rows) * float(phase.data.valid.sum()) / max(rows, 1)
+
+
+def within_token_budget(phases: list[Phase], max_tokens: int | None) -> list[Phase]:
+    """The phases capped so that together they train on at most `max_tokens` tokens (`training.max_tokens`).
+
+    Every phase keeps the same share of its planned steps (at least one), so a mechanism's layout (JFT's public
+    phase 1 before its private phase 2, CRT's alternating epochs) is kept and only its length shrinks. Phases
+    already within the budget are returned unchanged, so applying it twice changes nothing.
+    """
+    planned = sum(ph.total_steps * tokens_per_step(ph) for ph in phases)
+    if max_tokens is None or planned <= max_tokens:
+        return phases
+    share = max_tokens / planned
+    return [replace(ph, max_steps=max(1, math.floor(ph.total_steps * share))) for ph in phases]
+
+
 def phase_events(phase: Phase, mechanism: str, touches: str, sample_rate_factor: float = 1.0) -> list[GaussianEvent]:
     """One event per epoch of a private phase (its σ, its sample rate times an amplification factor such as JFT's
     missing rate, its number of steps), keyed in the ledger as `ledger_key(phase, epoch)`."""
@@ -52,8 +74,11 @@ def calibrate(phases: list[Phase], cfg: TrialConfig, notion: str, touches: str =
     """Scale every private phase's relative σ so the whole trial spends `target_epsilon` (default: the config's).
 
     `fixed` events (e.g. an already-calibrated phase 1) are composed with the scaled ones and join the plan.
+    The phases are first held to the compute budget (`within_token_budget`), so σ is calibrated for the steps
+    that will run.
     """
     p = cfg.privacy
+    phases = within_token_budget(phases, cfg.training.max_tokens)
     events = lambda phs: [e for ph in phs if ph.private  # noqa: E731
                           for e in phase_events(ph, cfg.mechanism.name, touches, sample_rate_factor)]
     shape = [(e.sample_rate, e.steps, e.noise_multiplier, e.phase, e.mechanism, e.touches) for e in events(phases)]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sdp_core.config.trial import TrialConfig
-from sdp_core.mechanisms.base import MechanismPlan, calibrate, private_phase, public_phase
+from sdp_core.mechanisms.base import MechanismPlan, calibrate, private_phase, public_phase, within_token_budget
 from sdp_core.mechanisms.registry import register_plan
 from sdp_core.preparation import TrialData
 from sdp_core.privacy import PrivacyLedger
@@ -11,7 +11,7 @@ from sdp_core.privacy import PrivacyLedger
 
 def nodp(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
     """Plain fine-tuning on the original text: no privacy claim at all (notion `none`, ε = ∞)."""
-    phases = [public_phase("train", d.train, cfg, cfg.training.epochs)]
+    phases = within_token_budget([public_phase("train", d.train, cfg, cfg.training.epochs)], cfg.training.max_tokens)
     return MechanismPlan(phases, PrivacyLedger("none", cfg.privacy.delta, cfg.privacy.accountant), {})
 
 
@@ -23,7 +23,8 @@ def dpsgd(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
 
 def redacted(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
     """Fine-tune on redacted text: ε_s = 0 for what the policy catches, no guarantee for what it misses."""
-    phases = [public_phase("redacted", d.train_redacted, cfg, cfg.training.epochs)]
+    phases = within_token_budget([public_phase("redacted", d.train_redacted, cfg, cfg.training.epochs)],
+                                 cfg.training.max_tokens)
     ledger = PrivacyLedger("SDP", cfg.privacy.delta, cfg.privacy.accountant)
     return MechanismPlan(phases, ledger, {"guarantee": "epsilon_s = 0 for detected secrets only; none for missed"})
 

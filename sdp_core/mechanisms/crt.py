@@ -1,9 +1,19 @@
 """CRT: Confidentially Redacted Training (Zhao et al., NAACL 2022, paper 002).
 
-Units are lines (a dialog turn, or one line of a plain-text record). Dedup marks the second and later copies of
-a sentence; redaction replaces them and every span of the policy π with `<mask>`. A unit flagged by π or by the
-conservative π_c, or holding a `<mask>`, goes to D_pri; the rest to D_pub. Each epoch is one SGD epoch on D_pub
-then one DP-SGD epoch on D_pri with q = B/|D_pri|, and a minibatch never mixes the two sets.
+The paper's data points are sentences; here a sentence unit is a line (a dialog turn, or one line of a
+plain-text record). Dedup marks the second and later copies of a sentence; redaction replaces them and every
+span of the policy π with `<mask>`. A line flagged by π or by the conservative π_c, or holding a `<mask>`, is
+private; the rest are public.
+
+Lines are trained in the context of their record, the unit every mechanism is evaluated on:
+- D_pub holds every record with a public line, each private line replaced by one `<mask>` (no loss on it, and
+  none of its text): the public lines keep their record's positions and neighbours, and no private text reaches
+  a step without noise.
+- D_pri holds every record with a private line, redacted (π and dedup), and DP-SGD samples and clips records
+  with q = B/|D_pri|. A record contains each of its sentences, so record-level confidentiality bounds every
+  sentence's; the `<mask>` pattern is fixed by the redaction, which neighbouring datasets share.
+Each epoch is one SGD epoch on D_pub then one DP-SGD epoch on D_pri, and a minibatch never mixes the two sets.
+An epoch is then two record epochs of optimizer steps, not one step per line batch.
 
 Claims (ε, δ)-confidentiality from the DP-SGD part, which holds only if π_c flags every secret π misses
 (Zhao et al. 2022, Thm 1.1). Where gold spans show a secret masked by neither, it trained without noise in D_pub:
@@ -32,10 +42,12 @@ from sdp_core.text.encode import encode
 from sdp_core.text.redaction import MASK, redact
 
 
-def line_units(records: list[Record], spans: list[list[Span]]) -> tuple[list[str], list[list[Span]], list[tuple[Span, ...] | None]]:
-    """Every line of every record, with the policy's spans and the gold spans moved into the line's coordinates."""
-    texts, unit_spans, unit_gold = [], [], []
-    for record, detected in zip(records, spans):
+def line_units(records: list[Record], spans: list[list[Span]]
+               ) -> tuple[list[str], list[list[Span]], list[tuple[Span, ...] | None], list[int]]:
+    """Every non-blank line of every record, with the policy's spans and the gold spans moved into the line's
+    coordinates, and the index of the record it comes from."""
+    texts, unit_spans, unit_gold, owners = [], [], [], []
+    for r, (record, detected) in enumerate(zip(records, spans)):
         start = 0
         for line in record.text.split("\n"):
             end = start + len(line)
@@ -45,27 +57,52 @@ def line_units(records: list[Record], spans: list[list[Span]]) -> tuple[list[str
                 texts.append(line)
                 unit_spans.append([Span(max(s.start, 0), min(s.end, len(line)), s.label) for s in inside(detected)])
                 unit_gold.append(tuple(inside(record.spans)) if record.spans is not None else None)
+                owners.append(r)
             start = end + 1
-    return texts, unit_spans, unit_gold
+    return texts, unit_spans, unit_gold, owners
+
+
+def in_context(records: list[Record], lines: list[str], private: list[bool]) -> tuple[list[str], list[str]]:
+    """The records rebuilt from their `lines` (in `line_units` order; blank lines kept): (D_pri, D_pub).
+
+    D_pri: each record with a private line, every line as given (redacted). D_pub: each record with a public line,
+    every private line replaced by one `<mask>`.
+    """
+    pri, pub, u = [], [], 0
+    for record in records:
+        as_private, as_public, flags = [], [], []
+        for line in record.text.split("\n"):
+            if line.strip():
+                as_private.append(lines[u])
+                as_public.append(MASK if private[u] else lines[u])
+                flags.append(private[u])
+                u += 1
+            else:
+                as_private.append(line)
+                as_public.append(line)
+        if any(flags):
+            pri.append("\n".join(as_private))
+        if not all(flags):
+            pub.append("\n".join(as_public))
+    return pri, pub
 
 
 def crt(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
     m = cfg.mechanism
     assert isinstance(m, CRTConfig)
-    texts, pi_spans, gold = line_units(d.records.train, d.train_spans)
+    texts, pi_spans, gold, _ = line_units(d.records.train, d.train_spans)
     dups = duplicate_spans(texts) if m.dedup else [[] for _ in texts]
     conservative = get_policy(cfg.detector.conservative_policy, cfg.detector)
     pi_c_spans = detect_records(texts, conservative)
     redacted = [redact(t, sorted({*s, *u})) for t, s, u in zip(texts, pi_spans, dups)]
     private = [bool(s or c) or MASK in r for s, c, r in zip(pi_spans, pi_c_spans, redacted)]
-    pri = [r for r, p in zip(redacted, private) if p]
-    pub = [r for r, p in zip(redacted, private) if not p]
-    if not pri:
+    if not any(private):
         raise UserError("CRT found no private records (π and π_c flag nothing): use No-DP or a stronger policy")
-    # Units are lines: pad them to the longest line, not to a whole record's length.
-    length = min(cfg.data.max_length, 2 + max(len(ids) for ids in d.tokenizer(redacted, add_special_tokens=False)["input_ids"]))
-    pri_data = encode(pri, [[] for _ in pri], d.tokenizer, length)
-    pub_data = encode(pub, [[] for _ in pub], d.tokenizer, length) if pub else None
+    pri, pub = in_context(d.records.train, redacted, private)
+    rows = lambda texts: encode(texts, [[] for _ in texts], d.tokenizer, cfg.data.max_length,  # noqa: E731
+                                on_long=cfg.data.on_long_records)
+    pri_data = rows(pri)
+    pub_data = rows(pub) if pub else None
 
     # One public and one private phase per epoch, in alternation; σ is the same for every private epoch.
     phases = []
@@ -87,7 +124,8 @@ def crt(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
         ledger = PrivacyLedger.from_dict({**ledger.to_dict(), "notion": "none"})
 
     p = cfg.privacy
-    details = {"units": len(texts), "private_units": len(pri), "public_units": len(pub),
+    details = {"units": len(texts), "private_units": sum(private), "public_units": len(texts) - sum(private),
+               "private_records": len(pri), "public_records": len(pub), "trained_as": "records (lines in context)",
                "duplicates_masked": sum(len(u) for u in dups), "conservative_policy": conservative.name,
                "confidentiality": confidentiality_claim(ledger.plan, p.delta, p.accountant, missed_by_both)}
     if estimates:

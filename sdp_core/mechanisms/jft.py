@@ -18,7 +18,14 @@ from sdp_core.config.trial import TrialConfig
 from sdp_core.detectors.audit import missing_rate, read_audit
 from sdp_core.detectors.evaluation import evaluate
 from sdp_core.errors import UserError
-from sdp_core.mechanisms.base import MechanismPlan, calibrate, phase_events, private_phase, public_phase
+from sdp_core.mechanisms.base import (
+    MechanismPlan,
+    calibrate,
+    phase_events,
+    private_phase,
+    public_phase,
+    within_token_budget,
+)
 from sdp_core.mechanisms.registry import register_plan
 from sdp_core.preparation import TrialData
 from sdp_core.privacy import PrivacyLedger, light_noise_epsilon
@@ -90,13 +97,15 @@ def jft(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
 
     rate, source = estimated_missing_rate(d, m)
     # Phase 1 is calibrated at the pessimistic end of m̃'s interval, then phase 2 takes what is left.
-    phase1 = private_phase("phase1", d.train_redacted, cfg, m.phase1_epochs)
+    # Both phases held to the compute budget together before either is calibrated (each is then within it alone).
+    phase1, phase2 = within_token_budget([private_phase("phase1", d.train_redacted, cfg, m.phase1_epochs),
+                                          private_phase("phase2", d.train, cfg, cfg.training.epochs)],
+                                         cfg.training.max_tokens)
     amplified = max(rate.high, 1e-12)
     (phase1,), light = calibrate([phase1], cfg, notion="SDP", sample_rate_factor=amplified,
                                  target_epsilon=m.budget_split * cfg.privacy.target_epsilon)
     fixed = phase_events(phase1, "jft", "all", sample_rate_factor=amplified)
-    (phase2,), ledger = calibrate([private_phase("phase2", d.train, cfg, cfg.training.epochs)], cfg, notion="SDP",
-                                  fixed=fixed)
+    (phase2,), ledger = calibrate([phase2], cfg, notion="SDP", fixed=fixed)
     real = phase_events(phase1, "jft", "all")
     report = light_noise_epsilon(real, (rate.low, rate.high), cfg.privacy.delta, cfg.privacy.accountant,
                                  other_events=ledger.plan[len(fixed):])

@@ -26,6 +26,7 @@ from sdp_core.report.tables import (
     frontier_table,
     headline,
     mechanism_table,
+    reading_notes,
     trials_frame,
     uncertainty_note,
 )
@@ -35,6 +36,7 @@ __all__ = ["build_report"]
 
 def summary_markdown(a: Analysis, claims: list[ClaimResult]) -> str:
     return "\n".join([f"# Sweep `{a.sweep.config.name}`", "", headline(a), "", counts_line(a), "",
+                      *[line for note in reading_notes(a) for line in (note, "")],
                       *([claims_markdown(claims)] if claims else []),
                       "## Best model of each mechanism", "", mechanism_table(a).markdown(), "",
                       "## Pareto front", "", front_note(a) or frontier_table(a).markdown(), "",

@@ -25,6 +25,7 @@ from sdp_core.report.tables import (
     mechanism_name,
     mechanism_table,
     metric_label,
+    reading_notes,
     uncertainty_note,
     unfinished_table,
 )
@@ -149,6 +150,7 @@ def render(a: Analysis, plots: list[Plot], cost: SweepCost, claims: list[ClaimRe
         (_table(cost_table(cost.bounds)) if cost.bounds else "") + counted + f'<ul class="notes">{notes}</ul>',
         f"Every ε above is one trial's guarantee and does not count the selection among {len(sweep.trials)} trials "
         f"on the same data. These bounds do, under the stated conditions; {e(cost.source)}."))
+    reading = "".join(f'<p class="counts">{e(n)}</p>' for n in reading_notes(a))
     nav = "".join(f'<a href="#{s.anchor}">{e(s.title)}</a>' for s in sections)
     files = " · ".join(f'<a href="{f}">{f}</a> ({e(what)})' for f, what in FILES)
     versions = sorted({", ".join(f"{k} {v}" for k, v in t.versions.items()) for t in sweep.trials if t.versions})
@@ -159,7 +161,7 @@ def render(a: Analysis, plots: list[Plot], cost: SweepCost, claims: list[ClaimRe
 <header><p class="eyebrow">sdp-sweep report</p><h1>{e(sweep.config.name)}</h1>
 <p class="meta">{len(sweep.trials)} trials of {e(", ".join(mechanism_name(m) for m in mechanisms))} · objectives:
 {e(objectives)} · generated {time.strftime("%Y-%m-%d %H:%M")}</p></header>
-<div class="headline"><p class="lead">{e(headline(a))}</p><p class="counts">{e(counts_line(a))}</p></div>
+<div class="headline"><p class="lead">{e(headline(a))}</p><p class="counts">{e(counts_line(a))}</p>{reading}</div>
 <nav>{nav}</nav>
 {"".join(s.html() for s in sections)}
 <footer><p>Files: {files}</p><p>Versions: {e("; ".join(versions)) or "—"}</p></footer>

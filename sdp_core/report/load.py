@@ -26,6 +26,9 @@ QUALIFIER_FIELDS = ("guarantee", "formal", "holds", "condition")
 """What qualifies a privacy report, lifted with it when present: an empirical estimate with its formal bound, or a
 claim whose condition (`holds`) the data did not meet."""
 LEDGER_FIELDS = ("format", "notion", "delta", "accountant", "plan", "spent_steps", REAL_SAMPLE_RATES)
+AUDIT_FIELDS = ("epsilon_lower_bound", "epsilon_lower_bound_per_record", "ceiling", "confidence", "delta", "method",
+                "canaries", "members", "nonmembers", "guesses", "correct", "group_size")
+"""The one-run ε audit of a trial (`attacks.empirical_epsilon`): counts and bounds, never a canary."""
 
 
 def number(value: Any) -> float | None:
@@ -54,6 +57,7 @@ class Trial:
     versions: dict[str, str]
     error: str | None
     ledger: dict[str, Any] = field(default_factory=dict)  # LEDGER_FIELDS: what a stopped or failed trial planned
+    audit: dict[str, Any] = field(default_factory=dict)  # AUDIT_FIELDS of its empirical ε lower bound
 
     def metric(self, name: str) -> float | None:
         """A measured metric; `epsilon` is the ε the trial spent (so it can be an axis or an objective)."""
@@ -147,6 +151,8 @@ def parse_trial(row: Any, path: Path) -> Trial:
         timings={k: v for k, v in _mapping(row, "timings", path).items() if number(v) is not None},
         versions={k: str(v) for k, v in _mapping(row, "versions", path).items()},
         error=str(row["error"]) if row.get("error") else None,
+        audit={k: v for k, v in _mapping(_mapping(row, "attacks", path), "empirical_epsilon", path).items()
+               if k in AUDIT_FIELDS and (number(v) is not None or k == "method")},
     )
 
 

@@ -47,7 +47,8 @@ def non_dominated_beyond_noise(low: np.ndarray, high: np.ndarray, modes: Sequenc
     return front
 
 
-PRIVACY_OR_COST = ("exposure", "mia", "epsilon", "train_seconds")
+PRIVACY_OR_COST = ("exposure", "mia", "epsilon", "empirical_epsilon", "train_seconds", "wall_seconds", "steps",
+                   "tokens")
 """Metric-name prefixes that are not utility: the report's y axis is the first objective that is utility."""
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from sdp_core.config.mechanism import MECHANISM_SETTINGS
 from sdp_core.privacy import NOTIONS, basic_composition, counted_events, events_from_dicts, random_search_cost
 from sdp_core.privacy.relations import ADD_REMOVE, RELATIONS
-from sdp_core.privacy.sweep_cost import WHOLE_PLAN, all_trials_cost, trial_charge
+from sdp_core.privacy.sweep_cost import WHOLE_PLAN, all_trials_cost
 from sdp_core.report.load import Sweep, Trial, number
 from sdp_core.report.pareto import Analysis
 from sdp_core.report.tables import (
@@ -29,6 +29,7 @@ from sdp_core.report.tables import (
     headline,
     mechanism_name,
     metric_label,
+    trial_charges,
 )
 
 
@@ -69,14 +70,6 @@ class SweepCost:
 def _trial_count_note(sweep: Sweep) -> str:
     return (f" This sweep ran a fixed number of trials (num_trials = {sweep.config.num_trials}), not a random one, so "
             "it does not meet these conditions: only basic composition holds for it.")
-
-
-def trial_charges(sweep: Sweep) -> dict[str, dict]:
-    """Every trial that published a plan, by id, with the privacy report it is charged (`trial_charge`): its spent
-    steps when it has a privacy report, else its whole plan (stopped early, failed or killed after calibrating)."""
-    charges = {t.trial_id: trial_charge(t.privacy, t.ledger, spent_known="epsilon" in t.privacy)
-               for t in sweep.trials}
-    return {trial_id: charge for trial_id, charge in charges.items() if charge is not None}
 
 
 def computed_cost(charges: dict[str, dict], sweep: Sweep) -> dict[str, dict]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,8 +19,9 @@ import pandas as pd
 from sdp_core.config.mechanism import MECHANISM_SETTINGS
 from sdp_core.privacy.light_noise import ESTIMATE
 from sdp_core.privacy.relations import RELATIONS
-from sdp_core.report.load import Trial, number
-from sdp_core.report.pareto import Analysis
+from sdp_core.privacy.sweep_cost import NOTION_ORDER, all_trials_cost, trial_charge
+from sdp_core.report.load import Sweep, Trial, number
+from sdp_core.report.pareto import Analysis, ranked
 
 METRIC_LABELS = {
     "val_perplexity": "val perplexity",
@@ -33,7 +35,12 @@ METRIC_LABELS = {
     "mia_auc": "MIA AUC",
     "train_seconds": "train time (s)",
     "epsilon": "ε spent",
+    "empirical_epsilon_lower_bound": "audit ε lower bound",
+    "steps": "optimizer steps",
+    "tokens": "tokens trained on",
+    "wall_seconds": "trial wall time (s)",
 }
+COMPUTE_METRICS = ("steps", "tokens")
 TABLE_METRICS = ("val_perplexity", "val_private_perplexity", "exposure_mean", "mia_auc")
 UNFINISHED_REASONS = {
     "infeasible": "the ε target cannot be met with this configuration",
@@ -189,6 +196,78 @@ def front_note(a: Analysis) -> str:
     return f"No Pareto front: no finished trial {what}."
 
 
+def evaluation_unit(a: Analysis) -> str:
+    """The one unit every mechanism's utility is measured on."""
+    data = a.sweep.config.base.data
+    return (f"Every mechanism's {metric_label(a.utility.metric)} is measured on the same unit: whole held-out records "
+            f"({data.n_validation} validation records, rows of up to {data.max_length} tokens), whatever unit it "
+            "trains on (CRT trains its sentence units inside their records).")
+
+
+def _utilities(a: Analysis, mechanism: str) -> list[float]:
+    """The utility of every finished trial of `mechanism`, best first."""
+    trials = [t for t in a.sweep.trials if t.mechanism == mechanism and t.state == "finished"]
+    return [t.metric(a.utility.metric) for t in ranked(trials, a.utility) if t.metric(a.utility.metric) is not None]
+
+
+def spread_text(values: list[float]) -> str:
+    """`best 12.0 · median 20.1 · worst 58.0 (3 trials)`, best first; one trial has no spread."""
+    if len(values) < 2:
+        return f"{fmt(values[0])} (1 trial: no spread)" if values else DASH
+    return (f"best {fmt(values[0])} · median {fmt(statistics.median(values))} · worst {fmt(values[-1])} "
+            f"({len(values)} trials)")
+
+
+def ranking_note(a: Analysis) -> str:
+    """The mechanisms by their best trial, saying which steps of the order are beyond their trials' spread.
+
+    Mechanism A ranks above B beyond noise when A's median trial is better than B's best: most of A's trials beat
+    anything B reached. A best trial alone is one draw of a random search, so an order of best trials whose
+    medians do not separate is within noise, and the note says so.
+    """
+    sign = 1.0 if a.utility.mode == "min" else -1.0
+    values = {m: v for m in a.sweep.config.mechanisms if (v := _utilities(a, m))}
+    if len(values) < 2:
+        return ""
+    order = sorted(values, key=lambda m: sign * values[m][0])
+    steps = []
+    for upper, lower in zip(order, order[1:]):
+        clear = len(values[upper]) > 1 and sign * statistics.median(values[upper]) < sign * values[lower][0]
+        steps.append(f"{mechanism_name(upper)} {'>' if clear else '≈'} {mechanism_name(lower)}")
+    within = [s for s in steps if "≈" in s]
+    verdict = ("every step is beyond the trials' spread" if not within else
+               "the ranking is within noise where marked ≈ (the better mechanism's median trial does not beat the "
+               "other's best)")
+    return (f"Mechanisms by their best {metric_label(a.utility.metric)}: {', '.join(steps)}; {verdict}.")
+
+
+def _separated(trials: list[Trial], metric: str) -> bool:
+    """Whether any two trials' values of `metric` differ beyond their 95 % intervals (exact values: any difference)."""
+    ends = [t.interval(metric) or (t.metric(metric),) * 2 for t in trials if t.metric(metric) is not None]
+    return any(hi_a < lo_b for lo_a, hi_a in ends for lo_b, hi_b in ends)
+
+
+def separation_note(a: Analysis) -> str:
+    """Says plainly when a privacy objective did not separate the trials (the front is then decided by the rest)."""
+    finished = [t for t in a.sweep.trials if t.state == "finished"]
+    silent = [o.metric for o in a.sweep.config.objectives
+              if o.metric != a.utility.metric and any(t.metric(o.metric) is not None for t in finished)
+              and not _separated(finished, o.metric)]
+    if not silent:
+        return ""
+    ceilings = [t.audit["ceiling"] for t in finished if "ceiling" in t.audit]
+    resolution = (f" (with its canaries the audit could show at most ε ≈ {fmt(max(ceilings))})"
+                  if "empirical_epsilon_lower_bound" in silent and ceilings else "")
+    return (f"The privacy objective {', '.join(map(metric_label, silent))} did not separate the trials: every "
+            f"difference is inside the measurements' uncertainty{resolution}, so the front is decided by the other "
+            "objectives alone.")
+
+
+def reading_notes(a: Analysis) -> list[str]:
+    """How to read the answer: the evaluation unit, the mechanisms' ranking against noise, privacy separation."""
+    return [n for n in (evaluation_unit(a), ranking_note(a), separation_note(a)) if n]
+
+
 def counts_line(a: Analysis) -> str:
     by_state = {s: sum(t.state == s for t in a.sweep.trials) for s in ("finished", "early_stopped", "infeasible", "failed")}
     objectives = " and ".join(f"{metric_label(o.metric)} {'↓' if o.mode == 'min' else '↑'}"
@@ -232,14 +311,33 @@ def metric_text(t: Trial, name: str) -> str:
     return fmt(t.metric(name)) + (f" [{fmt(interval[0])}, {fmt(interval[1])}]" if interval else "")
 
 
+AUDIT_COLUMN = "audit ε ≥ (confidence, canaries; most it can show)"
+
+
+def audit_text(t: Trial) -> str:
+    """The one-run ε lower bound with its confidence, canaries and ceiling: `0.31 (95 %, 1,000; ≤ 5.16)`; per record
+    when each canary was inserted several times."""
+    audit = t.audit
+    bound = number(audit.get("epsilon_lower_bound_per_record", audit.get("epsilon_lower_bound")))
+    if bound is None:
+        return DASH
+    ceiling = f"; ≤ {fmt(audit['ceiling'])}" if "ceiling" in audit else ""
+    return f"{fmt(bound)} ({100 * audit.get('confidence', 0.95):g} %, {fmt(int(audit.get('canaries', 0)))}{ceiling})"
+
+
 def _trial_table(a: Analysis, trials: list[Trial], first: list[str], first_cells: Callable[[Trial], list[str]]
                  ) -> Table:
-    """Rows of trials: the `first` columns, then σ, ε, the metric columns and wall time."""
-    metrics = _metric_columns(a, trials)
-    columns = [*first, "σ", EPSILON_COLUMN, *map(metric_label, metrics), "wall time"]
+    """Rows of trials: the `first` columns, then σ, ε, the audit's ε lower bound, the metric columns, compute
+    (optimizer steps, tokens trained on) and wall time."""
+    metrics = [m for m in _metric_columns(a, trials) if m not in (*COMPUTE_METRICS, "empirical_epsilon_lower_bound")]
+    audit = [AUDIT_COLUMN] if any(t.audit for t in trials) else []
+    compute = [m for m in COMPUTE_METRICS if any(t.metric(m) is not None for t in trials)]
+    columns = [*first, "σ", EPSILON_COLUMN, *audit, *map(metric_label, metrics), *map(metric_label, compute),
+               "wall time"]
     rows = [[*first_cells(t), sigma_text(t.privacy.get("events", [])), format_epsilon(t.privacy),
-             *(metric_text(t, m) for m in metrics), fmt_seconds(wall_time(t))] for t in trials]
-    return Table(columns, rows, numeric={"σ", *map(metric_label, metrics), "wall time"})
+             *([audit_text(t)] if audit else []), *(metric_text(t, m) for m in metrics),
+             *(fmt(t.metric(m)) for m in compute), fmt_seconds(wall_time(t))] for t in trials]
+    return Table(columns, rows, numeric={"σ", *audit, *map(metric_label, (*metrics, *compute)), "wall time"})
 
 
 MODEL_COLUMN = "model"
@@ -252,9 +350,44 @@ def saved_model(a: Analysis, t: Trial) -> str:
     return path.as_posix() if (a.sweep.directory / path).is_dir() else DASH
 
 
+def trial_charges(sweep: Sweep) -> dict[str, dict]:
+    """Every trial that published a plan, by id, with the privacy report it is charged (`trial_charge`): its spent
+    steps when it has a privacy report, else its whole plan (stopped early, failed or killed after calibrating)."""
+    charges = {t.trial_id: trial_charge(t.privacy, t.ledger, spent_known="epsilon" in t.privacy)
+               for t in sweep.trials}
+    return {trial_id: charge for trial_id, charge in charges.items() if charge is not None}
+
+
+SEARCH_COLUMN = "ε of the search that chose it"
+SEARCH_BOUND = ("composition of every charged trial (a fixed number of trials: the random-K random-search bound of "
+                "Papernot & Steinke 2022 does not apply)")
+
+
+def search_bound(trials: list[Trial], charges: dict[str, dict]) -> str:
+    """The ε of a search over `trials` (every trial touched the same data): the composition of their charges under
+    the weakest notion (`all_trials_cost`), or none when one of them has no formal guarantee."""
+    charged = [charges[t.trial_id] for t in trials if t.trial_id in charges]
+    if not charged:
+        return DASH
+    if any(number(c.get("epsilon")) is None or c.get("notion") not in NOTION_ORDER for c in charged):
+        return "none: a compared trial has no formal guarantee"
+    return format_epsilon(all_trials_cost(charged))
+
+
 def frontier_table(a: Analysis) -> Table:
-    return _trial_table(a, a.front, ["trial", "mechanism", "hyper-parameters", MODEL_COLUMN],
-                        lambda t: [t.trial_id, mechanism_name(t.mechanism), params_text(t), saved_model(a, t)])
+    """The front's trials; beside each trial's own ε, the ε of the search that chose it: its mechanism's trials,
+    and the whole sweep (the front compares every trial), each by composition (`SEARCH_BOUND`)."""
+    charges = trial_charges(a.sweep)
+    whole = search_bound(a.sweep.trials, charges)
+    mine = {m: search_bound([t for t in a.sweep.trials if t.mechanism == m], charges) for m in {t.mechanism for t in a.front}}
+
+    def first_cells(t: Trial) -> list[str]:
+        n = sum(u.mechanism == t.mechanism for u in a.sweep.trials)
+        search = f"its mechanism's {n} trials: {mine[t.mechanism]}; all {len(a.sweep.trials)} trials: {whole}"
+        return [t.trial_id, mechanism_name(t.mechanism), params_text(t), saved_model(a, t), search]
+
+    return _trial_table(a, a.front, ["trial", "mechanism", "hyper-parameters", MODEL_COLUMN, SEARCH_COLUMN],
+                        first_cells)
 
 
 def mechanism_table(a: Analysis) -> Table:
@@ -263,11 +396,14 @@ def mechanism_table(a: Analysis) -> Table:
     best = {m: a.best_of([t for t in a.sweep.trials if t.mechanism == m]) for m in names}
     shown = [m for m in names if best[m] is not None]
 
+    spread = f"{metric_label(a.utility.metric)} over its trials"
+
     def first_cells(t: Trial) -> list[str]:
         mine = [u for u in a.sweep.trials if u.mechanism == t.mechanism]
-        return [mechanism_name(t.mechanism), f"{sum(u.state == 'finished' for u in mine)}/{len(mine)}", t.trial_id]
+        return [mechanism_name(t.mechanism), f"{sum(u.state == 'finished' for u in mine)}/{len(mine)}", t.trial_id,
+                spread_text(_utilities(a, t.mechanism))]
 
-    table = _trial_table(a, [best[m] for m in shown], ["mechanism", "finished", "best trial"], first_cells)
+    table = _trial_table(a, [best[m] for m in shown], ["mechanism", "finished", "best trial", spread], first_cells)
     for m in names:
         if best[m] is None:  # keep every mechanism visible, even one whose trials all failed
             mine = [u for u in a.sweep.trials if u.mechanism == m]

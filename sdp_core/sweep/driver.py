@@ -11,14 +11,16 @@
   and `failed` -> FAIL, so samplers skip them and the study goes on (an infeasible trial has no objective
   values to constrain); `early_stopped` -> PRUNED, never
   COMPLETE with partial values. The state, trial id and error also go into the Optuna trial's user attributes.
-- When several mechanisms are compared, the first trials take each mechanism once (enqueued in a new study),
-  so every mechanism is on the report whatever the sampler prefers; TPE chooses freely after them.
+- Equal budgets: each mechanism has its own Optuna study (`<study>-<mechanism>`, one TPE sampler over its own
+  space) and the same number of trials (`SweepConfig.trials_per_mechanism`); trials are handed out in turn to
+  the mechanism with the fewest, so no mechanism's share or search depends on another's results. Trial number
+  n of mechanism i (of M) is sweep trial n·M + i: its id and seed follow from it.
 - Early stopping (optional) is ASHA on the held-out validation loss (never a private batch's loss), with the
   cumulative optimizer step as its clock.
-- Resume is rebuilt from the study's journal and the trial files, not from Tune's snapshot: a trial with a
+- Resume is rebuilt from the studies' journal and the trial files, not from Tune's snapshot: a trial with a
   row is done; a trial Optuna still lists as running without a row is re-run with the same parameters, id and
   seed; new trials fill up to exactly `num_trials`. Nothing is lost or counted twice whenever the driver died.
-- Each sweep's study is named `<sweep name>-<hash of its resolved config>` in `OUT/optuna.journal`.
+- Each sweep's studies are named `<sweep name>-<hash of its resolved config>-<mechanism>` in `OUT/optuna.journal`.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from sdp_core.config.trial import TrialConfig
 from sdp_core.detectors.cache import detection_processes
 from sdp_core.errors import PrivacyError, UserError
 from sdp_core.logs import configure_logging
-from sdp_core.sweep.space import MECHANISM_PARAM, sample, trial_config_dict, trial_id
+from sdp_core.sweep.space import MECHANISM_PARAM, sample, sweep_number, trial_config_dict, trial_id
 from sdp_core.sweep.store import SweepStore
 from sdp_core.preparation import PreparedData, data_key
 from sdp_core.trial import TrainingProgress, TrialResult, prepare_shared, run_trial
@@ -91,7 +93,7 @@ def finish_row(row: dict, config: dict) -> dict:
             "error": row.get("error")}
 
 
-def write_row(search: SweepSearch | GridSearch, store: SweepStore, row: dict) -> bool:
+def write_row(search: TrialSearch, store: SweepStore, row: dict) -> bool:
     """Store a trial's row. A failed write (a full disk) is kept on the search as `write_error`, not raised inside
     Tune, which would re-run the trial as if its worker had died; `tune_run` raises it once the run is over."""
     try:
@@ -222,38 +224,35 @@ def reopen_trial(study: optuna.Study, frozen: FrozenTrial) -> optuna.Trial:
     return optuna.Trial(study, frozen._trial_id)
 
 
-class SweepSearch(Searcher):
-    """Ray Tune's searcher for an Optuna study over the sweep's define-by-run space; it also owns the trial rows.
+class TrialSearch(Searcher):
+    """What the sweep's searches share: hand Tune one trial config per Tune trial (`next_config`, once; the same
+    config again when Tune asks again), keep the plan each trial publishes, and on completion write its row
+    (`completed_row`, `write_row`) and then `recorded` it. A trial whose row cannot be written stays pending, so
+    a resume re-runs it. State lives in the trial files (and a search's journal), so Tune saves nothing."""
 
-    `suggest` asks the study for a trial, samples the space into it (`space.sample`) and hands Tune the trial's
-    id, parameters and full trial config; `on_trial_complete` writes the row and then tells Optuna. Trials left
-    running by a crash (`orphans`) are handed out again, with their stored values, before new ones are asked.
-    Only public Ray Tune (`Searcher`) and Optuna (`ask`/`tell`) API, plus `reopen_trial`.
-    """
-
-    def __init__(self, cfg: SweepConfig, space: SearchSpace, store: SweepStore, study: optuna.Study,
-                 orphans: list[FrozenTrial], stopped_by_scheduler: set[str]):
+    def __init__(self, store: SweepStore, stopped_by_scheduler: set[str]):
         super().__init__()
-        self._cfg, self._space, self._store, self._study = cfg, space, store, study
-        self._objectives = [o.metric for o in cfg.objectives]
-        self._orphans = list(orphans)
+        self._store = store
         self._stopped = stopped_by_scheduler
-        self._trials: dict[str, optuna.Trial] = {}  # Tune trial id -> its Optuna trial
-        self._completed: set[str] = set()
         self._configs: dict[str, dict] = {}  # Tune trial id -> what the trainable got
         self._ledgers: dict[str, dict] = {}  # Tune trial id -> the plan it published (`keep_ledger`)
+        self._completed: set[str] = set()
         self.write_error: Exception | None = None  # the first row that could not be stored (see `write_row`)
 
-    def suggest(self, tune_trial_id: str) -> dict:
-        if tune_trial_id not in self._trials:
-            orphan = self._orphans.pop(0) if self._orphans else None
-            self._trials[tune_trial_id] = reopen_trial(self._study, orphan) if orphan else self._study.ask()
-        ot_trial = self._trials[tune_trial_id]
-        params = sample(ot_trial, self._space, self._cfg.mechanisms)  # an orphan gets its stored values back
-        config = {"trial_id": trial_id(ot_trial.number), "params": params, "objectives": self._objectives,
-                  "trial": trial_config_dict(self._cfg, params, ot_trial.number)}
-        self._configs[tune_trial_id] = config
-        return config
+    def next_config(self, tune_trial_id: str) -> dict | None:
+        """The config of a new Tune trial; None when the search has handed out every trial."""
+        raise NotImplementedError
+
+    def recorded(self, tune_trial_id: str, row: dict) -> None:
+        """Called once a trial's row is stored."""
+
+    def suggest(self, tune_trial_id: str) -> dict | str:
+        if tune_trial_id not in self._configs:
+            config = self.next_config(tune_trial_id)
+            if config is None:
+                return Searcher.FINISHED
+            self._configs[tune_trial_id] = config
+        return self._configs[tune_trial_id]
 
     def on_trial_result(self, tune_trial_id: str, result: dict) -> None:
         keep_ledger(self._ledgers, tune_trial_id, result)
@@ -264,52 +263,74 @@ class SweepSearch(Searcher):
             return
         row = completed_row(config, result, error, tune_trial_id in self._stopped, self._ledgers.get(tune_trial_id))
         if row is None:
-            return  # interrupted (Ctrl-C, driver stopping): still running in the study, so resume re-runs it
-        if write_row(self, self._store, row):  # else still running in the study: resume re-runs it
-            record_in_study(self._trials[tune_trial_id], row, self._objectives)
+            return  # interrupted (Ctrl-C, driver stopping): still pending, so resume re-runs it
+        if write_row(self, self._store, row):
+            self.recorded(tune_trial_id, row)
             self._completed.add(tune_trial_id)
 
     def save(self, checkpoint_path: str) -> None:
-        """Nothing to save for Tune: resume rebuilds from the Optuna journal and the trial files."""
+        """Nothing to save: the trial files (and the journal) are the state."""
+
+    def restore(self, checkpoint_path: str) -> None:
+        """Nothing to restore: resume recomputes the pending trials from the trial files (and the journal)."""
+
+
+class SweepSearch(TrialSearch):
+    """Ray Tune's searcher over one Optuna study per mechanism, each with the same trial budget.
+
+    `suggest` takes the mechanism with the fewest trials so far (in `cfg.mechanisms` order on ties), asks its
+    study for a trial, samples that mechanism's space into it (`space.sample`) and hands Tune the trial's id,
+    parameters and full trial config; a stored row is told to that study. Trials left running by a crash
+    (`orphans`, per mechanism) are handed out again, with their stored values, before new ones are asked.
+    Only public Ray Tune (`Searcher`) and Optuna (`ask`/`tell`) API, plus `reopen_trial`.
+    """
+
+    def __init__(self, cfg: SweepConfig, space: SearchSpace, store: SweepStore, studies: dict[str, optuna.Study],
+                 orphans: dict[str, list[FrozenTrial]], stopped_by_scheduler: set[str]):
+        super().__init__(store, stopped_by_scheduler)
+        self._cfg, self._space, self._studies = cfg, space, studies
+        self._objectives = [o.metric for o in cfg.objectives]
+        self._orphans = {m: list(orphans.get(m, [])) for m in cfg.mechanisms}
+        # Trials each mechanism has had: its study's, less the orphans it will be handed again.
+        self._taken = {m: len(studies[m].trials) - len(self._orphans[m]) for m in cfg.mechanisms}
+        self._trials: dict[str, optuna.Trial] = {}  # Tune trial id -> its Optuna trial
+
+    def next_config(self, tune_trial_id: str) -> dict | None:
+        mechanism = next((m for m in self._cfg.mechanisms if self._orphans[m]), None)
+        if mechanism is not None:
+            ot_trial = reopen_trial(self._studies[mechanism], self._orphans[mechanism].pop(0))
+        else:
+            open_ = [m for m in self._cfg.mechanisms if self._taken[m] < self._cfg.per_mechanism]
+            if not open_:
+                return None
+            mechanism = min(open_, key=lambda m: self._taken[m])
+            ot_trial = self._studies[mechanism].ask()
+        self._taken[mechanism] += 1
+        self._trials[tune_trial_id] = ot_trial
+        params = sample(ot_trial, self._space, mechanism, self._cfg.mechanisms)  # an orphan gets its values back
+        number = sweep_number(self._cfg, mechanism, ot_trial.number)
+        return {"trial_id": trial_id(number), "params": params, "objectives": self._objectives,
+                "trial": trial_config_dict(self._cfg, params, number)}
+
+    def recorded(self, tune_trial_id: str, row: dict) -> None:
+        record_in_study(self._trials[tune_trial_id], row, self._objectives)
 
     def __getstate__(self) -> dict:
-        """`Tuner` pickles its search algorithm (for `Tuner.restore`, unused here); the study, whose journal
-        storage holds a lock, stays behind."""
-        return {k: v for k, v in self.__dict__.items() if k not in ("_study", "_trials")}
+        """`Tuner` pickles its search algorithm (for `Tuner.restore`, unused here); the studies, whose journal
+        storage holds a lock, stay behind."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_studies", "_trials")}
 
 
-class GridSearch(Searcher):
+class GridSearch(TrialSearch):
     """A fixed grid (`experiments` × seeds): hands out the trials without a row, in order, and writes each row
     when its trial completes. Resume needs no journal: a trial with a row is done, the others run again."""
 
     def __init__(self, pending: list[dict], store: SweepStore):
-        super().__init__()
-        self._pending, self._store = list(pending), store
-        self._configs: dict[str, dict] = {}
-        self._ledgers: dict[str, dict] = {}  # Tune trial id -> the plan it published (`keep_ledger`)
-        self.write_error: Exception | None = None  # the first row that could not be stored (see `write_row`)
+        super().__init__(store, set())
+        self._pending = list(pending)
 
-    def suggest(self, tune_trial_id: str) -> dict | None:
-        if tune_trial_id not in self._configs:
-            if not self._pending:
-                return Searcher.FINISHED
-            self._configs[tune_trial_id] = self._pending.pop(0)
-        return self._configs[tune_trial_id]
-
-    def on_trial_result(self, tune_trial_id: str, result: dict) -> None:
-        keep_ledger(self._ledgers, tune_trial_id, result)
-
-    def on_trial_complete(self, tune_trial_id: str, result: dict | None = None, error: bool = False) -> None:
-        config = self._configs.get(tune_trial_id)
-        row = completed_row(config, result, error, False, self._ledgers.get(tune_trial_id)) if config else None
-        if row is not None:
-            write_row(self, self._store, row)
-
-    def save(self, checkpoint_path: str) -> None:
-        """Nothing to save: the trial files are the state (see the class docstring)."""
-
-    def restore(self, checkpoint_path: str) -> None:
-        """Nothing to restore: resume recomputes the pending trials from the trial files."""
+    def next_config(self, tune_trial_id: str) -> dict | None:
+        return self._pending.pop(0) if self._pending else None
 
 
 def grid_configs(cfg: SweepConfig) -> list[dict]:
@@ -324,20 +345,22 @@ def grid_configs(cfg: SweepConfig) -> list[dict]:
 
 
 def study_name(cfg: SweepConfig) -> str:
-    """`<sweep name>-<hash of the resolved config>`: one study per sweep, even in a shared storage."""
+    """`<sweep name>-<hash of the resolved config>`: the prefix of the sweep's studies, even in a shared storage."""
     digest = hashlib.sha256(json.dumps(cfg.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
     return f"{cfg.name}-{digest[:10]}"
 
 
-def folder_study_name(cfg: SweepConfig, storage: JournalStorage) -> str:
-    """The study of a sweep folder: the one its journal holds, by the name it was created with (a newer version
-    may hash the same sweep's resolved config differently, and a new study would restart the trial numbers)."""
-    existing = [s.study_name for s in optuna.get_all_study_summaries(storage)]
-    return existing[0] if len(existing) == 1 else study_name(cfg)
+def folder_study_names(cfg: SweepConfig, storage: JournalStorage) -> dict[str, str]:
+    """The studies of a sweep folder, by mechanism: `<prefix>-<mechanism>`, with the prefix its journal already
+    holds (a newer version may hash the same sweep's resolved config differently, and new studies would restart
+    the trial numbers)."""
+    prefixes = {s.study_name.rsplit("-", 1)[0] for s in optuna.get_all_study_summaries(storage)}
+    prefix = prefixes.pop() if len(prefixes) == 1 else study_name(cfg)
+    return {m: f"{prefix}-{m}" for m in cfg.mechanisms}
 
 
-def open_study(cfg: SweepConfig, store: SweepStore) -> tuple[optuna.Study, JournalStorage]:
-    """The sweep's study in `OUT/optuna.journal`, created on first use.
+def open_studies(cfg: SweepConfig, store: SweepStore) -> dict[str, optuna.Study]:
+    """The sweep's studies in `OUT/optuna.journal`, one per mechanism, created on first use.
 
     A driver killed in the middle of an append leaves a partial last line, which later appends would bury in
     the middle of the file (unreadable): it is cut off first, as if that write never happened.
@@ -347,21 +370,24 @@ def open_study(cfg: SweepConfig, store: SweepStore) -> tuple[optuna.Study, Journ
         if journal and not journal.endswith(b"\n"):
             store.journal_file.write_bytes(journal[:journal.rfind(b"\n") + 1])
     storage = JournalStorage(JournalFileBackend(str(store.journal_file)))
-    study = optuna.create_study(storage=storage, study_name=folder_study_name(cfg, storage), load_if_exists=True,
-                                directions=["minimize" if o.mode == "min" else "maximize" for o in cfg.objectives])
-    return study, storage
+    directions = ["minimize" if o.mode == "min" else "maximize" for o in cfg.objectives]
+    return {m: optuna.create_study(storage=storage, study_name=name, load_if_exists=True, directions=directions)
+            for m, name in folder_study_names(cfg, storage).items()}
 
 
-def reconcile(study: optuna.Study, store: SweepStore, objectives: list[str]) -> list[FrozenTrial]:
-    """After a crash: tell Optuna about rows it never heard of; return the running trials without a row."""
+def reconcile(cfg: SweepConfig, studies: dict[str, optuna.Study], store: SweepStore) -> dict[str, list[FrozenTrial]]:
+    """After a crash: tell each study about rows it never heard of; return, per mechanism, its running trials
+    without a row."""
     rows = store.rows()
-    orphans = []
-    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        row = rows.get(trial_id(t.number))
-        if row is None:
-            orphans.append(t)
-        else:
-            record_in_study(reopen_trial(study, t), row, objectives)
+    objectives = [o.metric for o in cfg.objectives]
+    orphans: dict[str, list[FrozenTrial]] = {}
+    for mechanism, study in studies.items():
+        for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            row = rows.get(trial_id(sweep_number(cfg, mechanism, t.number)))
+            if row is None:
+                orphans.setdefault(mechanism, []).append(t)
+            else:
+                record_in_study(reopen_trial(study, t), row, objectives)
     return orphans
 
 
@@ -395,12 +421,8 @@ def run_sweep(cfg: SweepConfig, space: SearchSpace, store: SweepStore, callbacks
             tune_run(cfg, store, GridSearch(pending, store), None, len(pending), callbacks, prepared)
         return store.rows()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study, storage = open_study(cfg, store)
-    if not study.trials and len(cfg.mechanisms) > 1:
-        for mechanism in cfg.mechanisms[:cfg.num_trials]:
-            study.enqueue_trial({MECHANISM_PARAM: mechanism})
-    objectives = [o.metric for o in cfg.objectives]
-    orphans = reconcile(study, store, objectives)
+    studies = open_studies(cfg, store)
+    orphans = reconcile(cfg, studies, store)
     remaining = cfg.num_trials - len(store.rows())
     if remaining <= 0:
         return store.rows()
@@ -410,10 +432,11 @@ def run_sweep(cfg: SweepConfig, space: SearchSpace, store: SweepStore, callbacks
                  if cfg.early_stopping else None)
     prepared = prepare_once([trial_config_dict(cfg, {MECHANISM_PARAM: m}, 0) for m in cfg.mechanisms],
                             cfg.prepare_processes)
-    # TPE seeded with the sweep's seed plus the trials already in the study: a resumed sweep does not replay the
-    # first run's random draws.
-    study.sampler = optuna.samplers.TPESampler(seed=cfg.seed + len(study.trials))
-    search = SweepSearch(cfg, space, store, study, orphans[:remaining], stopped)
+    # Each mechanism's TPE seeded apart from the others' and with the trials already in its study: a resumed
+    # sweep does not replay the first run's random draws.
+    for i, (mechanism, study) in enumerate(studies.items()):
+        study.sampler = optuna.samplers.TPESampler(seed=cfg.seed + 10_000 * i + len(study.trials))
+    search = SweepSearch(cfg, space, store, studies, orphans, stopped)
     tune_run(cfg, store, search, scheduler, remaining, callbacks, prepared)
     return store.rows()
 
@@ -436,7 +459,7 @@ def trial_resources(config: dict, resources: ResourcesConfig) -> tune.PlacementG
     return tune.PlacementGroupFactory([trial])
 
 
-def tune_run(cfg: SweepConfig, store: SweepStore, search: SweepSearch | GridSearch,
+def tune_run(cfg: SweepConfig, store: SweepStore, search: TrialSearch,
              scheduler: TrialScheduler | None, num_samples: int, callbacks: list | None,
              prepared: dict[str, ray.ObjectRef]) -> None:
     """One Tune run of `num_samples` trials chosen by `search`, each in its placement group (`trial_resources`) and

@@ -1,9 +1,11 @@
 """A sweep's search space as an Optuna define-by-run function, and the trial config each sample becomes.
 
-Parameters are dotted paths into a trial config (`training.learning_rate`). When the sweep compares several
-mechanisms, the mechanism is itself sampled first, as the categorical `mechanism.name`; a parameter under
-`mechanism.` is then sampled only for trials whose mechanism has that field (`mechanism.w` only for atdp), so
-Optuna sees a conditional space. Trial number n gets seed `sweep.seed + n` and name `<sweep>-trial_<n>`.
+Parameters are dotted paths into a trial config (`training.learning_rate`). Each mechanism of a sweep has a study
+of its own (never a sampled categorical, whose share of trials would follow the other mechanisms' results); a
+parameter under `mechanism.` is sampled only for a mechanism that has that field (`mechanism.w` only for atdp).
+A trial of several mechanisms records its mechanism as the parameter `mechanism.name`. Study trial n of the
+sweep's i-th of M mechanisms is sweep trial n·M + i (`sweep_number`), with seed `sweep.seed + n·M + i` and name
+`<sweep>-trial_<n·M + i>`.
 """
 
 from __future__ import annotations
@@ -46,10 +48,15 @@ def _suggest(trial: optuna.Trial, path: str, d: Distribution) -> Any:
     return trial.suggest_float(path, d.low, d.high, log=d.type == "loguniform")
 
 
-def sample(trial: optuna.Trial, space: SearchSpace, mechanisms: list[str]) -> dict[str, Any]:
-    """Define-by-run: the mechanism first (when there is a choice), then the parameters that apply to it."""
-    mechanism = trial.suggest_categorical(MECHANISM_PARAM, mechanisms) if len(mechanisms) > 1 else mechanisms[0]
-    params = {MECHANISM_PARAM: mechanism} if len(mechanisms) > 1 else {}
+def sweep_number(sweep: SweepConfig, mechanism: str, number: int) -> int:
+    """The sweep's trial number of trial `number` in `mechanism`'s study: trials of the mechanisms interleave."""
+    return number * len(sweep.mechanisms) + sweep.mechanisms.index(mechanism)
+
+
+def sample(trial: optuna.Trial, space: SearchSpace, mechanism: str, mechanisms: list[str]) -> dict[str, Any]:
+    """Define-by-run, in `mechanism`'s own study: the parameters that apply to it (and, when the sweep has several
+    mechanisms, `mechanism.name`, recorded, not sampled)."""
+    params: dict[str, Any] = {MECHANISM_PARAM: mechanism} if len(mechanisms) > 1 else {}
     for path, distribution in space.parameters.items():
         if applies_to(path, mechanism):
             params[path] = _suggest(trial, path, distribution)

@@ -1,0 +1,115 @@
+"""What lets a reader tell the mechanisms apart: per-mechanism spread, a ranking that says when it is within noise,
+a privacy objective that says when it did not separate the trials, the audit's bound, compute, the unit, and the
+ε of the search that chose a front trial."""
+
+from __future__ import annotations
+
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+
+from sdp_core.config import parse_model
+from sdp_core.config.sweep import SweepConfig
+from sdp_core.privacy import events_from_dicts
+from sdp_core.privacy.report import account
+from sdp_core.report import build_report
+from sdp_core.report.load import Sweep, Trial, load_sweep
+from sdp_core.report.pareto import analyse
+from sdp_core.report.tables import (
+    AUDIT_COLUMN,
+    SEARCH_COLUMN,
+    frontier_table,
+    mechanism_table,
+    ranking_note,
+    separation_note,
+    trial_charges,
+)
+from tests.synthetic_sweep import write_synthetic_sweep
+
+
+def _trial(tid: str, mechanism: str, ppl: float, exposure: tuple[float, float, float] = (1.4, 1.0, 1.8),
+           audit: dict | None = None) -> Trial:
+    value, low, high = exposure
+    return Trial(trial_id=tid, state="finished", seed=0, mechanism=mechanism, params={},
+                 metrics={"val_perplexity": ppl, "exposure_mean": value, "exposure_mean_low": low,
+                          "exposure_mean_high": high, "steps": 40, "tokens": 12_345},
+                 privacy={}, config={"mechanism": {"name": mechanism}}, detector={}, canaries=None,
+                 other_guarantees={}, timings={"total": 10.0}, versions={}, error=None, audit=audit or {})
+
+
+def _analysis(trials: list[Trial], mechanisms: list[str]):
+    cfg = parse_model(SweepConfig, {"name": "t", "mechanisms": mechanisms, "num_trials": 3 * len(mechanisms),
+                                    "search_space": {"parameters": {"training.learning_rate": {
+                                        "type": "loguniform", "low": 1e-4, "high": 1e-2}}}})
+    return analyse(Sweep(Path("."), cfg, trials, None))
+
+
+def test_ranking_is_beyond_noise_only_when_the_better_median_beats_the_other_best():
+    clear = _analysis([_trial(f"a{i}", "dpsgd", p) for i, p in enumerate((10, 11, 12))]
+                      + [_trial(f"b{i}", "jft", p) for i, p in enumerate((20, 21, 22))], ["dpsgd", "jft"])
+    assert "DP-SGD > JFT" in ranking_note(clear) and "beyond the trials' spread" in ranking_note(clear)
+    noisy = _analysis([_trial(f"a{i}", "dpsgd", p) for i, p in enumerate((10, 30, 40))]
+                      + [_trial(f"b{i}", "jft", p) for i, p in enumerate((20, 21, 22))], ["dpsgd", "jft"])
+    assert "DP-SGD ≈ JFT" in ranking_note(noisy) and "within noise" in ranking_note(noisy)
+
+
+def test_mechanism_table_shows_best_median_and_worst_over_its_trials():
+    a = _analysis([_trial(f"a{i}", "dpsgd", p) for i, p in enumerate((12.0, 50.0, 31.0))]
+                  + [_trial("b0", "jft", 9.0)], ["dpsgd", "jft"])
+    table = mechanism_table(a)
+    column = next(c for c in table.columns if c.endswith("over its trials"))
+    cells = {row[0]: row[table.columns.index(column)] for row in table.rows}
+    assert cells["DP-SGD"] == "best 12.0 · median 31.0 · worst 50.0 (3 trials)"
+    assert cells["JFT"] == "9 (1 trial: no spread)"
+    assert {"optimizer steps", "tokens trained on"} <= set(table.columns)
+
+
+def test_privacy_objective_that_does_not_separate_the_trials_is_named():
+    overlapping = _analysis([_trial("a", "dpsgd", 10, (1.5, 1.0, 2.0)), _trial("b", "jft", 12, (1.4, 0.9, 1.9))],
+                            ["dpsgd", "jft"])
+    assert "did not separate the trials" in separation_note(overlapping)
+    apart = _analysis([_trial("a", "dpsgd", 10, (1.5, 1.0, 2.0)), _trial("b", "jft", 12, (6.0, 5.0, 7.0))],
+                      ["dpsgd", "jft"])
+    assert separation_note(apart) == ""
+
+
+def test_audit_bound_is_shown_with_its_confidence_canaries_and_ceiling():
+    audit = {"epsilon_lower_bound": 0.42, "epsilon_lower_bound_per_record": 0.42, "confidence": 0.95,
+             "canaries": 1000, "ceiling": 5.16}
+    a = _analysis([_trial("a", "dpsgd", 10, audit=audit)], ["dpsgd"])
+    table = frontier_table(a)
+    assert table.rows[0][table.columns.index(AUDIT_COLUMN)] == "0.42 (95 %, 1,000; ≤ 5.16)"
+
+
+def _epsilon(text: str) -> float:
+    return float(re.search(r"ε = ([0-9.]+)", text).group(1))
+
+
+def test_front_shows_the_epsilon_of_the_search_that_chose_each_trial(tmp_path):
+    """Per mechanism, the composed ε of its charged trials lies between the largest of their own ε (each from its
+    events alone) and their sum (basic composition); the whole sweep compared a No-DP trial: no formal bound."""
+    a = analyse(load_sweep(write_synthetic_sweep(tmp_path / "s", 24)))
+    table = frontier_table(a)
+    charges = trial_charges(a.sweep)
+    checked = 0
+    for t, row in zip(a.front, table.rows):
+        text = row[table.columns.index(SEARCH_COLUMN)]
+        assert text.endswith("all 24 trials: none: a compared trial has no formal guarantee")
+        if t.mechanism == "dpsgd":
+            alone = [account(events_from_dicts(c["events"]), 1e-5, "DP", "rdp")["epsilon"]
+                     for u in a.sweep.trials if u.mechanism == "dpsgd" and (c := charges.get(u.trial_id))]
+            assert len(alone) > 1 and max(alone) < _epsilon(text) < sum(alone)
+            checked += 1
+    assert checked
+
+
+def test_summary_names_the_evaluation_unit_and_the_per_mechanism_spread(tmp_path):
+    sweep_dir = write_synthetic_sweep(tmp_path / "s", 24)
+    summary = (build_report(sweep_dir) / "summary.md").read_text()
+    assert "measured on the same unit: whole held-out records" in summary
+    ppl = [t.metric("val_perplexity") for t in load_sweep(sweep_dir).trials
+           if t.mechanism == "dpsgd" and t.state == "finished"]
+    assert f"median {statistics.median(ppl):.1f}" in summary
+    assert "Mechanisms by their best val perplexity" in summary
