@@ -1,4 +1,4 @@
-"""One trial, end to end and without Ray: `run_trial(TrialConfig) -> TrialResult`.
+"""One trial, end to end and without Ray: `run_trial(TrialConfig) -> TrialRow`.
 
 prepared data (`preparation`) -> mechanism phases with calibrated σ -> training -> utility metrics and attacks ->
 ledger -> one result.
@@ -11,7 +11,7 @@ import platform
 import random
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Callable
@@ -30,46 +30,12 @@ from sdp_core.metrics import utility_metrics
 from sdp_core.models import build_model
 from sdp_core.models.checkpoint import save_model
 from sdp_core.preparation import PreparedData, data_key, prepare_trial_data
-from sdp_core.privacy.relations import qualifiers
+from sdp_core.row import TrialRow
 from sdp_core.tensors import LMData, model_device, record_losses
 from sdp_core.text.encode import encode
 from sdp_core.train.loop import PhaseStats, make_optimizer, train_phase
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class TrialResult:
-    """One row of a sweep: config, metrics, privacy report (ledger), timings, versions. JSON-serialisable."""
-
-    name: str
-    state: str  # finished | failed | infeasible
-    seed: int
-    config: dict
-    metrics: dict = field(default_factory=dict)
-    privacy: dict = field(default_factory=dict)
-    ledger: dict = field(default_factory=dict)  # the saved ledger: `sdp-sweep epsilon --ledger` recomputes `privacy`
-    mechanism: dict = field(default_factory=dict)
-    phases: list[dict] = field(default_factory=list)
-    canaries: dict | None = None
-    attacks: dict = field(default_factory=dict)  # exposure, membership inference, empirical ε lower bound
-    detector: dict = field(default_factory=dict)
-    timings: dict = field(default_factory=dict)
-    versions: dict = field(default_factory=dict)
-    error: str | None = None
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    def summary_line(self) -> str:
-        p, m = self.privacy, self.metrics
-        eps = p.get("epsilon")
-        privacy = (f"ε={eps:.3f} ({qualifiers(p)})"
-                   if isinstance(eps, (int, float)) and eps != float("inf") else f"no DP guarantee ({p.get('notion')})")
-        utility = (f"val ppl {m['val_perplexity']:.2f}" if m.get("val_perplexity") else
-                   f"val acc {m['val_accuracy']:.3f}" if m.get("val_accuracy") is not None else None)
-        return (f"{self.name}: {self.state}; {self.config['mechanism']['name']}; {privacy}; "
-                f"{utility}; {self.timings.get('total', 0):.0f}s" if utility else f"{self.name}: {self.state}")
 
 
 def versions() -> dict:
@@ -227,7 +193,7 @@ def prepare_shared(trials: list[TrialConfig]) -> dict[str, PreparedData]:
 
 def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool = False,
               on_step: Callable[[TrainingProgress], None] | None = None, *,
-              on_plan: Callable[[dict], None] | None = None, prepared: PreparedData | None = None) -> TrialResult:
+              on_plan: Callable[[dict], None] | None = None, prepared: PreparedData | None = None) -> TrialRow:
     """Train and evaluate one configuration. Raises `PrivacyError` if the ε target cannot be met.
 
     `prepared` is the data of `cfg`'s data setting (`preparation.data_key`) when the caller prepared it (a sweep
@@ -279,7 +245,7 @@ def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool
     metrics["private_seconds"] = sum(s.seconds for s in phase_stats if s.private)
     metrics["train_seconds"] = timings["train"]
 
-    result = TrialResult(
+    result = TrialRow(
         name=cfg.name, state="finished", seed=cfg.seed, config=cfg.model_dump(mode="json"), metrics=metrics,
         privacy={**plan.ledger.report(), "noise": NOISE_SOURCES[cfg.privacy.reproducible_noise],
                  "not_covered": not_covered(cfg, plan)},

@@ -14,7 +14,6 @@ from sdp_core.errors import ConfigError
 from sdp_core.mechanisms import PLANS, MechanismPlan, TrialData, register_plan
 from sdp_core.mechanisms.base import calibrate, private_phase
 from sdp_core.report import build_report
-from sdp_core.sweep.driver import finish_row
 from sdp_core.sweep.store import SweepStore
 from sdp_core.trial import run_trial
 from tests.conftest import small_trial_dict
@@ -51,7 +50,8 @@ def half_dp():
 
 def test_a_mechanism_registered_in_a_test_file_trains_and_shows_in_the_report(half_dp, tmp_path):
     trial = small_trial_dict(name="half-0", mechanism={"name": "halfdp", "share": 0.5})
-    row = run_trial(parse_model(TrialConfig, trial)).to_dict()
+    result = run_trial(parse_model(TrialConfig, trial))
+    row = result.to_dict()
     assert row["mechanism"] == {"rows": row["detector"]["windows"]["rows"] // 2} and row["privacy"]["notion"] == "DP"
     assert 0.99 * 3.0 <= row["privacy"]["epsilon"] <= 3.0
 
@@ -61,8 +61,7 @@ def test_a_mechanism_registered_in_a_test_file_trains_and_shows_in_the_report(ha
     store = SweepStore(tmp_path / "sweep")
     store.create(sweep)
     objectives = [o.metric for o in sweep.objectives]
-    store.write_row(finish_row(row, {"trial_id": "trial_0000", "params": {"mechanism.share": 0.5},
-                                     "objectives": objectives}))
+    store.write_row(result.in_sweep("trial_0000", {"mechanism.share": 0.5}, objectives).to_dict())
     page = (build_report(store.root) / "index.html").read_text()
     assert "Half-DP" in page and CAVEAT in page
 

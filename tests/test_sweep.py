@@ -22,13 +22,14 @@ from sdp_core.models.gpt2 import build_gpt2
 from sdp_core.models.lstm import LSTMLM
 from sdp_core.privacy import PrivacyLedger
 from sdp_core.sweep import driver
-from sdp_core.sweep.driver import SweepSearch, open_studies, reconcile, run_sweep, stub_row, sweep_trial
+from sdp_core.sweep.driver import SweepSearch, open_studies, reconcile, run_sweep, sweep_trial
 from sdp_core.sweep.space import check_space, sample, trial_config_dict
 from sdp_core.sweep.store import SweepStore
 from sdp_core.tensors import LMData
 from sdp_core.train.distributed import run_private_phase_distributed
 from sdp_core.train.loop import Phase, make_optimizer, train_phase
-from sdp_core.trial import TrainingProgress, TrialResult
+from sdp_core.row import TrialRow
+from sdp_core.trial import TrainingProgress
 from tests.conftest import small_trial_dict
 
 OBJECTIVES = ["val_perplexity", "val_private_perplexity"]
@@ -109,7 +110,7 @@ def test_trial_function_reports_held_out_progress_then_one_final_row(monkeypatch
     def fake_run_trial(cfg, out_dir, on_step, on_plan, prepared):
         on_step(TrainingProgress(1, "dp", None, lambda: next(held_out)))
         on_step(TrainingProgress(2, "dp", None, lambda: next(held_out)))
-        return TrialResult(name=cfg.name, state="finished", seed=cfg.seed, config={}, metrics={"val_perplexity": 9.0})
+        return TrialRow(name=cfg.name, state="finished", seed=cfg.seed, config={}, metrics={"val_perplexity": 9.0})
 
     monkeypatch.setattr(driver, "run_trial", fake_run_trial)
     monkeypatch.setattr(driver.time, "monotonic", iter(range(100)).__next__)  # one second per call
@@ -140,8 +141,8 @@ def test_trial_function_turns_errors_into_rows(monkeypatch, error, state, messag
 
 
 def _final(config: dict, state: str = "finished", **metrics) -> dict:
-    row = stub_row(config, state, None if state == "finished" else "reason", metrics)
-    return {"final": True, "row": json.dumps(row)}
+    row = TrialRow.stub(config, state, None if state == "finished" else "reason", metrics)
+    return {"final": True, "row": json.dumps(row.to_dict())}
 
 
 def test_search_records_each_end_and_resume_reruns_only_the_unfinished(tmp_path):
@@ -172,9 +173,8 @@ def test_search_records_each_end_and_resume_reruns_only_the_unfinished(tmp_path)
     assert dpsgd.get_trials()[0].values == [30.0, 40.0]  # stopped trials never reach Optuna as COMPLETE
 
     # A crash after writing a row but before telling Optuna: resume tells it; trial_0005 is re-run as itself.
-    late = {**stub_row(configs["e"], "finished", None, {"val_perplexity": 1.0, "val_private_perplexity": 2.0}),
-            "trial_id": "trial_0004", "params": configs["e"]["params"],
-            "objectives": {"val_perplexity": 1.0, "val_private_perplexity": 2.0}}
+    late = TrialRow.stub(configs["e"], "finished", None, {"val_perplexity": 1.0, "val_private_perplexity": 2.0})
+    late = late.in_sweep("trial_0004", configs["e"]["params"], ["val_perplexity", "val_private_perplexity"]).to_dict()
     new = search.suggest("f")
     assert new["trial_id"] == "trial_0005" and new["trial"]["mechanism"]["name"] == "jft"
     assert search.suggest("g") == "FINISHED"  # three trials each: the budget is spent

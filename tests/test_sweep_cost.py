@@ -20,9 +20,9 @@ from sdp_core.report import build_report
 from sdp_core.report.load import load_sweep
 from sdp_core.report.statement import sweep_cost
 from sdp_core.sweep import driver
-from sdp_core.sweep.driver import GridSearch, completed_row, finish_row, stub_row, sweep_trial
+from sdp_core.sweep.driver import GridSearch, completed_row, sweep_trial
 from sdp_core.sweep.store import SweepStore
-from sdp_core.trial import TrialResult
+from sdp_core.row import TrialRow
 from tests.conftest import small_trial_dict
 
 OBJECTIVES = ["val_perplexity", "val_private_perplexity"]
@@ -49,14 +49,18 @@ def ledger(notion: str, *events: GaussianEvent) -> PrivacyLedger:
     return PrivacyLedger(notion, DELTA, "rdp", events)
 
 
+def in_sweep(row: TrialRow, config: dict) -> dict:
+    return row.in_sweep(config["trial_id"], config["params"], config["objectives"]).to_dict()
+
+
 def finished_row(trial_id: str, plan: PrivacyLedger, mechanism: str = "dpsgd") -> dict:
     for e in plan.plan:
         if e.steps:
             plan.record_steps(e.phase, e.steps)
     config = trial_config(trial_id, mechanism)
-    result = TrialResult(name=trial_id, state="finished", seed=0, config=config["trial"],
-                         metrics={m: 10.0 for m in OBJECTIVES}, privacy=plan.report(), ledger=plan.to_dict())
-    return finish_row(result.to_dict(), config)
+    result = TrialRow(name=trial_id, state="finished", seed=0, config=config["trial"],
+                      metrics={m: 10.0 for m in OBJECTIVES}, privacy=plan.report(), ledger=plan.to_dict())
+    return in_sweep(result, config)
 
 
 def dp_accounting_epsilon(events: list[tuple[float, float, int]]) -> float:
@@ -118,10 +122,10 @@ def sweep_dir(tmp_path):
     for trial_id, state, plan in [("trial_0001", "early_stopped", ledger("DP", GaussianEvent(0.02, 1.2, 800, "dp"))),
                                   ("trial_0002", "failed", ledger("DP", GaussianEvent(0.01, 0.9, 300, "dp")))]:
         config = trial_config(trial_id)
-        store.write_row(finish_row(stub_row(config, state, "reason" if state == "failed" else None,
-                                            ledger=plan.to_dict()), config))
+        store.write_row(in_sweep(TrialRow.stub(config, state, "reason" if state == "failed" else None,
+                                               ledger=plan.to_dict()), config))
     config = trial_config("trial_0003")
-    store.write_row(finish_row(stub_row(config, "infeasible", "PrivacyError: unreachable"), config))
+    store.write_row(in_sweep(TrialRow.stub(config, "infeasible", "PrivacyError: unreachable"), config))
     return store.root
 
 

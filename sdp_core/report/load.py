@@ -17,8 +17,8 @@ from sdp_core.config.sweep import Objective, SweepConfig
 from sdp_core.errors import UserError
 from sdp_core.io import read_yaml
 from sdp_core.privacy.light_noise import ESTIMATE, REAL_SAMPLE_RATES
+from sdp_core.row import TrialRow, objective_value
 
-TRIAL_STATES = ("finished", "early_stopped", "infeasible", "failed")
 CANARY_FIELDS = ("format", "space_size", "count", "repeats", "missed_by_detector")
 """What a report may say about canaries: their shape, never their values."""
 REPORT_FIELDS = ("epsilon", "delta", "notion", "accountant")
@@ -61,7 +61,7 @@ class Trial:
 
     def metric(self, name: str) -> float | None:
         """A measured metric; `epsilon` is the ε the trial spent (so it can be an axis or an objective)."""
-        return self.metrics.get(name, self.epsilon if name == "epsilon" else None)
+        return number(objective_value(self.metrics, self.privacy, name))
 
     def interval(self, name: str) -> tuple[float, float] | None:
         """The 95 % interval of a metric measured with one (`<name>_low`, `<name>_high`: mean canary exposure)."""
@@ -108,50 +108,42 @@ def _read_json(path: Path) -> Any:
         raise UserError(f"corrupt results file: line {e.lineno}: {e.msg}", str(path)) from None
 
 
-def _mapping(row: dict, key: str, path: Path) -> dict:
-    value = row.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise UserError(f"corrupt results file: `{key}` is not a mapping", str(path))
-    return value
-
-
 def other_guarantees(details: dict) -> dict[str, dict]:
     """The privacy reports among a mechanism's details, by name: only their REPORT_FIELDS and QUALIFIER_FIELDS."""
     return {name: {f: value[f] for f in (*REPORT_FIELDS, *QUALIFIER_FIELDS) if f in value}
             for name, value in details.items() if isinstance(value, dict) and all(f in value for f in REPORT_FIELDS)}
 
 
-def parse_trial(row: Any, path: Path) -> Trial:
-    """A trial row from its JSON; a row without a known state is a corrupt file."""
-    if not isinstance(row, dict):
-        raise UserError("corrupt results file: expected a JSON object", str(path))
-    state = row.get("state")
-    if state not in TRIAL_STATES:
-        raise UserError(f"corrupt results file: state {state!r} (expected one of {', '.join(TRIAL_STATES)})", str(path))
-    config = _mapping(row, "config", path)
+def parse_trial(data: Any, path: Path) -> Trial:
+    """A trial row from its JSON (`TrialRow.from_dict`), lifted to what a report may show; a row that is not one is
+    a corrupt file."""
+    try:
+        row = TrialRow.from_dict(data)
+    except ValueError as e:
+        raise UserError(f"corrupt results file: {e}", str(path)) from None
     # Metrics first, then the objective values the sweep recorded (early-stopped trials may only have those).
-    values = {**_mapping(row, "objectives", path), **_mapping(row, "metrics", path)}
-    canaries = row.get("canaries")
-    seed = row.get("seed", config.get("seed"))
+    values = {**row.objectives, **row.metrics}
+    audit = row.attacks.get("empirical_epsilon")
+    if audit is not None and not isinstance(audit, dict):
+        raise UserError("corrupt results file: `attacks.empirical_epsilon` is not a mapping", str(path))
     return Trial(
-        trial_id=str(row.get("trial_id") or path.stem),
-        state=state,
-        seed=seed if isinstance(seed, int) else None,
-        mechanism=str((config.get("mechanism") or {}).get("name", "unknown")),
-        params=_mapping(row, "params", path),
+        trial_id=str(row.trial_id or path.stem),
+        state=row.state,
+        seed=row.seed if isinstance(row.seed, int) else None,
+        mechanism=str((row.config.get("mechanism") or {}).get("name", "unknown")),
+        params=row.params,
         metrics={k: v for k, v in ((k, number(v)) for k, v in values.items()) if v is not None},
-        privacy=_mapping(row, "privacy", path),
-        ledger={k: v for k, v in _mapping(row, "ledger", path).items() if k in LEDGER_FIELDS},
-        config=config,
-        detector=_mapping(row, "detector", path),
-        canaries={k: canaries[k] for k in CANARY_FIELDS if k in canaries} if isinstance(canaries, dict) else None,
-        other_guarantees=other_guarantees(_mapping(row, "mechanism", path)),
-        timings={k: v for k, v in _mapping(row, "timings", path).items() if number(v) is not None},
-        versions={k: str(v) for k, v in _mapping(row, "versions", path).items()},
-        error=str(row["error"]) if row.get("error") else None,
-        audit={k: v for k, v in _mapping(_mapping(row, "attacks", path), "empirical_epsilon", path).items()
+        privacy=row.privacy,
+        ledger={k: v for k, v in row.ledger.items() if k in LEDGER_FIELDS},
+        config=row.config,
+        detector=row.detector,
+        canaries={k: row.canaries[k] for k in CANARY_FIELDS if k in row.canaries}
+        if isinstance(row.canaries, dict) else None,
+        other_guarantees=other_guarantees(row.mechanism),
+        timings={k: v for k, v in row.timings.items() if number(v) is not None},
+        versions={k: str(v) for k, v in row.versions.items()},
+        error=str(row.error) if row.error else None,
+        audit={k: v for k, v in (audit or {}).items()
                if k in AUDIT_FIELDS and (number(v) is not None or k == "method")},
     )
 

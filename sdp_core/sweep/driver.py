@@ -53,7 +53,8 @@ from sdp_core.logs import configure_logging
 from sdp_core.sweep.space import MECHANISM_PARAM, sample, sweep_number, trial_config_dict, trial_id
 from sdp_core.sweep.store import SweepStore
 from sdp_core.preparation import PreparedData, data_key
-from sdp_core.trial import TrainingProgress, TrialResult, prepare_shared, run_trial
+from sdp_core.row import TrialRow
+from sdp_core.trial import TrainingProgress, prepare_shared, run_trial
 
 MAX_RETRIES = 2
 """A trial whose Ray worker dies (killed, out of memory, node lost) is re-run from the start this many times
@@ -68,29 +69,6 @@ OPTUNA_STATES = {"finished": TrialState.COMPLETE, "early_stopped": TrialState.PR
 
 
 # --------------------------------------------------------------------------------------------- rows
-
-
-def objective_value(row: dict, metric: str) -> Any:
-    """A row's value of an objective: a metric, or `epsilon` (the ε the trial spent)."""
-    if metric == "epsilon":
-        return (row.get("privacy") or {}).get("epsilon")
-    return (row.get("metrics") or {}).get(metric)
-
-
-def stub_row(config: dict, state: str, error: str | None, metrics: dict | None = None, ledger: dict | None = None
-             ) -> dict:
-    """The row of a trial that produced no TrialResult (infeasible, failed, early-stopped). `ledger` is the plan
-    the trial published before training (its spent steps unknown), so the sweep's cost can charge it."""
-    trial = config["trial"]
-    return TrialResult(name=trial.get("name", config["trial_id"]), state=state, seed=trial.get("seed", 0),
-                       config=trial, metrics=metrics or {}, ledger=ledger or {}, error=error).to_dict()
-
-
-def finish_row(row: dict, config: dict) -> dict:
-    """Add what the sweep knows to a trial's row: its id, sampled parameters and objective values."""
-    objectives = {m: objective_value(row, m) for m in config["objectives"]}
-    return {**row, "trial_id": config["trial_id"], "params": config["params"], "objectives": objectives,
-            "error": row.get("error")}
 
 
 def write_row(search: TrialSearch, store: SweepStore, row: dict) -> bool:
@@ -110,16 +88,16 @@ def completed_row(config: dict, result: dict | None, error: bool, stopped: bool,
     worker died after every retry; None when it was interrupted (so a resume re-runs it). A stopped or failed row
     carries `ledger`, the plan the trial published (`keep_ledger`)."""
     if result and result.get("final"):
-        row = json.loads(result["row"])
+        row = TrialRow.from_dict(json.loads(result["row"]))
     elif result and stopped:
-        row = stub_row(config, "early_stopped", None, {"val_loss": result.get("val_loss"), "steps": result.get("step")},
-                       ledger)
+        row = TrialRow.stub(config, "early_stopped", None,
+                            {"val_loss": result.get("val_loss"), "steps": result.get("step")}, ledger)
     elif error:
-        row = stub_row(config, "failed", f"the trial's Ray worker died {MAX_RETRIES + 1} times (details in OUT/.tune)",
-                       ledger=ledger)
+        row = TrialRow.stub(config, "failed",
+                            f"the trial's Ray worker died {MAX_RETRIES + 1} times (details in OUT/.tune)", ledger=ledger)
     else:
         return None
-    return finish_row(row, config)
+    return row.in_sweep(config["trial_id"], config["params"], config["objectives"]).to_dict()
 
 
 def keep_ledger(ledgers: dict[str, dict], tune_trial_id: str, result: dict) -> None:
@@ -166,10 +144,10 @@ def sweep_trial(config: dict, report_interval: float = 0.0, early_stopping: bool
     last = {"step": 0, "val_loss": None, "time": time.monotonic()}
     ledger: dict = {}  # the calibrated plan, once the mechanism has made it
 
-    def report(row: dict | None = None, plan: dict | None = None) -> None:
-        tune.report({**{m: objective_value(row, m) if row else None for m in config["objectives"]},
+    def report(row: TrialRow | None = None, plan: dict | None = None) -> None:
+        tune.report({**{m: row.objective(m) if row else None for m in config["objectives"]},
                      "step": last["step"], "val_loss": last["val_loss"], "final": row is not None,
-                     **({"row": json.dumps(row, default=str)} if row else {}),
+                     **({"row": json.dumps(row.to_dict(), default=str)} if row else {}),
                      **({"ledger": json.dumps(plan)} if plan else {})})
 
     def on_plan(plan: dict) -> None:  # reported at once: a trial that dies before any progress report is charged
@@ -188,11 +166,11 @@ def sweep_trial(config: dict, report_interval: float = 0.0, early_stopping: bool
         out_dir = Path(models_dir) / config["trial_id"] if models_dir else None
         ref = (prepared or {}).get(data_key(cfg))
         data: PreparedData | None = ray.get(ref) if ref is not None else None
-        row = run_trial(cfg, out_dir, on_step=on_step, on_plan=on_plan, prepared=data).to_dict()
+        row = run_trial(cfg, out_dir, on_step=on_step, on_plan=on_plan, prepared=data)
     except PrivacyError as e:
-        row = stub_row(config, "infeasible", str(e), ledger=ledger)
+        row = TrialRow.stub(config, "infeasible", str(e), ledger=ledger)
     except Exception as e:  # any other failure is this trial's: record it, the sweep goes on
-        row = stub_row(config, "failed", f"{type(e).__name__}: {e}", ledger=ledger)
+        row = TrialRow.stub(config, "failed", f"{type(e).__name__}: {e}", ledger=ledger)
     report(row)
 
 

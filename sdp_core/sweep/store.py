@@ -2,9 +2,8 @@
 
 ```
 OUT/sweep.yaml              the resolved SweepConfig (overrides applied, search space inlined)
-OUT/trials/<trial_id>.json  one row per trial, written atomically: the TrialResult dict plus
-                            trial_id, state (finished | failed | infeasible | early_stopped),
-                            params (sampled dotted-path values), objectives ({metric: value}), error
+OUT/trials/<trial_id>.json  one row per trial (`row.TrialRow`), written atomically, with what the sweep adds:
+                            trial_id, params (sampled dotted-path values), objectives ({metric: value})
 OUT/optuna.journal          the Optuna study (JournalFileStorage): what `sdp-sweep resume` continues
 OUT/.tune/                  Ray Tune's own logs (not part of the contract)
 ```
@@ -25,8 +24,8 @@ from sdp_core.config import parse_model
 from sdp_core.config.sweep import SweepConfig
 from sdp_core.errors import UserError
 from sdp_core.io import atomic_write_json, atomic_write_text, read_yaml
+from sdp_core.row import TRIAL_STATES
 
-TRIAL_STATES = ("finished", "failed", "infeasible", "early_stopped")
 
 
 @dataclass(frozen=True)

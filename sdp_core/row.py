@@ -1,0 +1,99 @@
+"""One trial row: what a trial produces, what the sweep stores in `OUT/trials/<trial_id>.json`, what the report reads.
+
+The trial fills the row (`run_trial`), the sweep adds its id, sampled parameters and objective values (`in_sweep`)
+or writes the row of a trial that produced none (`stub`), and the report parses it back (`from_dict`) before
+lifting the fields it may show (`report.load`: that whitelist is a privacy boundary). Plain data: no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+from sdp_core.privacy.relations import qualifiers
+
+TRIAL_STATES = ("finished", "early_stopped", "infeasible", "failed")
+
+EPSILON = "epsilon"
+"""The one objective that is not a metric: the ε the trial spent (its privacy report's)."""
+
+
+def objective_value(metrics: dict, privacy: dict, name: str) -> Any:
+    """A row's value of objective `name`: a metric, or `epsilon`."""
+    return privacy.get(EPSILON) if name == EPSILON else metrics.get(name)
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    """One row of a sweep: config, metrics, privacy report (ledger), timings, versions. JSON-serialisable."""
+
+    name: str
+    state: str  # one of TRIAL_STATES
+    seed: int
+    config: dict
+    metrics: dict = field(default_factory=dict)
+    privacy: dict = field(default_factory=dict)
+    ledger: dict = field(default_factory=dict)  # the saved ledger: `sdp-sweep epsilon --ledger` recomputes `privacy`
+    mechanism: dict = field(default_factory=dict)
+    phases: list[dict] = field(default_factory=list)
+    canaries: dict | None = None
+    attacks: dict = field(default_factory=dict)  # exposure, membership inference, empirical ε lower bound
+    detector: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
+    versions: dict = field(default_factory=dict)
+    error: str | None = None
+    # What the sweep adds (`in_sweep`)
+    trial_id: str | None = None
+    params: dict = field(default_factory=dict)  # dotted config path -> sampled value
+    objectives: dict = field(default_factory=dict)  # objective name -> value
+
+    @classmethod
+    def stub(cls, config: dict, state: str, error: str | None, metrics: dict | None = None,
+             ledger: dict | None = None) -> "TrialRow":
+        """The row of a sweep trial that produced none (infeasible, failed, early-stopped), from the searcher's
+        `config` ({trial_id, trial, ...}). `ledger` is the plan the trial published before training (its spent steps
+        unknown), so the sweep's cost can charge it."""
+        trial = config["trial"]
+        return cls(name=trial.get("name", config["trial_id"]), state=state, seed=trial.get("seed", 0), config=trial,
+                   metrics=metrics or {}, ledger=ledger or {}, error=error)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "TrialRow":
+        """A row from its JSON; ValueError (one line) for anything that is not one."""
+        if not isinstance(data, dict):
+            raise ValueError("expected a JSON object")
+        if data.get("state") not in TRIAL_STATES:
+            raise ValueError(f"state {data.get('state')!r} (expected one of {', '.join(TRIAL_STATES)})")
+        known = {f.name: f for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        for name in ("config", "metrics", "privacy", "ledger", "mechanism", "attacks", "detector", "timings",
+                     "versions", "params", "objectives"):
+            if values.get(name) is None:
+                values.pop(name, None)
+            elif not isinstance(values[name], dict):
+                raise ValueError(f"`{name}` is not a mapping")
+        config = values.get("config", {})
+        values.setdefault("name", str(data.get("trial_id") or config.get("name", "")))
+        values.setdefault("seed", config.get("seed"))
+        values.setdefault("config", {})
+        return cls(**values)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def objective(self, name: str) -> Any:
+        return objective_value(self.metrics, self.privacy, name)
+
+    def in_sweep(self, trial_id: str, params: dict, objectives: list[str]) -> "TrialRow":
+        """The row with what the sweep knows added: its id, sampled parameters and objective values."""
+        return replace(self, trial_id=trial_id, params=params, objectives={m: self.objective(m) for m in objectives})
+
+    def summary_line(self) -> str:
+        p, m = self.privacy, self.metrics
+        eps = p.get(EPSILON)
+        privacy = (f"ε={eps:.3f} ({qualifiers(p)})"
+                   if isinstance(eps, (int, float)) and eps != float("inf") else f"no DP guarantee ({p.get('notion')})")
+        utility = (f"val ppl {m['val_perplexity']:.2f}" if m.get("val_perplexity") else
+                   f"val acc {m['val_accuracy']:.3f}" if m.get("val_accuracy") is not None else None)
+        return (f"{self.name}: {self.state}; {self.config['mechanism']['name']}; {privacy}; "
+                f"{utility}; {self.timings.get('total', 0):.0f}s" if utility else f"{self.name}: {self.state}")
