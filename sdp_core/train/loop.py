@@ -179,7 +179,8 @@ class PhaseStats:
 
 def make_optimizer(model: nn.Module, name: str, lr: float, weight_decay: float) -> torch.optim.Optimizer:
     optimizers: dict[str, Callable[..., torch.optim.Optimizer]] = {"adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
-    return optimizers[name](model.parameters(), lr=lr, weight_decay=weight_decay)
+    # Only what trains: a frozen base (LoRA) gets neither noise nor optimizer state.
+    return optimizers[name]([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=weight_decay)
 
 
 class PublicStep:
