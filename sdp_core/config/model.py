@@ -48,8 +48,8 @@ class AdapterConfig(Strict):
 
 class ModelConfig(Strict):
     arch: Literal["gpt2", "lstm", "roberta"] = "gpt2"
-    preset: str | None = Field("gpt2-tiny", description="gpt2-tiny | gpt2-small | lstm-200 | roberta-tiny | "
-                               "roberta-base; defaults to the arch's smallest")
+    preset: str | None = Field("gpt2-tiny", description="gpt2-tiny | gpt2-small | gpt2-medium | gpt2-large | lstm-200 | "
+                               "roberta-tiny | roberta-base; defaults to the arch's smallest")
     name_or_path: str | None = Field(None, description="HF from_pretrained name or local path (overrides preset)")
     dropout: float = Field(0.0, ge=0, lt=1)
     num_labels: int = Field(2, ge=2, description="classes of a classifier (model.arch roberta); 3 for MNLI")
