@@ -142,3 +142,37 @@ def test_noise_has_standard_deviation_sigma_c_over_b(secure_mode):
     step.close()
     assert noise.dtype == torch.float32
     assert abs(noise.std().item() / (2.0 * 0.5 / 8) - 1) < 0.02  # ~4e5 draws: the std within 2 %
+
+
+@pytest.mark.parametrize("mode", ["hooks", "bk"])
+def test_selective_dpsgd_private_slot_in_bf16_matches_fp32(mode):
+    """S-DPSGD's packed LSTM slot from a carried state: the bf16 clipped sum is the fp32 one, and the released
+    hidden state is clipped and noised in fp32."""
+    from sdp_core.mechanisms import sdpsgd as S
+    from sdp_core.models.lstm import LSTMLM
+
+    data = _lm_data(4, 12)
+    data = LMData(data.input_ids, data.weights, torch.rand(4, 12, generator=torch.Generator().manual_seed(2)) < 0.3,
+                  data.record_index)
+    table = S.segment_table(data)
+    rows = torch.arange(4)
+    start, end = table.bounds[rows, 1, 0], table.bounds[rows, 1, 1]
+    order = torch.argsort(end - start, descending=True, stable=True)
+    seg = S.gather_segments(data, rows[order], start[order], end[order])
+    g = torch.Generator().manual_seed(1)
+    state = (torch.randn(1, 4, 16, generator=g), torch.randn(1, 4, 16, generator=g))
+    results = []
+    for precision in (FP32, _precision("bf16")):
+        torch.manual_seed(0)
+        lm = LSTMLM(VOCAB, 16, 16)
+        phase = S.SelectivePhase("p", data, True, 1, 4, sigmas=(0.0,), max_grad_norm=0.05, segments=table)
+        step = S.SelectiveStep(StepContext(lm, torch.optim.SGD(lm.parameters(), lr=0.0), mode, torch.Generator(),
+                                           precision=precision), phase)
+        out = step.private(seg, state, 0.0)
+        released = S.release_state(out, 0.5, 1.0, torch.Generator().manual_seed(3))
+        assert all(x.dtype == torch.float32 for x in released)
+        results.append(torch.cat([p.grad.flatten() for p in step.dp.optimizer.params]))
+        step.close()
+    reference, low = results
+    assert (low - reference).norm() <= SUM_TOLERANCE["bf16"] * reference.norm()
+    assert not torch.equal(low, reference)

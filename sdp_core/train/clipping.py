@@ -62,6 +62,12 @@ class PerRecordClipping(Protocol):
     def close(self) -> nn.Module: ...
 
 
+def unscaled(x: torch.Tensor, loss_scale: float) -> torch.Tensor:
+    """A gradient piece in fp32 with fp16's loss scale divided out (no copy for an fp32 piece and scale 1)."""
+    x = x.float()
+    return x / loss_scale if loss_scale != 1.0 else x
+
+
 def zero_clipped_sum(optimizer: DPOptimizer) -> None:
     """An empty Poisson batch's clipped sum, in `p.grad` (ghost, bk): zero, so the step adds noise only."""
     for p in optimizer.params:
@@ -105,7 +111,7 @@ class OpacusHooks(OpacusModule):
         params = [p for p in optimizer.params if p.grad_sample is not None]
         finite = None
         for p in params:
-            p.grad_sample = p.grad_sample.float() / self.loss_scale
+            p.grad_sample = unscaled(p.grad_sample, self.loss_scale)
             ok = torch.isfinite(p.grad_sample.flatten(1)).all(1)
             finite = ok if finite is None else finite & ok
         if finite is not None and not finite.all():
@@ -331,7 +337,7 @@ class BookKeeping:
         a, g = (stacked([pair[i] for pair in kept], batch) for i in (0, 1))
         # The pieces were kept in the forward's precision; the norms and sums are fp32, free of the loss scale.
         a = a.float() if a.is_floating_point() else a
-        g = g.float() / self.loss_scale
+        g = unscaled(g, self.loss_scale)
         return [(module.get_parameter(name), grads_of) for name, grads_of in self.layers[module](module, a, g).items()
                 if module.get_parameter(name).requires_grad]
 
