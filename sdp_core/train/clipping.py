@@ -261,6 +261,11 @@ LAYER_RULES: dict[type[nn.Module], LayerRule] = {
 }
 
 
+AUTOCAST_MATMULS = (linear, conv1d)
+"""Rules of layers whose product autocast computes in low precision from an input it casts (an input kept in the
+output's dtype is then exactly the operand the layer used)."""
+
+
 def layer_rule(module: nn.Module) -> LayerRule | None:
     """The rule of the module's type or of its nearest base class in `LAYER_RULES`."""
     return next((LAYER_RULES[t] for t in type(module).__mro__ if t in LAYER_RULES), None)
@@ -306,7 +311,10 @@ class BookKeeping:
         """Forward hook: the layer's input and where its output's gradient arrives (a forward under no_grad or
         `paused` keeps nothing). The edge is the output's own: a later in-place change of the output cannot move it."""
         if self.capturing and output.requires_grad:
-            self.calls[module].append((inputs[0].detach(), get_gradient_edge(output)))
+            a = inputs[0].detach()
+            if output.dtype != a.dtype and a.is_floating_point() and self.layers[module] in AUTOCAST_MATMULS:
+                a = a.to(output.dtype)  # what autocast's matmul read (a LayerNorm's fp32 output, cast): half the memory
+            self.calls[module].append((a, get_gradient_edge(output)))
 
     def backward(self, losses: torch.Tensor, optimizer: DPOptimizer) -> None:
         """One backward of Σ_i L_i to the layer outputs (exact per-record gradients), then Σ_i c_i·G_i in `p.grad`.
