@@ -1,11 +1,14 @@
-"""Non-private vs DP step time and peak memory (Opacus hooks, Opacus ghost clipping, book-keeping), as ratios.
+"""Non-private vs DP step time and peak memory (Opacus hooks, Opacus ghost clipping, book-keeping, LoRA + bk), per
+model shape and precision, as ratios to the non-private step of the same shape and precision.
 
 Each variant runs in its own fresh process so its peak memory is its own; after warm-up each step is timed and a
 run reports its median step. With `--rounds` > 1 the variants run round-robin that many times and each keeps its
 fastest round (a shared machine's load then inflates no variant more than the others). On a machine with a GPU the
-model trains there and memory is CUDA's peak allocation; otherwise CPU and peak RSS.
-Usage: python -m benchmarks.train_step [--steps 20] [--batch 32] [--length 128] [--preset gpt2-tiny] [--vocab 4000]
-       python -m benchmarks.train_step --preset gpt2-small --vocab 50257 --batch 8 --length 128 --steps 3 --warmup 1
+model trains there and memory is CUDA's peak allocation; otherwise CPU and peak RSS. Shapes are GPT-2 architectures
+built from their config (no download) at the batch × length of Bu et al. 2023's GPT-2 runs; `--batch`/`--length`
+override them (a CPU cannot hold hooks' per-sample copies at those sizes).
+Usage: python -m benchmarks.train_step --precision fp32,bf16 --shape gpt2-tiny,gpt2-small,gpt2-medium,gpt2-large
+       python -m benchmarks.train_step --shape gpt2-tiny --steps 5 --warmup 1           # CPU
 """
 
 from __future__ import annotations
@@ -15,28 +18,48 @@ import multiprocessing as mp
 import resource
 import statistics
 import time
+from queue import Empty
 
-VARIANTS = [("non-private", False, "hooks"), ("DP hooks", True, "hooks"), ("DP ghost", True, "ghost"),
-            ("DP bk", True, "bk")]
+SHAPES = {  # preset: (batch, length, vocab)
+    "gpt2-tiny": (32, 128, 4000),
+    "gpt2-small": (32, 256, 50257),
+    "gpt2-medium": (16, 512, 50257),
+    "gpt2-large": (8, 512, 50257),
+}
+# name: (private, grad_sample_mode, LoRA, the variant its ratios are to)
+VARIANTS = {
+    "non-private": (False, "bk", False, "non-private"),
+    "DP hooks": (True, "hooks", False, "non-private"),
+    "DP ghost": (True, "ghost", False, "non-private"),
+    "DP bk": (True, "bk", False, "non-private"),
+    "LoRA non-private": (False, "bk", True, "non-private"),
+    "LoRA DP bk": (True, "bk", True, "LoRA non-private"),
+}
+LORA_RANK = 8
 
 
-def measure(private: bool, mode: str, steps: int, warmup: int, batch: int, length: int, preset: str,
-            vocab: int) -> dict:
+def measure(variant: str, precision: str, preset: str, batch: int, length: int, vocab: int, steps: int,
+            warmup: int) -> dict:
     import torch
 
-    from sdp_core.models.gpt2 import build_gpt2
+    from sdp_core.config.model import ModelConfig
+    from sdp_core.models import build_model
     from sdp_core.tensors import LMData
     from sdp_core.train.loop import Phase, StepContext, make_optimizer
+    from sdp_core.train.precision import resolve_precision, use_tf32
 
+    private, mode, lora, _ = VARIANTS[variant]
     torch.manual_seed(0)
     gpu = torch.cuda.is_available()
     device = torch.device("cuda" if gpu else "cpu")
+    use_tf32(device, True)
     n = batch * 4
     ids = torch.randint(5, vocab, (n, length), device=device)
     weights = torch.ones(n, length, device=device)
     weights[:, 0] = 0
     data = LMData(ids, weights, torch.zeros(n, length, dtype=torch.bool), torch.arange(n))
-    model = build_gpt2(preset, None, vocab, length, 0.0).to(device)
+    adapter = {"rank": LORA_RANK} if lora else None
+    model = build_model(ModelConfig(arch="gpt2", preset=preset, adapter=adapter), vocab, length).to(device)
     optimizer = make_optimizer(model, "adamw", 1e-3, 0.0)
 
     def peak_mb() -> float:
@@ -47,7 +70,9 @@ def measure(private: bool, mode: str, steps: int, warmup: int, batch: int, lengt
     base = peak_mb()
     # The training loop's own steps: `PublicStep` for a public phase, `DPStep` for a private one.
     phase = Phase("bench", data, private, 1, batch, sigmas=(1.0,), max_grad_norm=1.0)
-    step = phase.batch_step(StepContext(model, optimizer, mode, torch.Generator(device=device).manual_seed(0)))
+    ctx = StepContext(model, optimizer, mode, torch.Generator(device=device).manual_seed(0),
+                      precision=resolve_precision(precision, device))
+    step = phase.batch_step(ctx)
     fixed = data.subset(torch.arange(batch))  # a fixed batch: compare the step itself, not Poisson size noise
     for _ in range(warmup):
         step(fixed, 1.0)
@@ -64,47 +89,76 @@ def measure(private: bool, mode: str, steps: int, warmup: int, batch: int, lengt
     return {"step_s": statistics.median(times), "peak_mb": peak, "step_extra_mb": peak - base, "device": str(device)}
 
 
-def _child(queue, *args):
-    queue.put(measure(*args))
+def _child(queue, *args) -> None:
+    try:
+        queue.put(measure(*args))
+    except Exception as e:  # noqa: BLE001 -- an out-of-memory variant is a table cell, not the end of the run
+        queue.put({"error": f"{type(e).__name__}: {str(e).splitlines()[0][:60]}"})
+
+
+def run(variant: str, *args) -> dict:
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_child, args=(queue, variant, *args))
+    proc.start()
+    while True:  # read before joining: a child blocks on exit until its queued result is taken
+        try:
+            result = queue.get(timeout=5)
+            break
+        except Empty:
+            if not proc.is_alive():
+                result = {"error": f"process died (exit {proc.exitcode})"}
+                break
+    proc.join()
+    return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--precision", default="fp32,bf16", help="comma-separated: fp32, bf16, fp16")
+    parser.add_argument("--shape", default="gpt2-tiny", help=f"comma-separated: {', '.join(SHAPES)}")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset of the rows")
+    parser.add_argument("--batch", type=int, help="override every shape's batch size")
+    parser.add_argument("--length", type=int, help="override every shape's sequence length")
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--length", type=int, default=128)
-    parser.add_argument("--preset", default="gpt2-tiny")
-    parser.add_argument("--vocab", type=int, default=4000)
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     parser.add_argument("--rounds", type=int, default=1, help="round-robin repeats; each variant keeps its fastest")
     args = parser.parse_args()
-    ctx = mp.get_context("spawn")
-    results: dict[str, dict] = {}
+    variants = args.variants.split(",")
+    results: dict[tuple[str, str, str], dict] = {}
     for _ in range(args.rounds):
-        for name, private, mode in VARIANTS:
-            queue = ctx.Queue()
-            proc = ctx.Process(target=_child, args=(queue, private, mode, args.steps, args.warmup, args.batch,
-                                                     args.length, args.preset, args.vocab))
-            proc.start()
-            r = queue.get()
-            proc.join()
-            if name not in results or r["step_s"] < results[name]["step_s"]:
-                results[name] = r
+        for shape in args.shape.split(","):
+            batch, length, vocab = SHAPES[shape]
+            batch, length = args.batch or batch, args.length or length
+            for precision in args.precision.split(","):
+                for variant in variants:
+                    r = run(variant, precision, shape, batch, length, vocab, args.steps, args.warmup)
+                    r.update(batch=batch, length=length, vocab=vocab)
+                    key = (shape, precision, variant)
+                    if key not in results or r.get("step_s", float("inf")) < results[key].get("step_s", float("inf")):
+                        results[key] = r
 
+    import torch
     from rich.console import Console
     from rich.table import Table
 
-    base = results["non-private"]
-    device = "GPU: " + __import__("torch").cuda.get_device_name() if base["device"] == "cuda" else "CPU"
-    table = Table(title=f"{args.preset}, vocab {args.vocab}, batch {args.batch} x {args.length} tokens, {args.steps} "
-                        f"timed steps (median), fastest of {args.rounds} round(s) ({device})")
-    for col in ("variant", "step (s)", "steps/s", "time vs non-private", "peak memory (MB)", "step memory (MB)",
-                "step memory vs non-private"):
+    device = f"GPU: {torch.cuda.get_device_name()}" if torch.cuda.is_available() else "CPU"
+    table = Table(title=f"{args.steps} timed steps (median) after {args.warmup} warm-up, fastest of {args.rounds} "
+                        f"round(s), {device}; ratios to the non-private step of the same shape and precision "
+                        "(LoRA DP bk: to LoRA non-private)")
+    for col in ("shape", "batch x length", "precision", "variant", "step (s)", "time ratio", "peak memory (MB)",
+                "peak ratio", "step memory (MB)", "step memory ratio"):
         table.add_column(col, justify="right")
-    for name, r in results.items():
-        table.add_row(name, f"{r['step_s']:.3f}", f"{1 / r['step_s']:.2f}", f"{r['step_s'] / base['step_s']:.2f}x",
-                      f"{r['peak_mb']:.0f}", f"{r['step_extra_mb']:.0f}", f"{r['step_extra_mb'] / base['step_extra_mb']:.2f}x")
-    Console(width=200).print(table)
+    for (shape, precision, variant), r in results.items():
+        shape_cells = [shape, f"{r['batch']} x {r['length']}", precision, variant]
+        reference = results.get((shape, precision, VARIANTS[variant][3]), {})
+        if "error" in r:
+            table.add_row(*shape_cells, r["error"], *[""] * 5)
+            continue
+        ratio = (lambda key: f"{r[key] / reference[key]:.2f}x" if reference.get(key) else "")
+        table.add_row(*shape_cells, f"{r['step_s']:.3f}", ratio("step_s"), f"{r['peak_mb']:.0f}", ratio("peak_mb"),
+                      f"{r['step_extra_mb']:.0f}", ratio("step_extra_mb"))
+    Console(width=220).print(table)
 
 
 if __name__ == "__main__":

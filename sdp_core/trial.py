@@ -34,6 +34,7 @@ from sdp_core.row import TrialRow
 from sdp_core.tensors import LMData, model_device, record_losses
 from sdp_core.text.encode import encode
 from sdp_core.train.loop import PhaseStats, make_optimizer, train_phase
+from sdp_core.train.precision import resolve_precision, use_tf32
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +135,8 @@ def train_phases(model: torch.nn.Module, plan: MechanismPlan, cfg: TrialConfig, 
 
     t = cfg.training
     optimizer = make_optimizer(model, t.optimizer, t.learning_rate, t.weight_decay)
+    precision = resolve_precision(t.precision, model_device(model), t.loss_scale)
+    use_tf32(model_device(model), t.tf32)
     done: list[PhaseStats] = []
     validation_loss = partial(held_out_loss, model, validation)
     with phase_progress(plan.phases, enabled=show_progress) as advance:
@@ -152,12 +155,14 @@ def train_phases(model: torch.nn.Module, plan: MechanismPlan, cfg: TrialConfig, 
                 make = partial(make_optimizer, name=t.optimizer, lr=t.learning_rate, weight_decay=t.weight_decay)
                 state, stats = run_private_phase_distributed(
                     model, make, phase, plan.ledger, seed, t.grad_sample_mode, t.workers,
-                    reproducible_noise=cfg.privacy.reproducible_noise, cpu_per_worker=t.cpu_per_worker)
+                    reproducible_noise=cfg.privacy.reproducible_noise, cpu_per_worker=t.cpu_per_worker,
+                    precision=t.precision, loss_scale=t.loss_scale, secure_mode=cfg.privacy.secure_mode, tf32=t.tf32)
                 model.load_state_dict(state)
                 step_hook(stats)
             else:
                 stats = train_phase(model, optimizer, phase, plan.ledger, seed, grad_sample_mode=t.grad_sample_mode,
-                                    reproducible_noise=cfg.privacy.reproducible_noise, on_step=step_hook)
+                                    reproducible_noise=cfg.privacy.reproducible_noise, precision=precision,
+                                    secure_mode=cfg.privacy.secure_mode, on_step=step_hook)
             done.append(stats)
     return done
 

@@ -53,7 +53,7 @@ def test_trial_reports_its_compute_steps_tokens_and_wall_time(dpsgd_result):
     cfg = parse_model(TrialConfig, small_trial_dict(mechanism={"name": "nodp"},
                                                     training={"batch_size": 400, "epochs": 2}))
     full = run_trial(cfg)
-    data, _, _ = prepare_trial_data(cfg, {})
+    data = prepare_trial_data(cfg).data
     assert full.metrics["steps"] == 2
     assert full.metrics["tokens"] == 2 * int((data.train.weights > 0).sum())
 

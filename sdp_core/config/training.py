@@ -20,6 +20,10 @@ class PrivacyConfig(Strict):
     reproducible_noise: bool = Field(
         False, description="debugging only: draw DP noise and Poisson samples from the trial seed, which every "
         "report publishes, so the guarantee does not hold; default: a secret seed from the OS entropy pool")
+    secure_mode: bool = Field(
+        False, description="Opacus' secure mode for the DP noise: each coordinate is the sum of four Gaussian draws "
+        "halved (Holohan & Braghin 2021), which resists the floating-point attacks that recover the noise from a "
+        "released value's low bits; four times the noise draws (docs/privacy.md)")
 
 
 class TrainingConfig(Strict):
@@ -39,6 +43,12 @@ class TrainingConfig(Strict):
     grad_sample_mode: Literal["bk", "hooks", "ghost"] = Field(
         "bk", description="how private steps clip per-record gradients: bk (book-keeping: one backward, no per-sample "
         "gradients), hooks (Opacus' per-sample gradients) or ghost (Opacus' ghost clipping, transformers only)")
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
+        "auto", description="forward and backward under autocast (bf16, fp16 with loss scaling) or fp32; weights, "
+        "per-record norms, clipping, the clipped sum and the noise stay fp32; auto: bf16 on a GPU that has it, "
+        "fp32 otherwise")
+    loss_scale: float = Field(1024.0, gt=0, description="precision fp16: the loss scale (fixed in private steps)")
+    tf32: bool = Field(True, description="TF32 tensor-core matmuls for fp32 work on an NVIDIA GPU")
     workers: int = Field(1, ge=1, description="Ray Train workers for the private phases")
     cpu_per_worker: float = Field(0.5, gt=0, description="CPUs each CPU Ray Train worker asks for (fractional, "
                                   "so that workers fit beside their trial on a small machine)")

@@ -220,7 +220,7 @@ def release_state(state: State, clip: float, sigma: float, generator: torch.Gene
     """Clip each row's (h, c), as one vector, to norm `clip`; add N(0, σ²·clip²) per coordinate (lines 20–23)."""
     h, c = state
     layers = h.shape[0]
-    both = torch.cat([h, c]).detach()  # [2·layers, b, H]
+    both = torch.cat([h, c]).detach().float()  # [2·layers, b, H]; clipped and noised in fp32 at any precision
     norms = both.transpose(0, 1).flatten(1).norm(dim=1)
     both = both * (clip / (norms + 1e-6)).clamp(max=1.0)[None, :, None]
     if sigma > 0:
@@ -279,8 +279,10 @@ class SelectiveStep:
             self.dp.empty_batch()
             optimizer.step()
             return None
-        logits, state = segment_forward(self.lm, seg, state)
-        self.dp.clipping.backward(segment_loss(logits, seg), optimizer)
+        with self.dp.precision.autocast(self.dp.device):
+            logits, state = segment_forward(self.lm, seg, state)
+            losses = segment_loss(logits, seg)
+        self.dp.clipping.backward(losses, optimizer)
         optimizer.step()
         return state
 
@@ -289,10 +291,13 @@ class SelectiveStep:
         optimizer = self.dp.optimizer
         optimizer.zero_grad(set_to_none=True)
         rows = torch.tensor(0.0 if seg is None else float(len(seg.lengths)), device=self.noise.device)
+        scale = self.dp.precision.loss_scale  # fp16: kept fixed, as in the private slots
         if seg is not None:
             with self.dp.clipping.paused():
-                logits, state = segment_forward(self.lm, seg, state)
-                segment_loss(logits, seg).sum().backward()
+                with self.dp.precision.autocast(self.dp.device):
+                    logits, state = segment_forward(self.lm, seg, state)
+                    loss = segment_loss(logits, seg).sum()
+                (loss * scale).backward()
         if self.world_size > 1:
             for p in optimizer.params:
                 p.grad = torch.zeros_like(p) if p.grad is None else p.grad
@@ -302,7 +307,7 @@ class SelectiveStep:
             return None
         for p in optimizer.params:
             if p.grad is not None:
-                p.grad /= rows
+                p.grad /= rows * scale
         optimizer.original_optimizer.step()
         return state if seg is not None else None
 

@@ -36,9 +36,15 @@ MODEL_BUILDERS: dict[str, Callable[[ModelConfig, int, int], nn.Module]] = {"gpt2
 
 
 def build_model(cfg: ModelConfig, vocab_size: int, max_length: int) -> nn.Module:
+    """The model `cfg` describes; with `cfg.adapter`, its transformers model carries LoRA adapters (`adapters`)."""
     if cfg.arch not in MODEL_BUILDERS:
         raise UserError(f"model.arch {cfg.arch!r} is not a known model here (known: {', '.join(MODEL_BUILDERS)})")
-    return MODEL_BUILDERS[cfg.arch](cfg, vocab_size, max_length)
+    model = MODEL_BUILDERS[cfg.arch](cfg, vocab_size, max_length)
+    if cfg.adapter is not None:
+        from sdp_core.models.adapters import with_lora
+
+        model.model = with_lora(model.model, cfg.adapter, cfg.arch)
+    return model
 
 
 __all__ = ["build_model", "GPT2LM", "LSTMLM", "RobertaClassifier", "GPT2_PRESETS", "LSTM_PRESETS", "ROBERTA_PRESETS",

@@ -1,32 +1,49 @@
-"""Saving and loading a trial's model: weights, architecture and tokenizer, and never any training text."""
+"""Saving and loading a trial's model in Hugging Face's layout: weights, architecture and tokenizer, never any
+training text.
+
+A GPT-2 is saved with `save_pretrained` (safetensors + config.json) beside its tokenizer, so
+`AutoModelForCausalLM.from_pretrained(dir)` and `AutoTokenizer.from_pretrained(dir)` load it; a RoBERTa classifier
+likewise for `AutoModelForSequenceClassification`. The LSTM writes the same two kinds of file under its own names
+(`LSTMLM.from_pretrained(dir)`). A LoRA model is saved merged (`model.adapter.merge`), or as its frozen base in
+`dir` plus the peft adapter in `dir/adapter` (`PeftModel.from_pretrained(base, dir / "adapter")`). `model.json`
+records the project's model settings and data shape, so `load_model` rebuilds the project's wrapper around it.
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-import torch
+from peft import PeftModel
 from torch import nn
-from transformers import PreTrainedTokenizerFast
+from transformers import GPT2LMHeadModel, PreTrainedTokenizerFast, RobertaForSequenceClassification
 
 from sdp_core.config import ModelConfig
 from sdp_core.errors import UserError
-from sdp_core.io import atomic_write_bytes, atomic_write_json
-from sdp_core.models import build_model
+from sdp_core.io import atomic_write_json
+from sdp_core.models.gpt2 import GPT2LM
+from sdp_core.models.lstm import LSTMLM
+from sdp_core.models.roberta import RobertaClassifier
 from sdp_core.text.tokenizer import load_saved_tokenizer, save_tokenizer
 
-WEIGHTS, META = "weights.pt", "model.json"
+META, ADAPTER = "model.json", "adapter"
+HF_CLASSES = {"gpt2": GPT2LMHeadModel, "roberta": RobertaForSequenceClassification}
 
 
 def save_model(directory: str | Path, model: nn.Module, tokenizer: PreTrainedTokenizerFast, cfg: ModelConfig,
                max_length: int) -> Path:
-    import io
-
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    buffer = io.BytesIO()
-    torch.save(model.state_dict(), buffer)
-    atomic_write_bytes(directory / WEIGHTS, buffer.getvalue())
+    if isinstance(model, LSTMLM):
+        model.save_pretrained(directory)
+    elif cfg.adapter is None:
+        model.model.save_pretrained(directory)
+    else:
+        from sdp_core.models.adapters import without_adapters
+
+        without_adapters(model.model, merge=cfg.adapter.merge).save_pretrained(directory)
+        if not cfg.adapter.merge:
+            model.model.save_pretrained(directory / ADAPTER)
     save_tokenizer(tokenizer, directory)
     atomic_write_json(directory / META, {"model": cfg.model_dump(mode="json"), "vocab_size": len(tokenizer),
                                          "max_length": max_length})
@@ -34,15 +51,22 @@ def save_model(directory: str | Path, model: nn.Module, tokenizer: PreTrainedTok
 
 
 def load_model(directory: str | Path) -> tuple[nn.Module, PreTrainedTokenizerFast, dict]:
-    """(model in eval mode, tokenizer, metadata) from a directory written by `save_model`."""
+    """(model in eval mode, tokenizer, metadata) from a directory written by `save_model`; a LoRA adapter saved
+    apart is merged into its base."""
     directory = Path(directory)
-    if not (directory / META).is_file() or not (directory / WEIGHTS).is_file():
-        raise UserError(f"not a saved trial model (needs {META} and {WEIGHTS})", str(directory))
+    if not (directory / META).is_file():
+        raise UserError(f"not a saved trial model (needs {META})", str(directory))
     meta = json.loads((directory / META).read_text())
     cfg = ModelConfig.model_validate(meta["model"])
-    # The weights are the trained ones: never re-download pretrained weights to rebuild the shape.
-    cfg = cfg.model_copy(update={"name_or_path": None}) if cfg.name_or_path and cfg.preset else cfg
-    model = build_model(cfg, meta["vocab_size"], meta["max_length"])
-    model.load_state_dict(torch.load(directory / WEIGHTS, map_location="cpu", weights_only=True))
+    try:
+        if cfg.arch == "lstm":
+            model = LSTMLM.from_pretrained(directory)
+        else:
+            inner = HF_CLASSES[cfg.arch].from_pretrained(directory)
+            if cfg.adapter is not None and not cfg.adapter.merge:
+                inner = PeftModel.from_pretrained(inner, directory / ADAPTER).merge_and_unload()
+            model = (GPT2LM(inner) if cfg.arch == "gpt2" else RobertaClassifier(inner, inner.config.pad_token_id))
+    except (OSError, ValueError) as e:
+        raise UserError(f"cannot load the saved model: {str(e).splitlines()[0]}", str(directory)) from None
     model.eval()
     return model, load_saved_tokenizer(directory), meta

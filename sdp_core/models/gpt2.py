@@ -15,6 +15,8 @@ FUSED_GELU = {"gelu_new": "gelu_pytorch_tanh"}
 GPT2_PRESETS = {
     "gpt2-tiny": dict(n_layer=2, n_embd=128, n_head=4),
     "gpt2-small": dict(n_layer=12, n_embd=768, n_head=12),
+    "gpt2-medium": dict(n_layer=24, n_embd=1024, n_head=16),
+    "gpt2-large": dict(n_layer=36, n_embd=1280, n_head=20),
 }
 
 

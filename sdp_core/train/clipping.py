@@ -19,6 +19,10 @@ Both `ghost` and `bk` hand the clipped sum over in `p.grad` to Opacus' `DPOptimi
 distributed variant), the `DPOptimizer` that takes a clipped sum as given: its `step` copies it to `summed_grad`,
 then `add_noise` (rank 0 only under DDP), `scale_grad`, `reduce_gradients` (DDP) and the original optimizer's step,
 with the same noise draws, in the same parameter order, as `DPOptimizer` in `hooks` mode.
+
+Under mixed precision (`precision`) the pieces (activations, output gradients, Opacus' per-sample gradients or
+norms) are bf16/fp16; every mode forms the norms, clipping factors (`clip_factors`: weight 0 for a non-finite norm)
+and clipped sum in fp32 from them, and divides fp16's loss scale out in fp32 before anything is compared with C.
 """
 
 from __future__ import annotations
@@ -32,12 +36,12 @@ from typing import Callable, ContextManager, Iterator, Protocol
 import torch
 from opacus.grad_sample.utils import wrap_model
 from opacus.optimizers import DPOptimizer
-from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClipping
 from torch import nn
 from torch.autograd.graph import GradientEdge, get_gradient_edge
 from transformers.pytorch_utils import Conv1D
 
 from sdp_core.errors import UserError
+from sdp_core.train.precision import clip_factors, scaled_rows
 
 # Opacus' hooks on the embedding see no input gradient (token ids are integers); torch warns on every step.
 warnings.filterwarnings("ignore", message="Full backward hook is firing", category=UserWarning)
@@ -56,6 +60,12 @@ class PerRecordClipping(Protocol):
     def paused(self) -> ContextManager[None]: ...  # a forward and backward that are not private (S-DPSGD's public slots)
 
     def close(self) -> nn.Module: ...
+
+
+def unscaled(x: torch.Tensor, loss_scale: float) -> torch.Tensor:
+    """A gradient piece in fp32 with fp16's loss scale divided out (no copy for an fp32 piece and scale 1)."""
+    x = x.float()
+    return x / loss_scale if loss_scale != 1.0 else x
 
 
 def zero_clipped_sum(optimizer: DPOptimizer) -> None:
@@ -89,11 +99,24 @@ class OpacusHooks(OpacusModule):
 
     optimizer_mode = "hooks"
 
-    def __init__(self, model: nn.Module, max_grad_norm: float):
+    def __init__(self, model: nn.Module, max_grad_norm: float, loss_scale: float = 1.0):
         super().__init__(model)  # DPOptimizer clips
+        self.loss_scale = loss_scale
 
     def backward(self, losses: torch.Tensor, optimizer: DPOptimizer) -> None:
-        losses.sum().backward()  # the module's loss_reduction "sum": exact per-record gradients
+        """The module's loss_reduction "sum": exact per-record gradients. Opacus forms them in the pieces' dtype;
+        here they become fp32 and unscaled before `DPOptimizer` takes their norms and clipped sum, and a record
+        with a non-finite entry anywhere becomes zero (weight 0: 0·inf would be NaN in Opacus' einsum)."""
+        (losses.sum() * self.loss_scale).backward()
+        params = [p for p in optimizer.params if p.grad_sample is not None]
+        finite = None
+        for p in params:
+            p.grad_sample = unscaled(p.grad_sample, self.loss_scale)
+            ok = torch.isfinite(p.grad_sample.flatten(1)).all(1)
+            finite = ok if finite is None else finite & ok
+        if finite is not None and not finite.all():
+            for p in params:
+                p.grad_sample = scaled_rows(p.grad_sample, finite.float())
 
     def empty_batch(self, optimizer: DPOptimizer) -> None:
         for p in optimizer.params:
@@ -106,11 +129,22 @@ class OpacusGhost(OpacusModule):
 
     optimizer_mode = "ghost"
 
-    def __init__(self, model: nn.Module, max_grad_norm: float):
+    def __init__(self, model: nn.Module, max_grad_norm: float, loss_scale: float = 1.0):
+        if loss_scale != 1.0:
+            raise UserError("training.precision fp16 needs grad_sample_mode bk or hooks: Opacus' ghost norms are "
+                            "formed in fp16, whose range a squared norm above 256 overflows")
         super().__init__(model, max_grad_norm=max_grad_norm)
+        self.max_grad_norm = max_grad_norm
 
     def backward(self, losses: torch.Tensor, optimizer: DPOptimizer) -> None:
-        DPTensorFastGradientClipping(self.module, optimizer, losses, "sum").backward()
+        """Opacus' two passes (`DPTensorFastGradientClipping.backward`), with the clipping factors formed in fp32
+        from its per-layer norms (bf16 under autocast), and weight 0 for a record whose norm is not finite."""
+        losses.sum().backward(retain_graph=True)
+        optimizer.zero_grad()
+        norms = torch.stack([p._norm_sample.float() for p in self.module.trainable_parameters]).norm(dim=0)
+        clip = clip_factors(norms, self.max_grad_norm).to(losses.device)
+        with self.paused():
+            scaled_rows(losses, clip).sum().backward()
 
     def empty_batch(self, optimizer: DPOptimizer) -> None:
         zero_clipped_sum(optimizer)
@@ -133,7 +167,7 @@ class ParameterGradients:
 def instantiated(per_record: torch.Tensor) -> ParameterGradients:
     """G_i materialised, [B, ...]: biases, LayerNorm, and weights whose G_i are no larger than their a and g."""
     return ParameterGradients(torch.linalg.vector_norm(per_record.flatten(1), dim=1).square(),
-                              lambda c: torch.einsum("b,b...->...", c, per_record), lambda: per_record)
+                              lambda c: scaled_rows(per_record, c).sum(0), lambda: per_record)
 
 
 def shared(layers: list[ParameterGradients]) -> ParameterGradients:
@@ -167,8 +201,7 @@ def weight_gradients(a: torch.Tensor, g: torch.Tensor, transposed: bool) -> Para
         return instantiated(per_record())
 
     def clipped_sum(c: torch.Tensor) -> torch.Tensor:
-        c = c[:, None, None]
-        x, y = (a * c, g) if d_in <= d_out else (a, g * c)
+        x, y = (scaled_rows(a, c), g) if d_in <= d_out else (a, scaled_rows(g, c))
         x, y = x.reshape(-1, d_in), y.reshape(-1, d_out)
         return x.T @ y if transposed else y.T @ x
 
@@ -201,7 +234,7 @@ def embedding(module: nn.Embedding, ids: torch.Tensor, g: torch.Tensor) -> dict[
     norms = (torch.bmm(g, g.transpose(1, 2)) * same).sum((1, 2))
 
     def clipped_sum(c: torch.Tensor) -> torch.Tensor:
-        rows = (g * c[:, None, None]).flatten(0, 1)
+        rows = scaled_rows(g, c).flatten(0, 1)
         return torch.zeros_like(module.weight).index_add_(0, ids.flatten(), rows)
 
     def per_record() -> torch.Tensor:
@@ -226,6 +259,11 @@ LAYER_RULES: dict[type[nn.Module], LayerRule] = {
     nn.Embedding: embedding,
     nn.LayerNorm: layer_norm,
 }
+
+
+AUTOCAST_MATMULS = (linear, conv1d)
+"""Rules of layers whose product autocast computes in low precision from an input it casts (an input kept in the
+output's dtype is then exactly the operand the layer used)."""
 
 
 def layer_rule(module: nn.Module) -> LayerRule | None:
@@ -262,8 +300,8 @@ class BookKeeping:
 
     optimizer_mode = "ghost"  # Opacus' DP optimizer that takes the clipped sum in p.grad
 
-    def __init__(self, model: nn.Module, max_grad_norm: float):
-        self.module, self.max_grad_norm = model, max_grad_norm
+    def __init__(self, model: nn.Module, max_grad_norm: float, loss_scale: float = 1.0):
+        self.module, self.max_grad_norm, self.loss_scale = model, max_grad_norm, loss_scale
         self.layers = trainable_layers(model)
         self.calls: dict[nn.Module, list[tuple[torch.Tensor, GradientEdge]]] = defaultdict(list)
         self.capturing = True
@@ -273,14 +311,17 @@ class BookKeeping:
         """Forward hook: the layer's input and where its output's gradient arrives (a forward under no_grad or
         `paused` keeps nothing). The edge is the output's own: a later in-place change of the output cannot move it."""
         if self.capturing and output.requires_grad:
-            self.calls[module].append((inputs[0].detach(), get_gradient_edge(output)))
+            a = inputs[0].detach()
+            if output.dtype != a.dtype and a.is_floating_point() and self.layers[module] in AUTOCAST_MATMULS:
+                a = a.to(output.dtype)  # what autocast's matmul read (a LayerNorm's fp32 output, cast): half the memory
+            self.calls[module].append((a, get_gradient_edge(output)))
 
     def backward(self, losses: torch.Tensor, optimizer: DPOptimizer) -> None:
         """One backward of Σ_i L_i to the layer outputs (exact per-record gradients), then Σ_i c_i·G_i in `p.grad`.
         Each layer's inputs and output gradients are released as soon as its parameters' sums are formed."""
         calls, self.calls = self.calls, defaultdict(list)
         edges = [edge for layer_calls in calls.values() for _, edge in layer_calls]
-        grads = deque(torch.autograd.grad(losses.sum(), edges, allow_unused=True))  # in call order
+        grads = deque(torch.autograd.grad(losses.sum() * self.loss_scale, edges, allow_unused=True))  # call order
         with torch.no_grad():
             shares: dict[nn.Parameter, list[ParameterGradients]] = defaultdict(list)  # one per layer using it
             for module in list(calls):
@@ -289,7 +330,7 @@ class BookKeeping:
             per_param = {p: share[0] if len(share) == 1 else shared(share) for p, share in shares.items()}
             del shares  # a shared parameter's per-layer tensors
             norms = torch.stack([grads_of.squared_norms for grads_of in per_param.values()]).sum(0).sqrt()
-            clip = (self.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)  # as Opacus' DPOptimizer
+            clip = clip_factors(norms, self.max_grad_norm)
             for p in optimizer.params:
                 grads_of = per_param.pop(p, None)
                 p.grad = torch.zeros_like(p) if grads_of is None else grads_of.clipped_sum(clip).view_as(p).to(p.dtype)
@@ -302,6 +343,9 @@ class BookKeeping:
         if not kept:
             return []
         a, g = (stacked([pair[i] for pair in kept], batch) for i in (0, 1))
+        # The pieces were kept in the forward's precision; the norms and sums are fp32, free of the loss scale.
+        a = a.float() if a.is_floating_point() else a
+        g = unscaled(g, self.loss_scale)
         return [(module.get_parameter(name), grads_of) for name, grads_of in self.layers[module](module, a, g).items()
                 if module.get_parameter(name).requires_grad]
 
@@ -322,9 +366,10 @@ class BookKeeping:
         return self.module
 
 
-CLIPPING: dict[str, Callable[[nn.Module, float], PerRecordClipping]] = {
+CLIPPING: dict[str, Callable[[nn.Module, float, float], PerRecordClipping]] = {
     "hooks": OpacusHooks,
     "ghost": OpacusGhost,
     "bk": BookKeeping,
 }
-"""`training.grad_sample_mode` -> how the private step clips: built from the model and the clipping norm C."""
+"""`training.grad_sample_mode` -> how the private step clips: built from the model, the clipping norm C and the
+loss scale (fp16; 1 otherwise) that the pieces carry."""

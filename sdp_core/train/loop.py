@@ -19,6 +19,8 @@
   The trial seed fixes initialisation and public batches only.
 - Nothing computed from a private batch leaves the loop: private phases keep no loss and count expected
   (not sampled) records.
+- Precision (`precision.Precision`): every step's forward runs under its autocast; weights, the optimizer, and a
+  private step's norms, clipping, clipped sum and noise stay fp32.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from torch import nn
 
 from sdp_core.tensors import LMData, model_device, record_losses
 from sdp_core.train.clipping import CLIPPING
+from sdp_core.train.precision import FP32, Precision
 
 RANK_SEED_STRIDE = 1_000_003
 """With reproducible noise, rank r samples with seed `seed + r * stride`: a distinct stream per rank."""
@@ -90,6 +93,8 @@ class StepContext:
     grad_sample_mode: str
     noise: torch.Generator
     world_size: int = 1  # > 1: one of several data-parallel ranks (Opacus' distributed DP optimizer)
+    precision: Precision = FP32
+    secure_mode: bool = False  # Opacus' noise that resists floating-point attacks (`privacy.secure_mode`)
 
 
 class BatchStep(Protocol):
@@ -174,20 +179,26 @@ class PhaseStats:
 
 def make_optimizer(model: nn.Module, name: str, lr: float, weight_decay: float) -> torch.optim.Optimizer:
     optimizers: dict[str, Callable[..., torch.optim.Optimizer]] = {"adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
-    return optimizers[name](model.parameters(), lr=lr, weight_decay=weight_decay)
+    # Only what trains: a frozen base (LoRA) gets neither noise nor optimizer state.
+    return optimizers[name]([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=weight_decay)
 
 
 class PublicStep:
-    """A plain optimizer step on the batch's mean record loss."""
+    """A plain optimizer step on the batch's mean record loss, in the context's precision (fp16: torch's dynamic
+    loss scaling, which skips a step whose gradients overflow; a public step carries no privacy claim)."""
 
     def __init__(self, ctx: StepContext):
-        self.model, self.optimizer = ctx.model, ctx.optimizer
+        self.model, self.optimizer, self.precision = ctx.model, ctx.optimizer, ctx.precision
+        self.device = model_device(ctx.model)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=ctx.precision.name == "fp16")
 
     def __call__(self, batch: LMData, sigma: float) -> float:
         self.optimizer.zero_grad(set_to_none=True)
-        losses = record_losses(self.model(batch.input_ids), batch.input_ids, batch.weights, batch.labels)
-        losses.mean().backward()
-        self.optimizer.step()
+        with self.precision.autocast(self.device):
+            losses = record_losses(self.model(batch.input_ids), batch.input_ids, batch.weights, batch.labels)
+        self.scaler.scale(losses.mean()).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
         return losses.mean().item()
 
     def close(self) -> nn.Module:
@@ -202,11 +213,13 @@ class DPStep:
     `bk` (book-keeping: one backward, no per-sample gradients; Bu et al. 2023). Noise, division by B and the step
     are Opacus' DP optimizer's in every mode. With `world_size` > 1 the optimizer is Opacus' distributed one: it
     adds the noise once (rank 0) and all-reduces; every rank divides by B/world, so the all-reduced update is
-    (Σ clipped + noise)/B, as on one worker.
+    (Σ clipped + noise)/B, as on one worker. The forward runs under the precision's autocast; the backward, the
+    clipping and the optimizer outside it, so the clipped sum and the noise are fp32 on the fp32 weights.
     """
 
     def __init__(self, ctx: StepContext, phase: Phase):
-        self.clipping = CLIPPING[ctx.grad_sample_mode](ctx.model, phase.max_grad_norm)
+        self.precision, self.device = ctx.precision, model_device(ctx.model)
+        self.clipping = CLIPPING[ctx.grad_sample_mode](ctx.model, phase.max_grad_norm, ctx.precision.loss_scale)
         self.module = self.clipping.module
         optimizer_class = get_optimizer_class(clipping="flat", distributed=ctx.world_size > 1,
                                               grad_sample_mode=self.clipping.optimizer_mode)
@@ -219,6 +232,7 @@ class DPStep:
             # divides clipped sum + noise by the expected batch size B, so the noise on the step is σC/B.
             loss_reduction="mean",
             generator=ctx.noise,
+            secure_mode=ctx.secure_mode,
         )
         self.optimizer.expected_batch_size /= ctx.world_size
 
@@ -228,7 +242,8 @@ class DPStep:
         if len(batch) == 0:
             self.empty_batch()
         else:
-            losses = record_losses(self.module(batch.input_ids), batch.input_ids, batch.weights, batch.labels)
+            with self.precision.autocast(self.device):
+                losses = record_losses(self.module(batch.input_ids), batch.input_ids, batch.weights, batch.labels)
             self.clipping.backward(losses, self.optimizer)
         self.optimizer.step()
 
@@ -262,7 +277,7 @@ def shuffled_batches(n: int, batch_size: int, steps: int, generator: torch.Gener
 
 def train_phase(model: nn.Module, optimizer: torch.optim.Optimizer, phase: Phase, ledger: StepRecorder | None,
                 seed: int, *, grad_sample_mode: str = "hooks", reproducible_noise: bool = False,
-                rank: int = 0, world_size: int = 1,
+                precision: Precision = FP32, secure_mode: bool = False, rank: int = 0, world_size: int = 1,
                 on_step: Callable[[PhaseStats], None] | None = None) -> PhaseStats:
     """Train `model` in place for one phase; a private phase charges `ledger` once per batch before taking it.
 
@@ -276,7 +291,8 @@ def train_phase(model: nn.Module, optimizer: torch.optim.Optimizer, phase: Phase
     rng = PrivacyRandomness.for_phase(seed, device, phase.private, reproducible_noise, rank)
     data = phase.data.subset(torch.arange(rank, len(phase.data), world_size)) if world_size > 1 else phase.data
     model.train()
-    step = phase.batch_step(StepContext(model, optimizer, grad_sample_mode, rng.noise, world_size))
+    step = phase.batch_step(StepContext(model, optimizer, grad_sample_mode, rng.noise, world_size, precision,
+                                        secure_mode))
     try:
         for epoch, steps in enumerate(phase.epoch_steps()):
             if steps == 0:
