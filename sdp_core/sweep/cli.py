@@ -11,13 +11,10 @@ import os
 import shutil
 from pathlib import Path
 
-from sdp_core.config.loading import load_search_space, load_sweep_config
+from sdp_core.config.loading import resolve_sweep
 from sdp_core.config.sweep import SweepConfig
 from sdp_core.errors import UserError
-from sdp_core.sweep.space import check_space
 from sdp_core.sweep.store import SweepStore
-
-EXPOSURE_METRICS = ("exposure_mean", "exposure_max")
 
 
 def _add_cluster_arguments(p: argparse.ArgumentParser) -> None:
@@ -38,26 +35,6 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 def add_resume_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dir", help="the sweep's output folder (holds sweep.yaml and optuna.journal)")
     _add_cluster_arguments(p)
-
-
-def check_objectives(cfg: SweepConfig) -> None:
-    """Objectives no trial of this sweep can measure would leave the Pareto front empty: refuse them now."""
-    for o in cfg.objectives:
-        if o.metric in EXPOSURE_METRICS and not (cfg.base.evaluation.exposure and cfg.base.data.canaries):
-            raise UserError(f"objective {o.metric} needs canaries: set base.data.canaries and base.evaluation.exposure")
-        if o.metric == "mia_auc" and not cfg.base.evaluation.mia:
-            raise UserError("objective mia_auc needs base.evaluation.mia: true")
-
-
-def resolve_sweep(path: str, overrides: list[str]) -> SweepConfig:
-    """The sweep with overrides applied and its search space inlined (what `OUT/sweep.yaml` stores)."""
-    cfg = load_sweep_config(path, overrides)
-    check_objectives(cfg)
-    if cfg.experiments is not None:  # a grid: every arm was validated as a trial on loading
-        return cfg
-    space = load_search_space(cfg.search_space, Path(path).parent)
-    check_space(cfg, space, path)
-    return cfg.model_copy(update={"search_space": space})
 
 
 def output_folder(out: str | None, cfg: SweepConfig, overwrite: bool) -> Path:
