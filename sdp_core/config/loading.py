@@ -137,7 +137,9 @@ def validate_file(path: str | Path) -> str:
     data = read_yaml(path)
     kind = detect_kind(data)
     if kind == "sweep":
-        resolve_sweep(path)
+        from sdp_core.sweep.preflight import preflight  # the data sizes every trial needs
+
+        preflight(resolve_sweep(path), str(path), elsewhere=False)
     elif kind == "search_space":
         parse_model(SearchSpace, data, str(path))
     else:
