@@ -83,6 +83,19 @@ class TrialResult:
                 f"{utility}; {self.timings.get('total', 0):.0f}s" if utility else f"{self.name}: {self.state}")
 
 
+    def data_line(self, model_dir: Path | None = None) -> str:
+        """What the trial trained on, for the console: records per split, secrets detected, the redacted share
+        (of the training tokens) and where the model is."""
+        d = self.detector
+        records = d.get("records") or {}
+        if not records:
+            return ""
+        text = (f"data: {records['train']} train / {records['validation']} validation / {records['test']} test "
+                f"records; {d['secrets_detected']} secrets detected in {d['records_with_secrets']} training records "
+                f"(policy {d['policy']}); redacted: {d['redacted_token_fraction']:.1%} of training tokens")
+        return text + (f"; model: {model_dir}" if model_dir else "")
+
+
 def versions() -> dict:
     import opacus
     import transformers
@@ -243,8 +256,11 @@ def prepare_trial_data(cfg: TrialConfig, timings: dict) -> tuple[TrialData, Cana
 
 
 def detector_summary(policy, records: list[Record], spans: list[list[Span]], data: TrialData) -> dict:
-    """Counts and rates only: redacted fraction, and recall per label with 95 % intervals where gold exists."""
+    """Counts and rates only: records per split, secrets detected in train, redacted fraction (of the training rows'
+    tokens), and recall per label with 95 % intervals where gold exists."""
     summary = {"policy": policy.name, "policy_version": policy.version, "train_records": len(records),
+               "records": {name: len(getattr(data.records, name)) for name in ("train", "validation", "test")},
+               "secrets_detected": sum(map(len, spans)), "records_with_secrets": sum(bool(s) for s in spans),
                "redacted_token_fraction": float(data.train.sensitive.sum() / data.train.valid.sum())}
     if all(r.spans is not None for r in records):
         ev = evaluate(records, spans)
