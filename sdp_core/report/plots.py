@@ -49,6 +49,8 @@ X_AXES = ("exposure_mean", "epsilon", "train_seconds")
 """Always plotted against utility when measured (ε only where it varies), after the sweep's own objectives."""
 FIXED_EPSILON_SPREAD = 0.01
 """Formal ε values within this relative spread are one fixed target: an ε axis would show calibration noise."""
+FLOORS = {"exposure_mean": "exposure_floor", "exposure_max": "exposure_floor"}
+"""The chance level of an x metric: exposure's random-rank floor (a model at it has not memorised the canaries)."""
 PLOTLY_JS = Path(__file__).parent / "assets" / "plotly-basic.min.js"
 
 
@@ -119,8 +121,9 @@ def _axis_label(metric: str, mode: str, trials: list[Trial]) -> str:
 
 
 def fixed_epsilon(a: Analysis) -> float | None:
-    """The one formal ε every finished trial with a bound spends (a fixed-ε sweep), or None when they differ."""
-    values = [e for t in a.sweep.trials if t.state == "finished" and (e := formal_epsilon(t)) is not None]
+    """The one formal ε every finished trial with a noised bound spends (a fixed-ε sweep), or None when they differ.
+    (ε = 0 is Redacted's, for detected secrets only: no noise was calibrated to a target.)"""
+    values = [e for t in a.sweep.trials if t.state == "finished" and (e := formal_epsilon(t)) is not None and e > 0]
     if values and max(values) <= min(values) * (1 + FIXED_EPSILON_SPREAD):
         return max(values)
     return None
@@ -154,7 +157,8 @@ def build_plot(a: Analysis, view: View) -> Plot | None:
     y_label = _axis_label(a.utility.metric, a.utility.mode, trials)
     x_label = _axis_label(view.x, view.mode, trials)
     title = f"{metric_label(a.utility.metric)} vs {metric_label(view.x)}"
-    floors = [f for p in points if (f := p.trial.metric(f"{view.x}_floor")) is not None]
+    floor = FLOORS.get(view.x)
+    floors = [f for p in points if floor and (f := p.trial.metric(floor)) is not None]
     return Plot(view, title, x_label, y_label, points, staircase, min(floors) if floors else None)
 
 
