@@ -93,7 +93,8 @@ LAYER_COMMANDS = [
      "run_detect"),
     ("epsilon", "ε from (q, σ, steps, δ), σ for a target ε, or ε of a saved ledger", "sdp_core.privacy.cli",
      "add_epsilon_arguments", "run_epsilon"),
-    ("audit", "canary exposure and membership inference on a saved trial model", "sdp_core.attacks.cli",
+    ("audit", "canary exposure of a saved trial model (membership inference and the empirical ε lower bound run "
+     "inside each trial, which knows its members: result.json's attacks)", "sdp_core.attacks.cli",
      "add_audit_arguments", "run_audit"),
 ]
 

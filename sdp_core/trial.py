@@ -77,6 +77,8 @@ class TrialResult:
         eps = p.get("epsilon")
         privacy = (f"ε={eps:.3f} ({qualifiers(p)})"
                    if isinstance(eps, (int, float)) and eps != float("inf") else f"no DP guarantee ({p.get('notion')})")
+        if self.mechanism.get("guarantee"):  # what the ε covers, where it is narrower than its notion says (Redacted)
+            privacy += f": {self.mechanism['guarantee']}"
         utility = (f"val ppl {m['val_perplexity']:.2f}" if m.get("val_perplexity") else
                    f"val acc {m['val_accuracy']:.3f}" if m.get("val_accuracy") is not None else None)
         return (f"{self.name}: {self.state}; {self.config['mechanism']['name']}; {privacy}; "

@@ -97,3 +97,14 @@ def test_a_trial_on_a_csv_states_records_per_split_secrets_redacted_share_and_mo
     assert line == (f"data: 48 train / 6 validation / 6 test records; 48 secrets detected in 48 training records "
                     f"(policy order_number); redacted: {share:.1%} of training tokens; model: {out / 'model'}")
     assert (out / "model").is_dir() and 0 < share < 0.5
+
+
+def test_a_redacted_trial_says_its_zero_epsilon_is_for_detected_secrets_only(tmp_path):
+    from sdp_core.config import parse_model
+    from sdp_core.config.trial import TrialConfig
+    from sdp_core.trial import run_trial
+    from tests.conftest import small_trial_dict
+
+    cfg = parse_model(TrialConfig, small_trial_dict(mechanism={"name": "redacted"}, training={"max_steps": 1}))
+    line = run_trial(cfg, None).summary_line()
+    assert "ε=0.000 (SDP" in line and ": epsilon_s = 0 for detected secrets only; none for missed;" in line
