@@ -22,8 +22,8 @@ def test_quickstart_on_200_records_fails_before_ray_with_the_canary_arithmetic(t
     # 200 records, 10 % each held out for validation and test: 160 train; 20 canaries x 10 repeats need 200.
     assert r.returncode == 2 and not out.exists() and r.stdout == ""
     assert r.stderr.splitlines() == [
-        f"error: {REPO}/sweeps/quickstart.yaml: data.canaries: 20 canaries x 10 repeats need 200 training records; the data "
-        "has 160 (of 200 records, validation and test each 10% held out): lower data.canaries.count or repeats, or "
+        f"error: {REPO}/sweeps/quickstart.yaml: data.canaries: 20 canaries x 10 repeats need 200 training records; "
+        "the data has 160 (of 200 records, validation and test each 10% held out): lower data.canaries.count or repeats, or "
         "use more data"]
 
 
@@ -47,7 +47,8 @@ def test_validate_does_the_generated_data_arithmetic_and_mechanism_needs(tmp_pat
                                                        f"search_space: {REPO / 'search_spaces' / 'quickstart.yaml'}"))
     r = run_main("validate", str(tmp_path / "small.yaml"))
     assert r.returncode == 2 and "need 200 training records; the data has 150 (data.n_train)" in r.stderr
-    lstm = sweep.replace("mechanisms: [dpsgd, jft, crt, atdp]", "mechanisms: [sdpsgd]").replace("n_train: 150", "n_train: 1000")
+    lstm = sweep.replace("mechanisms: [dpsgd, jft, crt, atdp]", "mechanisms: [sdpsgd]")
+    lstm = lstm.replace("n_train: 150", "n_train: 1000")
     (tmp_path / "lstm.yaml").write_text(lstm.replace(
         "search_space: quickstart.yaml",
         "search_space: {parameters: {training.learning_rate: {type: loguniform, low: 1.0e-4, high: 1.0e-2}}}"))

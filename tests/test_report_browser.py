@@ -52,10 +52,12 @@ def chromium() -> str:
 @pytest.fixture(scope="module")
 def page(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("browser")
-    return build_report(write_synthetic_sweep(root / "sweep", 60, seed=3, intervals=True), root / "report") / "index.html"
+    sweep = write_synthetic_sweep(root / "sweep", 60, seed=3, intervals=True)
+    return build_report(sweep, root / "report") / "index.html"
 
 
-def open_page(chromium: str, page: Path, tmp_path: Path, *action: str, width: int = 1400) -> subprocess.CompletedProcess:
+def open_page(chromium: str, page: Path, tmp_path: Path, *action: str, width: int = 1400
+              ) -> subprocess.CompletedProcess:
     profile = tmp_path / f"profile-{len(list(tmp_path.iterdir()))}"
     flags = [f for f in FLAGS if not f.startswith("--window-size")] + [f"--window-size={width},2000"]
     return subprocess.run([chromium, *flags, f"--user-data-dir={profile}", *action, page.as_uri()],

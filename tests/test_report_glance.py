@@ -33,8 +33,8 @@ def test_the_epsilon_plot_places_a_light_noise_trial_at_its_formal_bound(sweep_d
     assert estimates
     for point in plot.points:
         row = _rows(sweep_dir)[point.trial.trial_id]
-        expected = row["privacy"]["formal"]["epsilon"] if point.trial.trial_id in estimates else row["privacy"]["epsilon"]
-        assert point.x == pytest.approx(expected)
+        privacy = row["privacy"]["formal"] if point.trial.trial_id in estimates else row["privacy"]
+        assert point.x == pytest.approx(privacy["epsilon"])
     assert {round(p.x) for p in plot.points if p.trial.trial_id in estimates} == {LIGHT_NOISE_FORMAL_EPSILON}
     assert plot.x_label.startswith("ε, formal bound (")
 

@@ -269,11 +269,13 @@ def draw(ax: Axes, plot: Plot, a: Analysis) -> None:
                    **style)
         ranged = [p for p in pts if p.x_interval]
         if ranged:
-            ax.errorbar([p.x for p in ranged], [p.y for p in ranged], fmt="none", ecolor=color, elinewidth=0.8,
-                        alpha=0.7, xerr=[[p.x - p.x_interval[0] for p in ranged], [p.x_interval[1] - p.x for p in ranged]])
+            xerr = [[p.x - p.x_interval[0] for p in ranged], [p.x_interval[1] - p.x for p in ranged]]
+            ax.errorbar([p.x for p in ranged], [p.y for p in ranged], xerr=xerr, fmt="none", ecolor=color,
+                        elinewidth=0.8, alpha=0.7)
         labelled.add(label)
     if plot.x_floor is not None:
-        ax.axvline(plot.x_floor, color="#888", linestyle=":", linewidth=1, label=f"random-rank floor {fmt(plot.x_floor)}")
+        ax.axvline(plot.x_floor, color="#888", linestyle=":", linewidth=1,
+                   label=f"random-rank floor {fmt(plot.x_floor)}")
     ax.scatter([], [], marker="*", s=120, color="white", edgecolors="#111", label=FRONT_LABEL)
     ax.set_xscale("log" if plot.log_axis("x") else "linear")
     ax.set_yscale("log" if plot.log_axis("y") else "linear")

@@ -104,5 +104,6 @@ def end_configs(sweep: SweepConfig, space: SearchSpace, where: str | None = None
                 if applies_to(path, mechanism):
                     params[path] = d.values[end] if d.type == "choice" else (d.low, d.high)[end]
                     params[path] = int(params[path]) if d.type == "int" else params[path]
-            configs.append(parse_model(TrialConfig, trial_config_dict(sweep, params, 0), f"{where} ({mechanism} trial)"))
+            configs.append(parse_model(TrialConfig, trial_config_dict(sweep, params, 0),
+                                       f"{where} ({mechanism} trial)"))
     return configs
