@@ -72,6 +72,7 @@ def _trial(args: argparse.Namespace) -> int:
         e.where = e.where or args.config or "--set"
         raise
     print(result.summary_line())
+    print(result.data_line(out / "model"))
     print(out / "result.json")
     return 0 if result.state == "finished" else 1
 
@@ -92,7 +93,8 @@ LAYER_COMMANDS = [
      "run_detect"),
     ("epsilon", "ε from (q, σ, steps, δ), σ for a target ε, or ε of a saved ledger", "sdp_core.privacy.cli",
      "add_epsilon_arguments", "run_epsilon"),
-    ("audit", "canary exposure and membership inference on a saved trial model", "sdp_core.attacks.cli",
+    ("audit", "canary exposure of a saved trial model (membership inference and the empirical ε lower bound run "
+     "inside each trial, which knows its members: result.json's attacks)", "sdp_core.attacks.cli",
      "add_audit_arguments", "run_audit"),
 ]
 

@@ -8,6 +8,7 @@ lifting the fields it may show (`report.load`: that whitelist is a privacy bound
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
 from typing import Any
 
 from sdp_core.privacy.relations import qualifiers
@@ -93,7 +94,21 @@ class TrialRow:
         eps = p.get(EPSILON)
         privacy = (f"ε={eps:.3f} ({qualifiers(p)})"
                    if isinstance(eps, (int, float)) and eps != float("inf") else f"no DP guarantee ({p.get('notion')})")
+        if self.mechanism.get("guarantee"):  # what the ε covers, where it is narrower than its notion says (Redacted)
+            privacy += f": {self.mechanism['guarantee']}"
         utility = (f"val ppl {m['val_perplexity']:.2f}" if m.get("val_perplexity") else
                    f"val acc {m['val_accuracy']:.3f}" if m.get("val_accuracy") is not None else None)
         return (f"{self.name}: {self.state}; {self.config['mechanism']['name']}; {privacy}; "
                 f"{utility}; {self.timings.get('total', 0):.0f}s" if utility else f"{self.name}: {self.state}")
+
+    def data_line(self, model_dir: Path | None = None) -> str:
+        """What the trial trained on, for the console: records per split, secrets detected, the redacted share
+        (of the training tokens) and where the model is."""
+        d = self.detector
+        records = d.get("records") or {}
+        if not records:
+            return ""
+        text = (f"data: {records['train']} train / {records['validation']} validation / {records['test']} test "
+                f"records; {d['secrets_detected']} secrets detected in {d['records_with_secrets']} training records "
+                f"(policy {d['policy']}); redacted: {d['redacted_token_fraction']:.1%} of training tokens")
+        return text + (f"; model: {model_dir}" if model_dir else "")

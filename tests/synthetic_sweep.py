@@ -158,8 +158,9 @@ def trial_row(cfg: SweepConfig, i: int, rng: random.Random, secrets: tuple[str, 
 
 
 def write_synthetic_sweep(directory: str | Path, n_trials: int = 40, seed: int = 0, name: str = "synthetic",
-                          secrets: tuple[str, ...] = ()) -> Path:
-    """Write `sweep.yaml` and `trials/t0000.json`, ... into `directory`; returns it."""
+                          secrets: tuple[str, ...] = (), intervals: bool = False) -> Path:
+    """Write `sweep.yaml` and `trials/t0000.json`, ... into `directory`; returns it. With `intervals`, exposure has
+    a 95 % interval (±30 %) and the random-rank floor, as a real trial's row."""
     directory = Path(directory)
     (directory / "trials").mkdir(parents=True, exist_ok=True)
     cfg = sweep_config(name, n_trials)
@@ -167,5 +168,9 @@ def write_synthetic_sweep(directory: str | Path, n_trials: int = 40, seed: int =
     rng = random.Random(seed)
     for i in range(n_trials):
         row = trial_row(cfg, i, rng, secrets)
+        exposure = row["metrics"].get("exposure_mean")
+        if intervals and exposure is not None:
+            row["metrics"].update(exposure_mean_low=0.7 * exposure, exposure_mean_high=1.3 * exposure,
+                                  exposure_floor=1.44)
         (directory / "trials" / f"{row['trial_id']}.json").write_text(json.dumps(row, indent=1))
     return directory

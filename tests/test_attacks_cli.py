@@ -83,3 +83,21 @@ def test_user_errors_come_before_loading_the_model(tmp_path):
         _audit(missing, "--canary", FORMAT, "--method", "estimate")
     with pytest.raises(UserError, match="does not fit"):
         _audit(missing, "--canary", FORMAT, "--secret", "12")
+
+
+def test_audit_help_says_where_membership_inference_is():
+    from tests.conftest import run_main
+
+    r = run_main("audit", "--help")
+    text = " ".join(r.stdout.split())
+    assert "canary exposure of a saved trial model (membership inference and the empirical ε lower bound run " \
+           "inside each trial, which knows its members: result.json's attacks)" in text
+
+
+def test_a_suffix_after_the_placeholder_is_announced_before_the_long_scoring(model_dir, capsys):
+    assert _audit(str(model_dir), "--canary", FORMAT + ".", "--secret", SECRETS[0], "--json") == 0
+    err = capsys.readouterr().err
+    assert ("note: the text after the placeholder ('.') is scored after every one of the 10,000 candidates: one more "
+            "model step each") in err
+    assert _audit(str(model_dir), "--canary", FORMAT, "--secret", SECRETS[0], "--json") == 0
+    assert "note:" not in capsys.readouterr().err

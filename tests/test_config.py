@@ -31,7 +31,7 @@ def test_every_problem_is_reported_with_its_yaml_path(tmp_path):
     lines = e.value.lines()
     assert f"{path}: privacy.target_epsilon: must be > 0" in lines
     assert f"{path}: privacy.delta: must be < 1" in lines
-    assert f"{path}: training.batchsize: unknown key" in lines
+    assert f"{path}: training.batchsize: unknown key (did you mean batch_size?)" in lines
     assert len(lines) == 3
 
 

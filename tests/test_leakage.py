@@ -47,9 +47,9 @@ def written_files(*roots: Path) -> list[Path]:
 def scan(files: list[Path], secrets: set[str]) -> list[str]:
     """`file: secret` for every secret found as a whole token (not inside a longer run of letters or digits, where
     a 4-digit secret would match any float), raw or escaped as in JSON."""
-    from plotly.offline import get_plotlyjs
+    from sdp_core.report.plots import plotly_js
 
-    library = get_plotlyjs().encode()
+    library = plotly_js().encode()
     forms = {f: s for s in secrets for f in (s.encode(), json.dumps(s)[1:-1].encode())}
     pattern = re.compile(rb"(?<![0-9A-Za-z])(" + b"|".join(map(re.escape, sorted(forms, key=len, reverse=True)))
                          + rb")(?![0-9A-Za-z])")

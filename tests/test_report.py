@@ -58,9 +58,10 @@ def test_every_file_exists_and_parses(report, sweep_dir):
     assert html.startswith("<!doctype html>") and html.rstrip().endswith("</html>")
     assert html.count('class="plotly-graph-div') == 3
     assert "At ε = 3 (" in html
-    # Offline: no script or stylesheet from the network; plotly.js is inlined once.
+    # Offline: no script or stylesheet from the network; plotly.js's basic bundle is inlined once, the full one never.
     assert not re.search(r'<(script|link)[^>]+(src|href)="(https?:)?//', html)
-    assert html.count("plotly.js v") == 1 or html.count("window.PlotlyConfig") == 1
+    assert html.count("plotly.js (basic - minified) v") == 1 and html.count("* plotly.js v") == 0
+    assert len(html.encode()) < 2_000_000
     for name in ("pareto.png", "utility_vs_exposure_mean.png", "utility_vs_epsilon.png", "utility_vs_train_seconds.png"):
         with Image.open(report / name) as im:
             assert im.format == "PNG" and im.width > 300 and im.height > 200

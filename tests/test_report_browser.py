@@ -1,4 +1,10 @@
-"""`index.html` in headless Chromium, offline: the plots render, the console stays clean, a screenshot is saved."""
+"""`index.html` in headless Chromium, offline: the plots render, the console stays clean, the decision columns fit
+1280 px without horizontal scrolling, a screenshot is saved.
+
+The browser is Debian's `chromium` package: the `chromium` fixture installs it with `apt-get install chromium`
+when it is missing (the pip packages that drive a browser download their own build, which needs a network this
+project's machines may not have). The tests skip only when apt itself cannot be reached.
+"""
 
 from __future__ import annotations
 
@@ -46,13 +52,45 @@ def chromium() -> str:
 @pytest.fixture(scope="module")
 def page(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("browser")
-    return build_report(write_synthetic_sweep(root / "sweep", 60, seed=3), root / "report") / "index.html"
+    sweep = write_synthetic_sweep(root / "sweep", 60, seed=3, intervals=True)
+    return build_report(sweep, root / "report") / "index.html"
 
 
-def open_page(chromium: str, page: Path, tmp_path: Path, *action: str) -> subprocess.CompletedProcess:
+def open_page(chromium: str, page: Path, tmp_path: Path, *action: str, width: int = 1400
+              ) -> subprocess.CompletedProcess:
     profile = tmp_path / f"profile-{len(list(tmp_path.iterdir()))}"
-    return subprocess.run([chromium, *FLAGS, f"--user-data-dir={profile}", *action, page.as_uri()],
+    flags = [f for f in FLAGS if not f.startswith("--window-size")] + [f"--window-size={width},2000"]
+    return subprocess.run([chromium, *flags, f"--user-data-dir={profile}", *action, page.as_uri()],
                           capture_output=True, text=True, timeout=180)
+
+
+# Appended to a copy of the page: measures every table after layout and writes the numbers into the DOM, which
+# `--dump-dom` returns (the page itself carries no test code).
+MEASURE = """<script>window.addEventListener("load", () => setTimeout(() => {
+  const out = [...document.querySelectorAll("section")].map(s => ({id: s.id,
+    tables: [...s.querySelectorAll("div.scroll")].map(d => ({scroll: d.scrollWidth, client: d.clientWidth,
+      headers: [...d.querySelectorAll("th")].map(th => [th.textContent, th.getBoundingClientRect().right])}))}));
+  const pre = document.createElement("pre"); pre.id = "measured";
+  pre.textContent = JSON.stringify({width: window.innerWidth, sections: out}); document.body.appendChild(pre);
+}, 500));</script>"""
+
+
+def test_decision_columns_fit_1280px_without_horizontal_scrolling(chromium, page, tmp_path):
+    import json
+
+    probe = page.with_name("probe.html")
+    probe.write_text(page.read_text().replace("</body>", MEASURE + "</body>"))
+    result = open_page(chromium, probe, tmp_path, "--dump-dom", width=1280)
+    assert result.returncode == 0, result.stderr[-2000:]
+    measured = json.loads(re.search(r'<pre id="measured">(.*?)</pre>', result.stdout, re.S).group(1)
+                          .replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"))
+    sections = {s["id"]: s["tables"] for s in measured["sections"]}
+    for name in ("frontier", "mechanisms"):
+        (table,) = sections[name]
+        assert table["scroll"] <= table["client"], (name, table)  # no horizontal scroll box
+        headers = dict(table["headers"])
+        for column in ("mechanism", "ε", "val perplexity", "canary exposure", "MIA AUC"):
+            assert 0 < headers[column] <= measured["width"], (name, column, headers)
 
 
 def test_plots_render_offline_without_console_errors(chromium, page, tmp_path):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 
 from sdp_core.attacks.candidates import default_context, secret_chars
 from sdp_core.attacks.estimate import estimate_exposures
@@ -59,6 +60,10 @@ def run_audit(args: argparse.Namespace) -> int:
         raise UserError("--method estimate needs the canary values (--secret): it has no enumeration to summarise")
     if args.method == "exact":
         check_enumerable(fmt, args.limit)
+        if fmt.suffix.strip():  # the trial scores its canaries the same way, so the audit does too
+            print(f"note: the text after the placeholder ({fmt.suffix.strip()!r}) is scored after every one of the "
+                  f"{fmt.space_size:,} candidates: one more model step each, several times the time of the format "
+                  "without it", file=sys.stderr)
     model, tokenizer, _ = load_model(args.model_dir)
     out: dict = {"model_dir": str(args.model_dir), "format": fmt.template, "method": args.method,
                  "space_size": fmt.space_size, "max_exposure": math.log2(fmt.space_size),

@@ -8,7 +8,9 @@ go through `apply_settings`.
 from __future__ import annotations
 
 import copy
-from typing import Any
+import difflib
+import types
+from typing import Any, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -39,8 +41,43 @@ _MESSAGES = {
 }
 
 
-def _problems(err: ValidationError) -> list[str]:
-    """One line per problem: `yaml.path: message`."""
+def _subclasses(cls: type) -> list[type]:
+    return [cls] + [s for sub in cls.__subclasses__() for s in _subclasses(sub)]
+
+
+def _step(annotation: Any, part: Any) -> list[Any]:
+    """What the value at key or index `part` of a value typed `annotation` can be. A model's registered
+    subclasses (the mechanisms' settings) count as the model, so their fields are known too."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [c.model_fields[part].annotation for c in _subclasses(annotation) if part in c.model_fields]
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin in (Union, types.UnionType):
+        return [a for arg in args for a in _step(arg, part)]
+    if origin is dict and len(args) == 2:
+        return [args[1]]
+    if origin is list and args:
+        return [args[0]]
+    return []
+
+
+def known_keys(cls: type[BaseModel], path: list[Any]) -> set[str]:
+    """The keys a config of type `cls` accepts in the mapping at `path` (empty when nothing is known there)."""
+    annotations: list[Any] = [cls]
+    for part in path:
+        annotations = [a for annotation in annotations for a in _step(annotation, part)]
+    models = {c for a in annotations for arg in (get_args(a) or (a,))
+              if isinstance(arg, type) and issubclass(arg, BaseModel) for c in _subclasses(arg)}
+    return {name for c in models for name in c.model_fields}
+
+
+def did_you_mean(name: str, known: set[str] | list[str]) -> str:
+    """` (did you mean X?)` for the closest of `known` (difflib's ratio >= 0.6), else the empty string."""
+    close = difflib.get_close_matches(name, sorted(known), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _problems(err: ValidationError, cls: type[BaseModel] | None = None) -> list[str]:
+    """One line per problem: `yaml.path: message`; an unknown key names the closest known key of its mapping."""
     lines = []
     errors = err.errors()
     for e in errors:
@@ -52,6 +89,9 @@ def _problems(err: ValidationError) -> list[str]:
         template = _MESSAGES.get(e["type"])
         msg = template.format(**(e.get("ctx") or {})) if template else e["msg"]
         msg = " ".join(msg.removeprefix("Value error, ").split())
+        if e["type"] == "extra_forbidden" and cls is not None:
+            path = [p for p in e["loc"] if p != "SearchSpace"]
+            msg += did_you_mean(str(path[-1]), known_keys(cls, path[:-1]))
         lines.append(f"{'.'.join(loc) or '(top level)'}: {msg}")
     return lines
 
@@ -63,7 +103,7 @@ def parse_model(cls: type[BaseModel], data: Any, where: str | None = None) -> An
     try:
         return cls.model_validate(data)
     except ValidationError as e:
-        raise ConfigError(_problems(e), where) from None
+        raise ConfigError(_problems(e, cls), where) from None
 
 
 def parse_override(assignment: str) -> tuple[list[str], Any]:

@@ -59,19 +59,24 @@ class DataConfig(Strict):
     source: Literal["customersim", "clinic", "file", "hf", "synthetic_classification"] = "customersim"
     seed: int = Field(0, description="the data seed: records, splits, canary values, missed secrets. A sweep's trials "
                       "share it (they differ in initialisation and sampling only), so they see the same data")
-    path: str | None = Field(None, description="JSONL / Parquet / text file, for source=file")
+    path: str | None = Field(None, description="for source=file: JSONL, CSV / TSV / Parquet table or plain text "
+                             "(one record per blank-line-separated block, or per line when there is no blank line); "
+                             "its validation and test sets are each `validation_fraction` of it, held out of train "
+                             "(n_train, n_validation and n_test are for generated data)")
     hf_name: str | None = Field(None, description="for source=hf: a hub name (`wikitext-2-raw-v1`, `glue/sst2`, ...) "
                                 "or a local path: a `save_to_disk` folder, or Parquet / Arrow / JSON(L) files (one "
                                 "file, or a folder of shards named by split)")
-    text_fields: list[str] | None = Field(None, min_length=1, description="source=hf: the columns joined by a newline "
-                                          "into a record's text; default: the hub dataset's own (glue/qnli: question, "
-                                          "sentence), else `text`")
-    label_field: str = Field("label", min_length=1, description="source=hf: the column of integer class labels "
-                             "(read when the dataset has it)")
+    text_fields: list[str] | None = Field(None, min_length=1, description="source=hf or a table file (CSV, TSV, "
+                                          "Parquet): the columns joined by a newline into a record's text; default: "
+                                          "the hub dataset's own (glue/qnli: question, sentence), else `text`, else a "
+                                          "table's one text column (several: refused until named)")
+    label_field: str = Field("label", min_length=1, description="source=hf or a table file: the column of integer "
+                             "class labels (read when the data has it)")
     splits: SplitNames = Field(default_factory=SplitNames, description="source=hf: split names")
     # The generator's own default is 10,000 / 1,000 / 1,000 dialogs; a trial's embedded default is smaller so a
     # DP-SGD trial (detection, tokenizer, training, evaluation) fits in ~3 minutes on 2 CPU cores.
-    n_train: int = Field(4_000, ge=1)
+    n_train: int = Field(4_000, ge=1, description="records generated for train (customersim, clinic, synthetic data); "
+                         "a file or HF dataset uses every record it has")
     n_validation: int = Field(400, ge=1)
     n_test: int = Field(400, ge=1)
     validation_fraction: float = Field(0.1, gt=0, lt=1, description="held out of train for each split the data "

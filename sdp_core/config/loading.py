@@ -8,7 +8,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from sdp_core.config.base import apply_overrides, apply_settings, parse_model
+from sdp_core.config.base import apply_overrides, apply_settings, did_you_mean, known_keys, parse_model
+from sdp_core.config.metrics import METRICS, NEEDS, unknown_metric
 from sdp_core.config.sweep import SearchSpace, SweepConfig
 from sdp_core.config.trial import TrialConfig
 from sdp_core.errors import ConfigError
@@ -35,19 +36,85 @@ def load_search_space(ref: SearchSpace | str, relative_to: Path | None = None, w
     return parse_model(SearchSpace, read_yaml(path), str(path))
 
 
+def metric_problems(sweep: SweepConfig) -> list[str]:
+    """Objectives and claims that name a metric no trial of this sweep produces: unknown names (with the closest
+    known one), a metric of another task, or an attack's metric whose attack the base config turns off."""
+    base, problems = sweep.base, []
+    for i, o in enumerate(sweep.objectives):
+        where = f"objectives.{i}.metric"
+        unknown = unknown_metric(o.metric)
+        metric = METRICS.get(o.metric)
+        if unknown:
+            problems.append(f"{where}: {unknown}")
+        elif metric.task and metric.task != base.model.task:
+            problems.append(f"{where}: {o.metric} is measured on language models only; base.model.arch "
+                            f"{base.model.arch} is a classifier")
+        elif metric.needs == "exposure" and not (base.evaluation.exposure and base.data.canaries):
+            problems.append(f"{where}: {o.metric} needs {NEEDS['exposure']}")
+        elif metric.needs == "mia" and not base.evaluation.mia:
+            problems.append(f"{where}: {o.metric} needs {NEEDS['mia']}")
+    for i, c in enumerate(sweep.claims):  # `<guarantee>.<field>` names a further privacy report's number
+        unknown = None if "." in c.metric else unknown_metric(c.metric)
+        if unknown:
+            problems.append(f"claims.{i}.metric: {unknown}")
+    return problems
+
+
+def setting_path_problem(path: str) -> str | None:
+    """Why dotted `path` is no setting of a trial config (its first unknown part, with the closest known key of
+    that block), or None. Mapping-valued settings (`detector.patterns.<name>`) take any key below them."""
+    parts = path.split(".")
+    for depth, part in enumerate(parts):
+        known = known_keys(TrialConfig, parts[:depth])
+        if not known:
+            return None
+        if part not in known:
+            block = ".".join(parts[:depth]) or "a trial config"
+            return f"no setting {part!r} in {block}{did_you_mean(part, known)}"
+    return None
+
+
+def space_problems(space: SearchSpace) -> list[str]:
+    return [f"search_space.{path}: {problem}" for path in space.parameters
+            if (problem := setting_path_problem(path))]
+
+
 def load_sweep_config(path: str | Path, overrides: list[str] = ()) -> SweepConfig:
+    """A sweep file with `--set` overrides, every problem found at once: its keys, its objectives' and claims'
+    metrics, its search space's paths (a referenced file must exist) and its grid arms' settings."""
     data = read_yaml(path)
     if not isinstance(data, dict):
         raise ConfigError([f"(top level): expected a mapping, got {type(data).__name__}"], str(path))
     sweep = parse_model(SweepConfig, apply_overrides(data, list(overrides)), str(path))
+    problems = metric_problems(sweep)
     if sweep.experiments is None:
-        load_search_space(sweep.search_space, Path(path).parent, str(path))  # a referenced file must exist and validate
-    for arm in sweep.experiments or {}:  # every arm must be a valid trial
+        problems += space_problems(load_search_space(sweep.search_space, Path(path).parent, str(path)))
+    for arm, experiment in (sweep.experiments or {}).items():  # every arm must be a valid trial
+        unknown = [f"experiments.{arm}.set.{key}: {p}" for key in experiment.set
+                   if (p := setting_path_problem(key))]
+        if unknown:
+            problems += unknown
+            continue
         try:
             arm_trial_config(sweep, arm, 0)
         except ConfigError as e:
-            raise ConfigError([f"experiments.{arm}.set: {p}" for p in e.problems], str(path)) from None
+            problems += [f"experiments.{arm}.set: {p}" for p in e.problems]
+    if problems:
+        raise ConfigError(problems, str(path))
     return sweep
+
+
+def resolve_sweep(path: str | Path, overrides: list[str] = ()) -> SweepConfig:
+    """The sweep with overrides applied and its search space inlined (what `OUT/sweep.yaml` stores), after every
+    check that needs no data: `load_sweep_config`, then every mechanism's trial at both ends of every range."""
+    from sdp_core.sweep.space import check_space  # the sweep layer's sampling rules
+
+    cfg = load_sweep_config(path, overrides)
+    if cfg.experiments is not None:  # a grid: every arm was validated as a trial on loading
+        return cfg
+    space = load_search_space(cfg.search_space, Path(path).parent)
+    check_space(cfg, space, str(path))
+    return cfg.model_copy(update={"search_space": space})
 
 
 def arm_trial_config(sweep: SweepConfig, arm: str, seed: int) -> TrialConfig:
@@ -70,7 +137,9 @@ def validate_file(path: str | Path) -> str:
     data = read_yaml(path)
     kind = detect_kind(data)
     if kind == "sweep":
-        load_sweep_config(path)
+        from sdp_core.sweep.preflight import preflight  # the data sizes every trial needs
+
+        preflight(resolve_sweep(path), str(path), elsewhere=False)
     elif kind == "search_space":
         parse_model(SearchSpace, data, str(path))
     else:

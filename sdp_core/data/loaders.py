@@ -1,5 +1,9 @@
-"""Corpus loaders: JSONL, Parquet, plain text, and HF `datasets` datasets (a hub name, or a local `save_to_disk`
-folder or Parquet / Arrow / JSON(L) files, which need no hub).
+"""Corpus loaders: JSONL, tables (CSV, TSV, Parquet), plain text, and HF `datasets` datasets (a hub name, or a
+local `save_to_disk` folder or Parquet / Arrow / JSON(L) files, which need no hub).
+
+A table's text is its `text` column, or the columns `data.text_fields` names (joined by a newline), or else its
+one column of text; a table with several text columns and none named is refused. Plain text is one record per
+blank-line-separated block when the file has a blank line, else one record per line (`load_text`).
 
 Every loader returns `list[Record]` (a HF dataset: per split, `hf_records`); bad data (missing, empty, binary,
 invalid UTF-8, non-text records, a missing column, spans outside the text or overlapping) is a one-line
@@ -78,42 +82,117 @@ def load_jsonl(path: Path) -> list[Record]:
     return records
 
 
-def load_parquet(path: Path) -> list[Record]:
+def _text_columns(rows: list[dict], columns: list[str], text_fields: list[str] | None, where: str) -> list[str]:
+    """The columns a table's text is in: `text_fields`, else `text`, else its one column holding text."""
+    if text_fields:
+        missing = next((f for f in text_fields if f not in columns), None)
+        if missing is not None:
+            raise DataError(f"no column {missing!r} (columns: {', '.join(columns)}); set data.text_fields", where)
+        return list(text_fields)
+    if "text" in columns:
+        return ["text"]
+    texts = [c for c in columns if c not in ("label", "spans")
+             and any(isinstance(r.get(c), str) and r[c].strip() for r in rows)
+             and not all(_is_number(r.get(c)) for r in rows if r.get(c) not in (None, ""))]
+    if len(texts) != 1:
+        found = f"columns {', '.join(texts)} hold text" if texts else "no column holds text"
+        raise DataError(f"{found} and none is named `text`: name the text column(s) with "
+                        "--set data.text_fields=[NAME]", where)
+    return texts
+
+
+def _is_number(value: Any) -> bool:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return True
+    try:
+        float(str(value))
+        return True
+    except ValueError:
+        return False
+
+
+def table_records(rows: list[dict], columns: list[str], where: str, text_fields: list[str] | None = None,
+                  label_field: str = "label") -> list[Record]:
+    """One record per row whose text is not blank: the text columns (`_text_columns`) joined by a newline, the
+    `label_field` column as an integer class label, and `spans` (when the text is the one `text` column)."""
+    fields = _text_columns(rows, columns, text_fields, where)
+    records = []
+    for i, row in enumerate(rows):
+        parts = [row.get(f) for f in fields]
+        bad = next((f for f, v in zip(fields, parts) if v is not None and not isinstance(v, str)), None)
+        if bad is not None:
+            raise DataError(f"row {i}: column {bad!r} holds {type(row[bad]).__name__}, not text", where)
+        text = "\n".join(p for p in parts if p)
+        if not text.strip():
+            continue
+        label = row.get(label_field)
+        if isinstance(label, str):  # CSV cells are strings
+            label = int(label) if label.strip().lstrip("-").isdigit() else (None if not label.strip() else label)
+        spans = row.get("spans") if fields == ["text"] else None
+        records.append(record_from_mapping({"text": text, "spans": spans, "label": label}, f"{where}: row {i}"))
+    return records
+
+
+def load_parquet(path: Path, text_fields: list[str] | None = None, label_field: str = "label") -> list[Record]:
     import pyarrow.parquet as pq
 
     try:
         table = pq.read_table(path)
     except Exception as e:  # pyarrow raises several types for a file that is not Parquet
         raise DataError(f"not a readable Parquet file ({type(e).__name__})", str(path)) from None
-    if "text" not in table.column_names:
-        raise DataError("Parquet file has no `text` column", str(path))
-    return [record_from_mapping(row, f"{path}: row {i}") for i, row in enumerate(table.to_pylist())]
+    return table_records(table.to_pylist(), table.column_names, str(path), text_fields, label_field)
 
 
-def load_text(path: Path) -> list[Record]:
-    """One record per blank-line-separated block if the file has blank lines, else one per line."""
+def load_csv(path: Path, text_fields: list[str] | None = None, label_field: str = "label") -> list[Record]:
+    """A CSV (`.csv`) or TSV (`.tsv`, `.tab`) table with a header row; quoted cells may span lines."""
+    import csv
+    import io
+
+    delimiter = "," if path.suffix.lower() == ".csv" else "\t"
+    reader = csv.DictReader(io.StringIO(_read_text(path), newline=""), delimiter=delimiter)
+    try:
+        rows = list(reader)
+    except csv.Error as e:
+        raise DataError(f"line {reader.line_num}: not a valid {'CSV' if delimiter == ',' else 'TSV'} table ({e})",
+                        str(path)) from None
+    columns = [c for c in reader.fieldnames or [] if c is not None]
+    if not columns:
+        raise DataError("no header row", str(path))
+    if any(None in row for row in rows):  # more cells than the header names
+        line = next(i for i, row in enumerate(rows, 2) if None in row)
+        raise DataError(f"row {line - 1} has more cells than the header's {len(columns)} columns", str(path))
+    return table_records(rows, columns, str(path), text_fields, label_field)
+
+
+def load_text(path: Path, text_fields: list[str] | None = None, label_field: str = "label") -> list[Record]:
+    """Plain text: one record per blank-line-separated block when the file has a blank line (dialogs, notes),
+    else one record per line; surrounding blank lines are dropped. (`text_fields`, `label_field`: tables only.)"""
     text = _read_text(path).replace("\r\n", "\n")
     blocks = [b.strip("\n") for b in text.split("\n\n")] if "\n\n" in text.strip("\n") else text.split("\n")
     return [record_from_mapping({"text": b}, str(path)) for b in blocks if b.strip()]
 
 
-LOADERS: dict[str, Callable[[Path], list[Record]]] = {
-    ".jsonl": load_jsonl,
-    ".json": load_jsonl,
+LOADERS: dict[str, Callable[..., list[Record]]] = {
+    ".jsonl": lambda path, *_: load_jsonl(path),
+    ".json": lambda path, *_: load_jsonl(path),
     ".parquet": load_parquet,
+    ".csv": load_csv,
+    ".tsv": load_csv,
+    ".tab": load_csv,
     ".txt": load_text,
     ".text": load_text,
 }
 
 
-def load_records(path: str | Path) -> list[Record]:
-    """Load a data file by its extension (unknown extensions are read as plain text)."""
+def load_records(path: str | Path, text_fields: list[str] | None = None, label_field: str = "label") -> list[Record]:
+    """Load a data file by its extension (unknown extensions are read as plain text); a table's text columns are
+    `text_fields` (default: `text`, else its one text column)."""
     path = Path(path)
     if not path.exists():
         raise DataError("file not found", str(path))
     if not path.is_file():
         raise DataError("not a file", str(path))
-    records = LOADERS.get(path.suffix.lower(), load_text)(path)
+    records = LOADERS.get(path.suffix.lower(), load_text)(path, text_fields, label_field)
     if not records:
         raise DataError("no records (empty data)", str(path))
     if not any(r.text.strip() for r in records):

@@ -72,7 +72,8 @@ SOURCES: dict[str, Callable[[DataConfig, int], Splits]] = {
     "clinic": lambda cfg, seed: clinic_splits(cfg.n_train, cfg.n_validation, cfg.n_test, seed),
     "synthetic_classification":
         lambda cfg, seed: classification_splits(cfg.n_train, cfg.n_validation, cfg.n_test, seed),
-    "file": lambda cfg, seed: _split_file(load_records(cfg.path), cfg, seed, cfg.path),
+    "file": lambda cfg, seed: _split_file(load_records(cfg.path, cfg.text_fields, cfg.label_field), cfg, seed,
+                                          cfg.path),
     "hf": _hf_splits,
 }
 

@@ -1,4 +1,11 @@
-"""`index.html`: one self-contained page (inline CSS, plotly.js inlined once, no network) that leads with the answer."""
+"""`index.html`: one self-contained page (inline CSS, plotly.js's basic bundle inlined once, no network) that leads
+with the answer.
+
+Trial tables keep the decision columns in view at 1280 px (trial, mechanism, ε, utility, exposure, MIA): the ε
+cell is the number and notion, its full qualifiers (neighbouring relation, δ, accountant; an estimate's formal
+bound) in its tooltip and in a detail row under the trial, beside σ, the hyper-parameters, the saved model and the
+wall time.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +13,11 @@ import html
 import time
 from dataclasses import dataclass
 
+from sdp_core.privacy.light_noise import ESTIMATE
 from sdp_core.report.findings import ClaimResult, claims_table
 from sdp_core.report.pareto import Analysis
-from sdp_core.report.plots import Plot, plotly_div
+from sdp_core.report.load import Trial
+from sdp_core.report.plots import Plot, fixed_epsilon, formal_epsilon, plotly_div, plotly_js
 from sdp_core.report.statement import SweepCost, caveat
 from sdp_core.report.tables import (
     DASH,
@@ -19,6 +28,8 @@ from sdp_core.report.tables import (
     cost_table,
     counts_line,
     detector_table,
+    fmt,
+    format_epsilon,
     front_note,
     frontier_table,
     headline,
@@ -53,6 +64,11 @@ nav a:hover, footer a:hover { text-decoration: underline; }
 .plot { border: 1px solid var(--line); border-radius: 8px; padding: 10px 12px 4px; min-width: 0; }
 .plot h3 { font-size: 15px; margin: 2px 4px 0; }
 .scroll { overflow-x: auto; }
+tr.detail td { color: var(--muted); font-size: 12.5px; padding-top: 0; white-space: normal; }
+tr.detail b { font-weight: 600; }
+tbody tr.trial:has(+ tr.detail) td { border-bottom: none; }
+tbody tr:nth-child(even) { background: none; }
+tbody tr.band td { background: #fafbfd; }
 table { border-collapse: collapse; width: 100%; font-size: 13.5px; margin: 6px 0 4px; }
 th { text-align: left; font-weight: 600; color: var(--muted); border-bottom: 2px solid var(--line);
   padding: 7px 10px; white-space: nowrap; }
@@ -71,21 +87,67 @@ FILES = (("summary.md", "headline tables"), ("privacy_statement.md", "what was p
          ("frontier/", "re-runnable trial configs"))
 
 
-def _table(table: Table) -> str:
+DETAIL_COLUMNS = ("σ", "hyper-parameters", MODEL_COLUMN, "wall time")
+"""Columns of a trial table shown in the detail row under each trial rather than as columns of their own."""
+TRIAL_ID_COLUMNS = ("trial", "best trial")
+
+
+def short_epsilon(t: Trial) -> str:
+    """The ε cell of a trial table: the formal bound and notion (`3 · SDP`); for an empirical estimate the formal
+    bound, with the estimate beside it (`5.03 · SDP, formal (estimate 3)`)."""
+    notion = t.privacy.get("notion", "?")
+    if t.epsilon is None:
+        return format_epsilon(t.privacy)
+    if t.privacy.get("guarantee") == ESTIMATE:
+        bound = formal_epsilon(t)
+        return f"{fmt(bound) if bound is not None else '∞'} · {notion}, formal (estimate {fmt(t.epsilon)})"
+    return f"{fmt(t.epsilon)} · {notion}" + (", does not hold here" if t.privacy.get("holds") is False else "")
+
+
+def _cell(column: str, value: str) -> str:
+    """A cell's HTML: a kept model links to its folder (the report is OUT/report/)."""
     e = html.escape
+    return f'<a href="../{e(value)}/">{e(value)}</a>' if column == MODEL_COLUMN and value != DASH else e(value)
+
+
+def _table(table: Table, a: Analysis | None = None) -> str:
+    """A table; with `a`, a trial table: detail columns and ε's qualifiers go to a row under each trial."""
+    e = html.escape
+    trials = {t.trial_id: t for t in a.sweep.trials} if a is not None else {}
+    id_column = next((table.columns.index(c) for c in TRIAL_ID_COLUMNS if c in table.columns), None)
+    split = bool(trials) and id_column is not None
+    main = [i for i, c in enumerate(table.columns) if not (split and c in DETAIL_COLUMNS)]
+    detail = [i for i, c in enumerate(table.columns) if split and (c in DETAIL_COLUMNS or c == EPSILON_COLUMN)]
 
     def cls(column: str) -> str:
         if column in table.numeric:
             return ' class="num"'
-        return ' class="nowrap"' if column == EPSILON_COLUMN else ""
+        return ' class="nowrap"' if column == EPSILON_COLUMN and not split else ""
 
-    def cell(column: str, value: str) -> str:  # a kept model links to its folder (the report is OUT/report/)
-        return f'<a href="../{e(value)}/">{e(value)}</a>' if column == MODEL_COLUMN and value != DASH else e(value)
+    def header(column: str) -> str:
+        if split and column == EPSILON_COLUMN:
+            return '<th title="formal bound and notion; relation, δ and accountant in the row below">ε</th>'
+        return f"<th{cls(column)}>{e(column)}</th>"
 
-    head = "".join(f"<th{cls(c)}>{e(c)}</th>" for c in table.columns)
-    body = "".join("<tr>" + "".join(f"<td{cls(c)}>{cell(c, v)}</td>" for c, v in zip(table.columns, row)) + "</tr>"
-                   for row in table.rows)
-    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+    rows = []
+    for n, row in enumerate(table.rows):
+        t = trials.get(row[id_column]) if split else None
+        band = " band" if n % 2 else ""
+        cells = []
+        for i in main:
+            column, value = table.columns[i], row[i]
+            if t is not None and column == EPSILON_COLUMN:
+                cells.append(f'<td title="{e(value)}">{e(short_epsilon(t))}</td>')
+            else:
+                cells.append(f"<td{cls(column)}>{_cell(column, value)}</td>")
+        rows.append(f'<tr class="trial{band}">{"".join(cells)}</tr>')
+        details = [(table.columns[i], row[i]) for i in detail if row[i] != DASH]
+        if t is not None and details:
+            text = " · ".join(_cell(c, v) if c == EPSILON_COLUMN else f"<b>{e(c)}</b> {_cell(c, v)}"
+                              for c, v in details)
+            rows.append(f'<tr class="detail{band}"><td colspan="{len(main)}">{text}</td></tr>')
+    head = "".join(header(table.columns[i]) for i in main)
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
 
 
 @dataclass(frozen=True)
@@ -107,13 +169,15 @@ def render(a: Analysis, plots: list[Plot], cost: SweepCost, claims: list[ClaimRe
     e = html.escape
     sweep = a.sweep
     objectives = ", ".join(f"{metric_label(o.metric)} ({o.mode})" for o in sweep.config.objectives)
-    figures = "".join(f'<div class="plot"><h3>{e(p.title)}</h3>{plotly_div(p, a, include_plotlyjs=i == 0)}</div>'
-                      for i, p in enumerate(plots))
+    figures = "".join(f'<div class="plot"><h3>{e(p.title)}</h3>{plotly_div(p, a)}</div>' for p in plots)
+    fixed = fixed_epsilon(a)
+    fixed_note = (f" Every finished trial spends the same formal ε = {fmt(fixed)}, so no plot has an ε axis; the "
+                  "privacy axis is what the trials differ in." if fixed is not None else " ε is the formal bound.")
     mechanisms = dict.fromkeys([*sweep.config.mechanisms, *(t.mechanism for t in sweep.trials)])
     caveats = "".join(f"<li><b>{e(mechanism_name(m))}</b>: {e(caveat(m))}</li>" for m in mechanisms if caveat(m))
     unfinished = unfinished_table(a)
     detector = detector_table(a)
-    plots_body = (f'<div class="plots">{figures}</div>' if plots else
+    plots_body = (f'<script>{plotly_js()}</script><div class="plots">{figures}</div>' if plots else
                   "<p>No finished or early-stopped trial has the plotted metrics.</p>")
     sections = [Section("claims", f"Claims: {sum(r.held is True for r in claims)} of {len(claims)} held",
                         _table(claims_table(claims)),
@@ -122,15 +186,17 @@ def render(a: Analysis, plots: list[Plot], cost: SweepCost, claims: list[ClaimRe
     sections += [
         Section("plots", "Pareto plots", plots_body,
                 "Colour: mechanism. ★ on the sweep's Pareto front; ● dominated; grey × stopped early (partial "
-                "metrics). Dashed: the best trade-off of the two plotted quantities alone. Hover a point for its "
+                "metrics). Dashed: the best trade-off of the two plotted quantities alone. Bars: 95 % intervals; "
+                "dotted: the random-rank floor (not memorised)." + e(fixed_note) + " Hover a point for its "
                 "configuration; drag to zoom, double-click to reset."),
-        Section("frontier", "Pareto front", f"<p>{e(front_note(a))}</p>" if not a.front else _table(frontier_table(a)),
+        Section("frontier", "Pareto front",
+                f"<p>{e(front_note(a))}</p>" if not a.front else _table(frontier_table(a), a),
                 f"Finished trials no other finished trial beats on every objective ({e(objectives)}), best "
                 f"{e(metric_label(a.utility.metric))} first. {e(uncertainty_note(a))} Each re-runs with its data and "
                 "initialisation (<code>sdp-sweep trial frontier/&lt;trial&gt;.yaml</code>); its DP noise is secret, "
                 "so the trained model itself is the one kept under <code>models/</code>."),
         Section("mechanisms", "Best model of each mechanism",
-                _table(mechanism_table(a)) + f'<ul class="notes">{caveats}</ul>',
+                _table(mechanism_table(a), a) + f'<ul class="notes">{caveats}</ul>',
                 f"Best finished trial of each mechanism by {e(metric_label(a.utility.metric))}, as in the papers' "
                 "tables; “finished” counts finished trials out of all trials of the mechanism."),
     ]

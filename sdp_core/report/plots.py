@@ -1,8 +1,14 @@
-"""Pareto plots: utility against canary exposure, ε spent and cost (plus any other objective), drawn twice from
-the same points: interactive plotly for `index.html`, matplotlib PNGs for terminals and papers.
+"""Pareto plots: utility against canary exposure, ε and cost (plus any other objective), drawn twice from the
+same points: interactive plotly for `index.html`, matplotlib PNGs for terminals and papers.
 
 Markers: colour = mechanism; star = on the sweep's Pareto front; circle = dominated; grey × = stopped early
-(partial metrics). The dashed staircase is the front of the two plotted quantities alone.
+(partial metrics). The dashed staircase is the front of the two plotted quantities alone. A metric with a 95 %
+interval (mean canary exposure) has error bars, and exposure its random-rank floor as a dotted line (a model at the
+floor has not memorised the canaries). ε is a trial's formal bound, also where its headline ε is an empirical
+estimate (JFT light noise); under a fixed ε target, where every trial spends the same formal ε, there is no ε plot.
+
+The page inlines plotly.js's basic bundle (scatter, bar, pie: `assets/plotly-basic.min.js`, MIT, 1.2 MB against
+4.6 MB of the full one), which is all these plots use.
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ from matplotlib.figure import Figure
 from PIL import Image
 
 from sdp_core.config.mechanism import MECHANISM_SETTINGS
-from sdp_core.report.load import Trial
+from sdp_core.privacy.light_noise import ESTIMATE
+from sdp_core.report.load import Trial, number
 from sdp_core.report.pareto import Analysis, non_dominated
 from sdp_core.report.tables import (
     fmt,
@@ -39,7 +46,30 @@ FONT = "Inter, -apple-system, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif"
 PNG_DPI = 130
 FRONT_LABEL = "Pareto front (all objectives)"
 X_AXES = ("exposure_mean", "epsilon", "train_seconds")
-"""Always plotted against utility when measured, after the sweep's own non-utility objectives."""
+"""Always plotted against utility when measured (ε only where it varies), after the sweep's own objectives."""
+FIXED_EPSILON_SPREAD = 0.01
+"""Formal ε values within this relative spread are one fixed target: an ε axis would show calibration noise."""
+FLOORS = {"exposure_mean": "exposure_floor", "exposure_max": "exposure_floor"}
+"""The chance level of an x metric: exposure's random-rank floor (a model at it has not memorised the canaries)."""
+PLOTLY_JS = Path(__file__).parent / "assets" / "plotly-basic.min.js"
+
+
+def plotly_js() -> str:
+    """The plotly.js bundle the page inlines once."""
+    return PLOTLY_JS.read_text(encoding="utf-8")
+
+
+def formal_epsilon(t: Trial) -> float | None:
+    """The trial's formal ε bound: its ε, or for an empirical estimate the formal bound reported beside it (None:
+    no finite bound)."""
+    if t.privacy.get("guarantee") == ESTIMATE:
+        return number((t.privacy.get("formal") or {}).get("epsilon"))
+    return t.epsilon
+
+
+def plotted(t: Trial, metric: str) -> float | None:
+    """A trial's value on a plot axis: a metric, with ε as its formal bound."""
+    return formal_epsilon(t) if metric == "epsilon" else t.metric(metric)
 
 
 @dataclass(frozen=True)
@@ -60,6 +90,7 @@ class Point:
     x: float
     y: float
     status: str  # front | dominated | early_stopped
+    x_interval: tuple[float, float] | None = None  # the x metric's 95 % interval, when it has one
 
 
 @dataclass(frozen=True)
@@ -70,6 +101,7 @@ class Plot:
     y_label: str
     points: list[Point]
     staircase: list[tuple[float, float]]  # the 2-D front of this view, by increasing x
+    x_floor: float | None = None  # the x metric's chance level (exposure's random-rank floor), drawn as a line
 
     def log_axis(self, axis: str) -> bool:
         """Logarithmic when positive values span more than a factor 30 (perplexities of DP vs non-DP models)."""
@@ -85,12 +117,23 @@ def _axis_label(metric: str, mode: str, trials: list[Trial]) -> str:
     notions = sorted({str(t.privacy.get("notion")) for t in trials})
     deltas = sorted({fmt_delta(t.privacy.get("delta")) for t in trials})
     accountants = sorted({fmt_accountant(t.privacy.get("accountant")) for t in trials})
-    return f"ε spent ({' / '.join(notions)}, δ = {' / '.join(deltas)}, {' / '.join(accountants)})"
+    return f"ε, formal bound ({' / '.join(notions)}, δ = {' / '.join(deltas)}, {' / '.join(accountants)})"
+
+
+def fixed_epsilon(a: Analysis) -> float | None:
+    """The one formal ε every finished trial with a noised bound spends (a fixed-ε sweep), or None when they differ.
+    (ε = 0 is Redacted's, for detected secrets only: no noise was calibrated to a target.)"""
+    values = [e for t in a.sweep.trials if t.state == "finished" and (e := formal_epsilon(t)) is not None and e > 0]
+    if values and max(values) <= min(values) * (1 + FIXED_EPSILON_SPREAD):
+        return max(values)
+    return None
 
 
 def views(a: Analysis) -> list[View]:
     modes = {o.metric: o.mode for o in a.sweep.config.objectives}
     xs = dict.fromkeys([*(o.metric for o in a.sweep.config.objectives if o != a.utility), *X_AXES])
+    if fixed_epsilon(a) is not None:
+        xs.pop("epsilon", None)
     return [View(x, modes.get(x, "min")) for x in xs]
 
 
@@ -99,10 +142,10 @@ def build_plot(a: Analysis, view: View) -> Plot | None:
     front = {t.trial_id for t in a.front}
     points = []
     for t in a.sweep.trials:
-        x, y = t.metric(view.x), t.metric(a.utility.metric)
+        x, y = plotted(t, view.x), t.metric(a.utility.metric)
         if t.state in ("finished", "early_stopped") and x is not None and y is not None:
             status = t.state if t.state == "early_stopped" else ("front" if t.trial_id in front else "dominated")
-            points.append(Point(t, x, y, status))
+            points.append(Point(t, x, y, status, t.interval(view.x)))
     if not points:
         return None
     finished = [p for p in points if p.status != "early_stopped"]
@@ -114,7 +157,9 @@ def build_plot(a: Analysis, view: View) -> Plot | None:
     y_label = _axis_label(a.utility.metric, a.utility.mode, trials)
     x_label = _axis_label(view.x, view.mode, trials)
     title = f"{metric_label(a.utility.metric)} vs {metric_label(view.x)}"
-    return Plot(view, title, x_label, y_label, points, staircase)
+    floor = FLOORS.get(view.x)
+    floors = [f for p in points if floor and (f := p.trial.metric(floor)) is not None]
+    return Plot(view, title, x_label, y_label, points, staircase, min(floors) if floors else None)
 
 
 def build_plots(a: Analysis) -> list[Plot]:
@@ -169,16 +214,29 @@ def plotly_figure(plot: Plot, a: Analysis) -> dict:
         marker = {"front": dict(symbol="star", size=15, line=dict(color="#111", width=1)),
                   "dominated": dict(symbol="circle", size=8, opacity=0.6, line=dict(color="white", width=0.5)),
                   "early_stopped": dict(symbol="x", size=8)}[status]
-        traces.append(dict(
+        trace = dict(
             type="scatter", x=[p.x for p in pts], y=[p.y for p in pts], mode="markers", name=label,
             legendgroup=label, showlegend=label not in shown, marker=dict(color=color, **marker),
-            text=[hover_text(p.trial, a, status) for p in pts], hovertemplate="%{text}<extra></extra>"))
+            text=[hover_text(p.trial, a, status) for p in pts], hovertemplate="%{text}<extra></extra>")
+        if any(p.x_interval for p in pts):
+            trace["error_x"] = dict(type="data", symmetric=False, color=color, thickness=1, width=0,
+                                    array=[p.x_interval[1] - p.x if p.x_interval else 0 for p in pts],
+                                    arrayminus=[p.x - p.x_interval[0] if p.x_interval else 0 for p in pts])
+        traces.append(trace)
         shown.add(label)
     # A legend entry for the star itself (the per-mechanism entries show their colour).
     traces.append(dict(type="scatter", x=[None], y=[None], mode="markers", name=FRONT_LABEL,
                        marker=dict(symbol="star", size=13, color="white", line=dict(color="#111", width=1))))
+    shapes, annotations = [], []
+    if plot.x_floor is not None:
+        shapes.append(dict(type="line", xref="x", yref="paper", x0=plot.x_floor, x1=plot.x_floor, y0=0, y1=1,
+                           line=dict(color="#888", dash="dot", width=1.2)))
+        annotations.append(dict(x=plot.x_floor, y=1, xref="x", yref="paper", text=f"floor {fmt(plot.x_floor)}",
+                                showarrow=False, xanchor="left", yanchor="top", font=dict(size=11, color="#666")))
     layout = dict(
-        template=pio.templates["plotly_white"].to_plotly_json(), height=460, margin=dict(l=64, r=16, t=16, b=110),
+        # The template's layout only: its per-trace defaults are for trace types these plots do not draw.
+        template=dict(layout=pio.templates["plotly_white"].layout.to_plotly_json()), shapes=shapes,
+        annotations=annotations, height=460, margin=dict(l=64, r=16, t=16, b=110),
         font=dict(family=FONT, size=13, color="#222"), hoverlabel=dict(align="left", font=dict(family=FONT, size=12)),
         legend=dict(orientation="h", yanchor="top", y=-0.17, x=0, font=dict(size=12)),
         xaxis=dict(title=dict(text=plot.x_label), type="log" if plot.log_axis("x") else "linear", zeroline=False),
@@ -187,9 +245,9 @@ def plotly_figure(plot: Plot, a: Analysis) -> dict:
     return dict(data=traces, layout=layout)
 
 
-def plotly_div(plot: Plot, a: Analysis, include_plotlyjs: bool) -> str:
-    """An HTML fragment; the first one on the page carries plotly.js inline (no CDN: the page works offline)."""
-    return pio.to_html(plotly_figure(plot, a), full_html=False, include_plotlyjs=include_plotlyjs, validate=False,
+def plotly_div(plot: Plot, a: Analysis) -> str:
+    """An HTML fragment drawing the plot with the page's one inlined plotly.js (`plotly_js`; no CDN: offline)."""
+    return pio.to_html(plotly_figure(plot, a), full_html=False, include_plotlyjs=False, validate=False,
                        div_id=plot.view.name, default_width="100%", default_height="460px",
                        config={"displaylogo": False, "responsive": True,
                                "modeBarButtonsToRemove": ["lasso2d", "select2d"]})
@@ -209,7 +267,15 @@ def draw(ax: Axes, plot: Plot, a: Analysis) -> None:
                  "early_stopped": dict(marker="x", s=30, zorder=1)}[status]
         ax.scatter([p.x for p in pts], [p.y for p in pts], color=color, label=None if label in labelled else label,
                    **style)
+        ranged = [p for p in pts if p.x_interval]
+        if ranged:
+            xerr = [[p.x - p.x_interval[0] for p in ranged], [p.x_interval[1] - p.x for p in ranged]]
+            ax.errorbar([p.x for p in ranged], [p.y for p in ranged], xerr=xerr, fmt="none", ecolor=color,
+                        elinewidth=0.8, alpha=0.7)
         labelled.add(label)
+    if plot.x_floor is not None:
+        ax.axvline(plot.x_floor, color="#888", linestyle=":", linewidth=1,
+                   label=f"random-rank floor {fmt(plot.x_floor)}")
     ax.scatter([], [], marker="*", s=120, color="white", edgecolors="#111", label=FRONT_LABEL)
     ax.set_xscale("log" if plot.log_axis("x") else "linear")
     ax.set_yscale("log" if plot.log_axis("y") else "linear")

@@ -9,15 +9,14 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+from collections import Counter
 from pathlib import Path
 
-from sdp_core.config.loading import load_search_space, load_sweep_config
+from sdp_core.config.loading import resolve_sweep
 from sdp_core.config.sweep import SweepConfig
 from sdp_core.errors import UserError
-from sdp_core.sweep.space import check_space
+from sdp_core.sweep.preflight import preflight
 from sdp_core.sweep.store import SweepStore
-
-EXPOSURE_METRICS = ("exposure_mean", "exposure_max")
 
 
 def _add_cluster_arguments(p: argparse.ArgumentParser) -> None:
@@ -38,26 +37,6 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 def add_resume_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dir", help="the sweep's output folder (holds sweep.yaml and optuna.journal)")
     _add_cluster_arguments(p)
-
-
-def check_objectives(cfg: SweepConfig) -> None:
-    """Objectives no trial of this sweep can measure would leave the Pareto front empty: refuse them now."""
-    for o in cfg.objectives:
-        if o.metric in EXPOSURE_METRICS and not (cfg.base.evaluation.exposure and cfg.base.data.canaries):
-            raise UserError(f"objective {o.metric} needs canaries: set base.data.canaries and base.evaluation.exposure")
-        if o.metric == "mia_auc" and not cfg.base.evaluation.mia:
-            raise UserError("objective mia_auc needs base.evaluation.mia: true")
-
-
-def resolve_sweep(path: str, overrides: list[str]) -> SweepConfig:
-    """The sweep with overrides applied and its search space inlined (what `OUT/sweep.yaml` stores)."""
-    cfg = load_sweep_config(path, overrides)
-    check_objectives(cfg)
-    if cfg.experiments is not None:  # a grid: every arm was validated as a trial on loading
-        return cfg
-    space = load_search_space(cfg.search_space, Path(path).parent)
-    check_space(cfg, space, path)
-    return cfg.model_copy(update={"search_space": space})
 
 
 def output_folder(out: str | None, cfg: SweepConfig, overwrite: bool) -> Path:
@@ -100,17 +79,41 @@ def _sweep(store: SweepStore, cfg: SweepConfig) -> int:
             rows = run_sweep(cfg, cfg.search_space, store, callbacks=[view])
     finally:
         ray.shutdown()
-    counts = {s: sum(r["state"] == s for r in rows.values()) for s in ("finished", "early_stopped", "infeasible", "failed")}
-    print(f"{len(rows)}/{cfg.num_trials} trials: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
-    if len(rows) < cfg.num_trials:
-        print(f"the sweep stopped early; continue it with: sdp-sweep resume {store.root}")
+    summary, last, code = closing_lines(rows, cfg.num_trials, store.root)
+    print("\n".join(summary))
     print(_report(store, cfg.keep_models))
-    return 0 if len(rows) == cfg.num_trials else 1
+    if last:
+        print(last)
+    return code
+
+
+def closing_lines(rows: dict[str, dict], planned: int, root: Path) -> tuple[list[str], str | None, int]:
+    """What a sweep prints around its report's path, and its exit code: the trials by state (and, when it stopped
+    early, how to continue: exit 1) before the path; after it, last, why no trial finished (from the trials'
+    errors: exit 1), or how many did not finish."""
+    states = ("finished", "early_stopped", "infeasible", "failed")
+    counts = {s: sum(r["state"] == s for r in rows.values()) for s in states}
+    summary = [f"{len(rows)}/{planned} trials: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n)]
+    code = 0
+    if len(rows) < planned:
+        summary.append(f"the sweep stopped early; continue it with: sdp-sweep resume {root}")
+        code = 1
+    unfinished = counts["infeasible"] + counts["failed"]
+    errors = Counter(r["error"].splitlines()[0][:300] for r in rows.values()
+                     if r["state"] in ("infeasible", "failed") and r.get("error"))
+    if rows and not counts["finished"]:
+        why = "".join(f"; {n} of {len(rows)} with: {error}" for error, n in errors.most_common(1))
+        return summary, f"error: no trial finished{why}", 1
+    if unfinished:
+        return summary, (f"{unfinished} of {len(rows)} trials did not finish (infeasible or failed; the report's "
+                         "unfinished-trials table has their errors)"), code
+    return summary, None, code
 
 
 def run_run(args: argparse.Namespace) -> int:
     data = ["base.data.source=file", f"base.data.path={Path(args.data).resolve()}"] if args.data else []
     cfg = resolve_sweep(args.sweep, data + list(args.overrides))
+    preflight(cfg, args.sweep)
     folder = output_folder(args.out, cfg, args.overwrite)
     from sdp_core.sweep.jobs import connect_ray
 

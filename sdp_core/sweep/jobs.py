@@ -36,6 +36,11 @@ def _probe(address: str) -> None:
         raise UserError(f"no Ray cluster answers at {address} ({e.strerror or e})") from None
 
 
+def _local_auth_notice(record: logging.LogRecord) -> bool:
+    """A logging filter: False for Ray's notice that a new local cluster enabled token authentication."""
+    return not record.getMessage().startswith("Token authentication is enabled for this Ray cluster")
+
+
 def connect_ray(address: str | None) -> None:
     """Join the job's cluster, the cluster at `address` (or `RAY_ADDRESS`), or start a private local Ray."""
     import ray
@@ -46,7 +51,14 @@ def connect_ray(address: str | None) -> None:
         return
     address = address or os.environ.get("RAY_ADDRESS")
     if not address or address == "local":
-        ray.init(address="local", include_dashboard=False, **quiet)
+        # A new local Ray turns token authentication on (a token under ~/.ray) and warns that it did: advice
+        # about opting out that is meant for clusters. The protection stays; only that one warning is dropped.
+        auth_log = logging.getLogger("ray._private.authentication.authentication_token_setup")
+        auth_log.addFilter(_local_auth_notice)
+        try:
+            ray.init(address="local", include_dashboard=False, **quiet)
+        finally:
+            auth_log.removeFilter(_local_auth_notice)
         return
     if address != "auto":
         _probe(address)

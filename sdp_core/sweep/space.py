@@ -97,6 +97,13 @@ def check_space(sweep: SweepConfig, space: SearchSpace, where: str) -> None:
             problems.append(f"search_space.{path}: choice values must be single values (numbers, strings, booleans)")
     if problems:
         raise ConfigError(problems, where)
+    end_configs(sweep, space, where)
+
+
+def end_configs(sweep: SweepConfig, space: SearchSpace, where: str | None = None) -> list[TrialConfig]:
+    """Every mechanism's trial at the low and at the high end of every range (first and last choice), validated:
+    the extremes a sweep's trials lie between."""
+    configs = []
     for mechanism in sweep.mechanisms:
         for end in (0, -1):
             params = {MECHANISM_PARAM: mechanism}
@@ -104,4 +111,6 @@ def check_space(sweep: SweepConfig, space: SearchSpace, where: str) -> None:
                 if applies_to(path, mechanism):
                     params[path] = d.values[end] if d.type == "choice" else (d.low, d.high)[end]
                     params[path] = int(params[path]) if d.type == "int" else params[path]
-            parse_model(TrialConfig, trial_config_dict(sweep, params, 0), f"{where} ({mechanism} trial)")
+            configs.append(parse_model(TrialConfig, trial_config_dict(sweep, params, 0),
+                                       f"{where} ({mechanism} trial)"))
+    return configs

@@ -1,0 +1,91 @@
+"""Pre-flight: what no trial of a sweep could get past, found before Ray starts (`sdp-sweep run`, `validate`).
+
+A sweep's trials lie between the extremes of its search space (`space.end_configs`) or are its grid's arms. For each
+distinct data block the split sizes are known from the config (generated sources: `n_train`, ...) or read from the
+data (a file: its records, less the validation and test sets held out of it); every trial is then checked against
+them: the canaries' insertions need as many training records (each copy goes into its own record), and an expected
+batch larger than the training set would make every private step the whole data. The mechanisms' own needs
+(Selective-DPSGD's LSTM, ...) are checked by the trial config itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from sdp_core.config.data import DataConfig
+from sdp_core.config.loading import arm_trial_config
+from sdp_core.config.sweep import SearchSpace, SweepConfig
+from sdp_core.config.trial import TrialConfig
+from sdp_core.errors import ConfigError
+
+GENERATED = ("customersim", "clinic", "synthetic_classification")
+
+
+@dataclass(frozen=True)
+class SplitSizes:
+    train: int
+    validation: int
+    test: int
+    how: str  # where the sizes come from, for the problem line
+
+    @classmethod
+    def of(cls, data: DataConfig, elsewhere: bool) -> "SplitSizes | None":
+        """The record counts of `data`'s splits before canaries. With `elsewhere` off, None for data that is not on
+        this machine (a hub name, a missing file: a sweep meant for a cluster)."""
+        from sdp_core.data.loaders import hf_local_path
+        from sdp_core.data.prepare import load_splits
+
+        if data.source in GENERATED:
+            return cls(data.n_train, data.n_validation, data.n_test, "data.n_train")
+        local = Path(data.path) if data.source == "file" else hf_local_path(data.hf_name)
+        here = local is not None and local.exists()
+        if not (here or elsewhere):
+            return None
+
+        splits = load_splits(data, data.seed)
+        total = len(splits.train) + len(splits.validation) + len(splits.test)
+        held = (f"of {total} records, validation and test each {data.validation_fraction:.0%} held out"
+                if data.source == "file" else "the dataset's train split")
+        return cls(len(splits.train), len(splits.validation), len(splits.test), held)
+
+
+def sweep_trials(cfg: SweepConfig) -> list[TrialConfig]:
+    """The trials that bound the sweep: every grid arm, or every mechanism at both ends of every range."""
+    from sdp_core.sweep.space import end_configs
+
+    if cfg.experiments is not None:
+        return [arm_trial_config(cfg, arm, 0) for arm in cfg.experiments]
+    assert isinstance(cfg.search_space, SearchSpace), "resolve the sweep first (its search space inlined)"
+    return end_configs(cfg, cfg.search_space)
+
+
+def trial_problems(trial: TrialConfig, sizes: SplitSizes) -> list[str]:
+    """Why `trial` cannot run on data of these sizes (one line each, with the setting to change)."""
+    problems = []
+    n = sizes.train
+    if trial.data.canaries is not None:
+        c = trial.data.canaries
+        if c.count * c.repeats > n:
+            problems.append(f"data.canaries: {c.count} canaries x {c.repeats} repeats need {c.count * c.repeats} "
+                            f"training records; the data has {n} ({sizes.how}): lower data.canaries.count or "
+                            "repeats, or use more data")
+    if trial.training.batch_size > n:
+        problems.append(f"training.batch_size: the expected batch of {trial.training.batch_size} is more than the {n} "
+                        f"training records ({sizes.how}): every private step would be the whole data")
+    return problems
+
+
+def preflight(cfg: SweepConfig, where: str, elsewhere: bool = True) -> None:
+    """Raise a ConfigError (one line per problem) for what no trial of the resolved sweep `cfg` could run with
+    (or the DataError of unusable data). `elsewhere` off (`validate`) leaves out data not on this machine."""
+    sizes: dict[str, SplitSizes | None] = {}
+    problems: list[str] = []
+    for trial in sweep_trials(cfg):
+        key = trial.data.model_dump_json()
+        if key not in sizes:
+            sizes[key] = SplitSizes.of(trial.data, elsewhere)
+        if sizes[key] is not None:
+            problems += [p for p in trial_problems(trial, sizes[key]) if p not in problems]
+    if problems:
+        raise ConfigError(problems, where)
