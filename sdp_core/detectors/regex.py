@@ -19,6 +19,8 @@ Built-in patterns and their decisions:
 | tracking_number | 10 × `[A-Z0-9]` holding both a letter and a digit (an all-caps word has no digit, a bare number no letter), or any 10 × `[A-Z0-9]` right after "tracking number" |
 | id              | 6 or more digits standing alone (not part of a decimal or a grouped number)                |
 | address         | US street address: building number, one to four capitalised words, a USPS street suffix (plural allowed), optional Apt/Suite/Unit, optional `City, ST 12345`; PO boxes; APO/FPO/DPO military addresses |
+| username        | a handle after `@` (not an address, decorator or dotted name) or after `user:`, `username=`, `login:`, `handle:` |
+| facility        | a health facility by its head noun: `Grahambury General Hospital`, `St Daniel's Hospital`, `Klinikum Waldmünchen`, `St. Hans-Rudolf-Krankenhaus` |
 | identifier      | identifier shapes for data of unknown formats: 5+ digits; digit groups joined by `-`, `.` or space (3+ groups of 2+ digits, or 7+ digits, not two years or a range of round numbers); upper-case codes with 3+ digits in 6+ characters or 2+ in 8+ (not ICD-10 codes); capitals before spaced digit groups (`QQ 12 34 56 C`); `+` international and area-code phones; email; US, UK (with postcode) and German street addresses; UK postcodes; a date after DOB / date of birth / born. Leaves small numbers, doses, vitals, decimals, `12,500`, `E11.9`, `500mg`, `12/05/2024` |
 """
 
@@ -151,6 +153,23 @@ _DATE = (
 )
 _DATE_OF_BIRTH = rf"(?i:\b(?:DOB|D\.O\.B\.?|date of birth|born(?: on)?))\s*:?\s*(?P<secret>{_DATE})(?!\w)"
 
+# A handle after `@` (not an address's domain, a decorator (`@app.route(`, `@property` above a `def`) or a dotted name) or after a
+# `user:` / `username=` / `login:` cue: @octocat, (gh: @coreygirard), user: jdoe_42.
+_USERNAMES = (
+    r"(?<![\w.@/+-])@(?P<secret>[A-Za-z0-9][A-Za-z0-9_-]{0,38})(?![\w@-]|[.(][A-Za-z0-9_])"
+    r"(?![ \t]*\n[ \t]*(?:@|def\b|class\b|async\b))",  # a decorator: the line after it defines something
+    r"(?i:\b(?:user(?:[ _-]?(?:name|id))?|login|handle|screen[ _-]?name|nick(?:name)?)[ \t]*[:=][ \t]*)"
+    r"(?P<secret>\w[\w.@+-]{0,62}\w)",
+)
+# A health facility named by its head noun: Grahambury General Hospital, St Daniel's Hospital, Birdshire Medical
+# Center, Royal Iainside Infirmary, Klinikum Waldmünchen, St. Hans-Rudolf-Krankenhaus.
+_FACILITY_HEAD = r"(?:Hospital|Infirmary|Medical[ \t]+Cent(?:er|re)|Health[ \t]+Cent(?:er|re)|Clinic|Hospice)"
+_FACILITIES = (
+    rf"(?<![\w-])(?:(?:St\.?|Saint|Mount|Mt\.?|Royal)[ \t]+)?(?:{_NAME_WORD}[ \t]+){{1,4}}{_FACILITY_HEAD}(?![\w-])",
+    rf"(?<![\w-])(?:Universitäts)?[Kk]linikum[ \t]+{_PLACE}",
+    rf"(?<![\w-])(?:St\.?[ \t]+)?{_NAME_WORD}-(?:Krankenhaus|Klinik|Klinikum|Hospital)(?![\w-])",
+)
+
 BUILTIN_PATTERNS: dict[str, PatternSpec] = {
     "digits": PatternSpec((r"\d+",)),
     "phone": PatternSpec(
@@ -168,6 +187,8 @@ BUILTIN_PATTERNS: dict[str, PatternSpec] = {
     ),
     "id": PatternSpec((r"(?<![\w.,])\d{6,}(?!\w|[.,]\d)",)),
     "address": PatternSpec(_US_ADDRESSES),
+    "username": PatternSpec(_USERNAMES),
+    "facility": PatternSpec(_FACILITIES),
     "identifier": PatternSpec(
         (
             *_DIGIT_RUNS,

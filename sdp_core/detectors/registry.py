@@ -27,6 +27,7 @@ from typing import Callable
 
 from sdp_core.config import DetectorConfig
 from sdp_core.detectors.base import Policy, union
+from sdp_core.detectors.names import PersonNamePolicy
 from sdp_core.detectors.regex import BUILTIN_PATTERNS, RegexPolicy, builtin_regex_policy
 from sdp_core.detectors.spacy_tiers import TIERS, SpacyTierPolicy
 from sdp_core.errors import UserError
@@ -34,7 +35,7 @@ from sdp_core.errors import UserError
 PolicyFactory = Callable[[DetectorConfig], Policy]
 
 CUSTOMERSIM_POLICY = "phone,email,order_number,tracking_number,address,low_entity,proper_nouns"
-GENERAL_POLICY = "identifier,general_entity,proper_nouns"
+GENERAL_POLICY = "identifier,credit_card,username,facility,person_name"
 
 
 def _conservative(config: DetectorConfig) -> Policy:
@@ -45,6 +46,7 @@ def _conservative(config: DetectorConfig) -> Policy:
 POLICIES: dict[str, PolicyFactory] = {
     **{name: (lambda config, name=name: builtin_regex_policy(name)) for name in BUILTIN_PATTERNS},
     **{name: (lambda config, name=name: SpacyTierPolicy(name, config.spacy_model)) for name in TIERS},
+    "person_name": lambda config: PersonNamePolicy(config.spacy_model),
     "customersim": lambda config: get_policy(CUSTOMERSIM_POLICY, config),
     "general": lambda config: get_policy(GENERAL_POLICY, config),
     "conservative": _conservative,

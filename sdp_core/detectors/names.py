@@ -1,0 +1,180 @@
+"""Person names from what the text says about them, for data of unknown formats (the `general` policy).
+
+spaCy's NER alone misses ordinary names it has not seen (`Jean-loup Gailly`, `d'Arcy`), and flagging every proper
+noun instead masks product, package and place names as secrets (a quarter of real text). This policy flags:
+
+1. spaCy PERSON entities, widened over the name-shaped tokens that touch them on the same line (`Seán O'Neill`
+   where NER took only `Seán`, a surname after a hyphen);
+2. a display name before an address, `Ann Lee <ann@example.org>` (RFC 5322 §3.4 `name-addr`: the phrase before
+   an angle address names the mailbox's owner); a lower-case display name only at the start of a line, where the
+   line is that mailbox (`abdul rawoof <...>` in a contributors list);
+3. names after a cue that says a person follows: a title (`Dr.`, `Mrs`, `Prof`), "my name is", a greeting
+   (`Dear`, `Hi`), an author / maintainer / contact field, "written by", "thanks to", and a copyright notice's
+   holders after its years (`Copyright (c) 2011-2014 Jean-loup Gailly and Mark Adler`), each name of a list
+   separated by commas, "and" or "&"; every line of a field that lists people (`Copyright:`, `Authors:`,
+   `Uploaders:`, continued on indented lines as in deb822 and DEP-5 copyright files) after its years.
+
+   An answer to a question asking for a name starts with the name ("What is your full name?" / "Sure, Ann Lee.").
+4. the name on each line of a list of people: three or more consecutive lines that each hold a name of two to
+   four words and nothing else but a bullet and what the person did (`* Ann Lee -- lexers`), as in AUTHORS files.
+
+A cued name is one to four capitalised words (name particles such as `van`, `de` allowed inside); a cued run that
+holds an organisation word (`Inc`, `LLC`, `Foundation`, `Team`, `Authors`, ...) is an organisation and left alone,
+as are the years and `(c)` of a notice. Labels: `PERSON` (NER and cues), `DISPLAY_NAME` (rule 2).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+from sdp_core.data.records import Span
+from sdp_core.detectors.base import Policy, normalise_spans, version_hash
+from sdp_core.detectors.spacy_tiers import BATCH_SIZE, _disabled, _speaker_tags, load_spacy, model_version, resolve_model
+
+NAMES_CODE_VERSION = "1"  # bump when the rules below change
+
+_CAP = r"[A-ZÀ-ÖØ-Þ]"
+_PARTICLE = r"(?:van|von|der|den|de|del|della|di|da|du|la|le|bin|ibn|al|el|ten|ter|zu|y)"
+# A capitalised name word: O'Neill, Jean-loup, Hatfield-Dodds, Müller, an initial (J.), d'Arcy.
+_WORD = rf"(?:(?:{_CAP}\.)?{_CAP}[^\W\d_]*(?:['’-][^\W\d_]+)*\.?|[a-z]['’]{_CAP}[^\W\d_]+)"
+_NAME = rf"{_WORD}(?:[ \t]+(?:{_PARTICLE}[ \t]+)*{_WORD}){{0,3}}"
+_ADDR = r"<[A-Za-z0-9._%+'-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}>"
+_LOWER_WORD = r"[^\W\d_][\w'’.-]*"
+DISPLAY_NAME = re.compile(
+    rf"(?<![\w'’.-])\"?(?P<cap>{_NAME})\"?[ \t]*(?={_ADDR})"
+    rf"|^[ \t]*(?:[-*•][ \t]+)?\"?(?P<low>{_LOWER_WORD}(?:[ \t]+{_LOWER_WORD}){{0,3}})\"?[ \t]*(?={_ADDR})",
+    re.M,
+)
+
+_YEARS = r"(?:(?:19|20)\d\d(?:[ \t]*[-–,/][ \t]*(?:(?:19|20)?\d\d))*[,.]?[ \t]*)+"
+CUES = re.compile(
+    r"(?:\b(?:Mr|Mrs|Ms|Miss|Mx|Dr|Prof|Sir|Dame|Herr|Frau)\b\.?[ \t]+"
+    r"|(?i:\bmy[ \t]+name[ \t]+is|\bname[ \t]*:|\bdear|\bhi|\bhello|\bthanks[ \t]+to|\bwritten[ \t]+by"
+    r"|\bcreated[ \t]+by|\bmaintained[ \t]+by|^[ \t]*(?:author|maintainer|contact|upstream-contact)s?[ \t]*:)[ \t]*"
+    rf"|(?i:\bcopyright\b)[ \t]*(?::[ \t]*)?(?:\((?i:c)\)|©)?[ \t]*{_YEARS}(?:by[ \t]+)?)",
+    re.M,
+)
+# A field whose value lists people, continued on indented lines (deb822 / RFC 5322 folding, as in DEP-5
+# copyright files): every line of it is a holder list, after optional `(c)` and years.
+FIELD = re.compile(r"^(?i:copyright|upstream-contact|authors?|maintainers?|contributors?|uploaders?)[ \t]*:"
+                   r"(?P<body>.*(?:\n[ \t]+\S.*)*)", re.M)
+_LINE_LEAD = re.compile(rf"[ \t]*(?:\((?i:c)\)|©)?[ \t]*(?:{_YEARS})?(?:by[ \t]+)?")
+# An answer to a question or request for a name: the answer line starts with the name, after a speaker tag and
+# an acknowledgement ("What is your full name?" / "USR: Sure, Ann Lee.").
+ASKED = re.compile(
+    r"(?i:\bname\b)[^\n]*[?.][ \t]*\n(?:[A-Z]{2,5}[ \t]*:)?[ \t]*"
+    r"(?:(?i:sure|yes|yeah|ok|okay|of course|it is|it's|this is|i am|i'm|my name is|my full name is)[ \t]*[,.!:]?[ \t]*)*"
+)
+# A list of people, one per line: three or more consecutive lines that each hold only a name of two to four
+# words, optionally bulleted and followed by what the person did (`* Ann Lee -- lexers`, `Ann Lee (gh: @annl)`).
+_LIST_NAME = rf"{_WORD}(?:[ \t]+(?:{_PARTICLE}[ \t]+)*{_WORD}){{1,3}}"
+_LIST_LINE = rf"[ \t]*(?:[-*•][ \t]+)?(?:{_LIST_NAME})(?:[ \t]*(?:--|—|:|\(|<)[^\n]*)?[ \t]*"
+NAME_LIST = re.compile(rf"^{_LIST_LINE}(?:\n{_LIST_LINE}){{2,}}$", re.M)
+_LIST_ENTRY = re.compile(rf"^[ \t]*(?:[-*•][ \t]+)?(?P<name>{_LIST_NAME})", re.M)
+_NAME_AT = re.compile(_NAME)
+_SEPARATOR = re.compile(r"[ \t]*(?:,[ \t]*(?:and[ \t]+)?|[ \t]+and[ \t]+|[ \t]*&[ \t]*)")
+ORGANISATION_WORDS = frozenset(
+    "Inc Inc. LLC Ltd Ltd. Limited Corp Corp. Corporation Company GmbH AG AB Foundation Association Society "
+    "Institute University College Team Authors Contributors Developers Project Community Group Labs Software "
+    "Systems Technologies Consortium Council The".split()
+)
+# Name-shaped token to widen a PERSON entity over (a name word, or a piece glued to one by `-` or `'`).
+_NAME_TOKEN = re.compile(rf"^(?:{_WORD}|[-'’]|[^\W\d_]+)$")
+
+
+def _is_organisation(name: str) -> bool:
+    return any(w in ORGANISATION_WORDS for w in name.split())
+
+
+def cued_names(text: str) -> list[Span]:
+    """Rule 3: names after a cue, a list of them after a list cue (copyright holders, authors)."""
+    starts = [cue.end() for cue in CUES.finditer(text)] + [m.end() for m in ASKED.finditer(text)]
+    for field in FIELD.finditer(text):
+        line_start = field.start("body")
+        for line in field.group("body").split("\n"):
+            starts.append(_LINE_LEAD.match(text, line_start).end())
+            line_start += len(line) + 1
+    out = []
+    for pos in starts:
+        while (m := _NAME_AT.match(text, pos)) is not None:
+            if not _is_organisation(m.group()):
+                out.append(Span(m.start(), m.end(), "PERSON"))
+            sep = _SEPARATOR.match(text, m.end())
+            if sep is None or sep.end() == m.end():
+                break
+            pos = sep.end()
+    return out
+
+
+def listed_names(text: str) -> list[Span]:
+    """Rule 4: the name on each line of a list of people."""
+    out = []
+    for block in NAME_LIST.finditer(text):
+        for m in _LIST_ENTRY.finditer(text, block.start(), block.end()):
+            if not _is_organisation(m.group("name")):
+                out.append(Span(m.start("name"), m.end("name"), "PERSON"))
+    return out
+
+
+def display_names(text: str) -> list[Span]:
+    """Rule 2: the display name of every `name <address>` (RFC 5322 name-addr)."""
+    if "<" not in text:
+        return []
+    out = []
+    for m in DISPLAY_NAME.finditer(text):
+        group = "cap" if m.group("cap") else "low"
+        out.append(Span(m.start(group), m.end(group), "DISPLAY_NAME"))
+    return out
+
+
+class PersonNamePolicy(Policy):
+    """Rules 1–4 above on one spaCy pipeline (NER, tagger and attribute ruler: the tagger's PROPN widens NER's
+    PERSON spans)."""
+
+    name = "person_name"
+
+    def __init__(self, model: str = "en_core_web_sm"):
+        self.model = resolve_model(model)
+        self.version = version_hash(NAMES_CODE_VERSION, self.model, model_version(self.model),
+                                    DISPLAY_NAME.pattern, CUES.pattern, FIELD.pattern, ASKED.pattern,
+                                    NAME_LIST.pattern, sorted(ORGANISATION_WORDS))
+
+    def _entities(self, texts: Sequence[str]) -> list[list[Span]]:
+        nlp = load_spacy(self.model)
+        disable = _disabled(nlp, ["ner", "tagger", "attribute_ruler"], self.name)
+        out = []
+        for doc in nlp.pipe(texts, disable=disable, batch_size=BATCH_SIZE):
+            spans = []
+            for ent in doc.ents:
+                if ent.label_ != "PERSON":
+                    continue
+                start, end = ent.start, ent.end
+                # widen over touching name-shaped tokens on the same line: "O" "'" "Neill", a PROPN surname
+                while start > 0 and self._joins(doc[start - 1], doc[start], left=True):
+                    start -= 1
+                while end < len(doc) and self._joins(doc[end - 1], doc[end], left=False):
+                    end += 1
+                spans.append(Span(doc[start].idx, doc[end - 1].idx + len(doc[end - 1].text), "PERSON"))
+            out.append(spans)
+        return out
+
+    @staticmethod
+    def _joins(a, b, left: bool) -> bool:
+        """Whether token `b` (right of `a`) or `a` (left of `b`, when `left`) belongs to the same name."""
+        outer = a if left else b
+        glued = a.idx + len(a.text) == b.idx  # no space between: d'Arcy, Hatfield-Dodds
+        if "\n" in a.whitespace_ or outer.is_space or not _NAME_TOKEN.match(outer.text):
+            return False
+        return glued or (outer.pos_ == "PROPN" and outer.text[:1].isupper())
+
+    def detect(self, texts: Sequence[str]) -> list[list[Span]]:
+        texts = list(texts)
+        if not texts:
+            return []
+        results = []
+        for text, entities in zip(texts, self._entities(texts)):
+            tags = _speaker_tags(text)
+            spans = [*entities, *display_names(text), *cued_names(text), *listed_names(text)]
+            results.append(normalise_spans(s for s in spans if not any(a <= s.start and s.end <= b for a, b in tags)))
+        return results
