@@ -11,7 +11,8 @@ noun instead masks product, package and place names as secrets (a quarter of rea
 3. names after a cue that says a person follows: a title (`Dr.`, `Mrs`, `Prof`), "my name is", a greeting
    (`Dear`, `Hi`), an author / maintainer / contact field, "written by", "thanks to", and a copyright notice's
    holders after its years (`Copyright (c) 2011-2014 Jean-loup Gailly and Mark Adler`), each name of a list
-   separated by commas, "and" or "&"; every line of a field that lists people (`Copyright:`, `Authors:`,
+   separated by commas, "and" or "&" (after a credit or a notice, which name projects and companies too, a
+   name of two words or more); every line of a field that lists people (`Copyright:`, `Authors:`,
    `Uploaders:`, continued on indented lines as in deb822 and DEP-5 copyright files) after its years.
 
    An answer to a question asking for a name starts with the name ("What is your full name?" / "Sure, Ann Lee.").
@@ -48,11 +49,17 @@ DISPLAY_NAME = re.compile(
 )
 
 _YEARS = r"(?:(?:19|20)\d\d(?:[ \t]*[-–,/][ \t]*(?:(?:19|20)?\d\d))*[,.]?[ \t]*)+"
-CUES = re.compile(
-    r"(?:\b(?:Mr|Mrs|Ms|Miss|Mx|Dr|Prof|Sir|Dame|Herr|Frau)\b\.?[ \t]+"
-    r"|(?i:\bmy[ \t]+name[ \t]+is|\bname[ \t]*:|\bdear|\bhi|\bhello|\bthanks[ \t]+to|\bwritten[ \t]+by"
-    r"|\bcreated[ \t]+by|\bmaintained[ \t]+by|^[ \t]*(?:author|maintainer|contact|upstream-contact)s?[ \t]*:)[ \t]*"
-    rf"|(?i:\bcopyright\b)[ \t]*(?::[ \t]*)?(?:\((?i:c)\)|©)?[ \t]*{_YEARS}(?:by[ \t]+)?)",
+# Cues after which a single word is a name (a title, a greeting, a self-introduction) ...
+PERSONAL_CUES = re.compile(
+    r"\b(?:Mr|Mrs|Ms|Miss|Mx|Dr|Prof|Sir|Dame|Herr|Frau)\b\.?[ \t]+"
+    r"|(?i:\bmy[ \t]+(?:full[ \t]+)?name[ \t]+is|\bname[ \t]*:|\bdear|\bhi|\bhello)[ \t]*",
+)
+# ... and cues after which a name needs two words: credits and notices name projects and companies too
+# (`Author: Explosion`, `Copyright 2020 Qhull`).
+CREDIT_CUES = re.compile(
+    r"(?i:\bthanks[ \t]+to|\bwritten[ \t]+by|\bcreated[ \t]+by|\bmaintained[ \t]+by"
+    r"|^[ \t]*(?:author|maintainer|contact|upstream-contact)s?[ \t]*:)[ \t]*"
+    rf"|(?i:\bcopyright\b)[ \t]*(?::[ \t]*)?(?:\((?i:c)\)|©)?[ \t]*{_YEARS}(?:by[ \t]+)?",
     re.M,
 )
 # A field whose value lists people, continued on indented lines (deb822 / RFC 5322 folding, as in DEP-5
@@ -80,6 +87,7 @@ ORGANISATION_WORDS = frozenset(
     "Systems Technologies Consortium Council The".split()
 )
 # Name-shaped token to widen a PERSON entity over (a name word, or a piece glued to one by `-` or `'`).
+_NAME_CHARS = re.compile(r"[^\W\d_](?:[^\W\d_]|['’. -])*")
 _NAME_TOKEN = re.compile(rf"^(?:{_WORD}|[-'’]|[^\W\d_]+)$")
 
 
@@ -89,16 +97,17 @@ def _is_organisation(name: str) -> bool:
 
 def cued_names(text: str) -> list[Span]:
     """Rule 3: names after a cue, a list of them after a list cue (copyright holders, authors)."""
-    starts = [cue.end() for cue in CUES.finditer(text)] + [m.end() for m in ASKED.finditer(text)]
+    starts = [(m.end(), 1) for cue in (PERSONAL_CUES, ASKED) for m in cue.finditer(text)]
+    starts += [(m.end(), 2) for m in CREDIT_CUES.finditer(text)]
     for field in FIELD.finditer(text):
         line_start = field.start("body")
         for line in field.group("body").split("\n"):
-            starts.append(_LINE_LEAD.match(text, line_start).end())
+            starts.append((_LINE_LEAD.match(text, line_start).end(), 2))
             line_start += len(line) + 1
     out = []
-    for pos in starts:
+    for pos, min_words in starts:
         while (m := _NAME_AT.match(text, pos)) is not None:
-            if not _is_organisation(m.group()):
+            if len(m.group().split()) >= min_words and not _is_organisation(m.group()):
                 out.append(Span(m.start(), m.end(), "PERSON"))
             sep = _SEPARATOR.match(text, m.end())
             if sep is None or sep.end() == m.end():
@@ -124,6 +133,8 @@ def display_names(text: str) -> list[Span]:
     out = []
     for m in DISPLAY_NAME.finditer(text):
         group = "cap" if m.group("cap") else "low"
+        if _is_organisation(m.group(group)):
+            continue
         out.append(Span(m.start(group), m.end(group), "DISPLAY_NAME"))
     return out
 
@@ -137,7 +148,7 @@ class PersonNamePolicy(Policy):
     def __init__(self, model: str = "en_core_web_sm"):
         self.model = resolve_model(model)
         self.version = version_hash(NAMES_CODE_VERSION, self.model, model_version(self.model),
-                                    DISPLAY_NAME.pattern, CUES.pattern, FIELD.pattern, ASKED.pattern,
+                                    DISPLAY_NAME.pattern, PERSONAL_CUES.pattern, CREDIT_CUES.pattern, FIELD.pattern, ASKED.pattern,
                                     NAME_LIST.pattern, sorted(ORGANISATION_WORDS))
 
     def _entities(self, texts: Sequence[str]) -> list[list[Span]]:
@@ -145,19 +156,36 @@ class PersonNamePolicy(Policy):
         disable = _disabled(nlp, ["ner", "tagger", "attribute_ruler"], self.name)
         out = []
         for doc in nlp.pipe(texts, disable=disable, batch_size=BATCH_SIZE):
-            spans = []
+            names: list[tuple[int, int]] = []
             for ent in doc.ents:
                 if ent.label_ != "PERSON":
                     continue
                 start, end = ent.start, ent.end
+                # NER runs across line breaks in lists and headers: a name ends at its line's end
+                end = next((i for i in range(start, end) if doc[i].is_space or "\n" in doc[i].text), end)
+                if end == start:
+                    continue
                 # widen over touching name-shaped tokens on the same line: "O" "'" "Neill", a PROPN surname
                 while start > 0 and self._joins(doc[start - 1], doc[start], left=True):
                     start -= 1
                 while end < len(doc) and self._joins(doc[end - 1], doc[end], left=False):
                     end += 1
-                spans.append(Span(doc[start].idx, doc[end - 1].idx + len(doc[end - 1].text), "PERSON"))
-            out.append(spans)
+                names.append((start, end))
+            out.append(self._plausible(doc, names))
         return out
+
+    @staticmethod
+    def _plausible(doc, names: list[tuple[int, int]]) -> list[Span]:
+        """The entities written like names (letters, apostrophes, hyphens, dots; no digit, URL or markup). A lone
+        word is kept only as a re-mention of a word of a longer name in the same text: alone, NER's PERSON is as
+        often a product or a licence term (`Licensee`, `Qhull`), and a lone name after a title is a cued name."""
+        shaped = [(a, b) for a, b in names if _NAME_CHARS.fullmatch(doc[a:b].text)]
+        long_words = {t.text for a, b in shaped if sum(t.is_alpha for t in doc[a:b]) > 1 for t in doc[a:b]}
+        return [
+            Span(doc[a].idx, doc[b - 1].idx + len(doc[b - 1].text), "PERSON")
+            for a, b in shaped
+            if sum(t.is_alpha for t in doc[a:b]) > 1 or doc[a:b].text in long_words
+        ]
 
     @staticmethod
     def _joins(a, b, left: bool) -> bool:
