@@ -39,7 +39,7 @@ GENERAL_POLICY = "identifier,credit_card,username,facility,person_name"
 
 
 def _conservative(config: DetectorConfig) -> Policy:
-    names = ["high_entity", "proper_nouns", *BUILTIN_PATTERNS, *config.patterns]
+    names = ["high_entity", "proper_nouns", "person_name", *BUILTIN_PATTERNS, *config.patterns]
     return union([get_policy(n, config) for n in names])
 
 
