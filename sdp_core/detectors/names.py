@@ -37,8 +37,9 @@ NAMES_CODE_VERSION = "1"  # bump when the rules below change
 
 _CAP = r"[A-ZÀ-ÖØ-Þ]"
 _PARTICLE = r"(?:van|von|der|den|de|del|della|di|da|du|la|le|bin|ibn|al|el|ten|ter|zu|y)"
-# A capitalised name word: O'Neill, Jean-loup, Hatfield-Dodds, Müller, an initial (J.), d'Arcy.
-_WORD = rf"(?:(?:{_CAP}\.)?{_CAP}[^\W\d_]*(?:['’-][^\W\d_]+)*\.?|[a-z]['’]{_CAP}[^\W\d_]+)"
+# A capitalised name word: O'Neill, Jean-loup, Hatfield-Dodds, Müller, H.Merijn, initials (J., J.T.), d'Arcy; a
+# sentence's full stop after a name is not part of it.
+_WORD = rf"(?:(?:{_CAP}\.)+(?![^\W\d_])|(?:{_CAP}\.)*{_CAP}[^\W\d_]*(?:['’-][^\W\d_]+)*|[a-z]['’]{_CAP}[^\W\d_]+)"
 _NAME = rf"{_WORD}(?:[ \t]+(?:{_PARTICLE}[ \t]+)*{_WORD}){{0,3}}"
 _ADDR = r"<[A-Za-z0-9._%+'-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}>"
 _LOWER_WORD = r"[^\W\d_][\w'’.-]*"
@@ -97,19 +98,21 @@ def _is_organisation(name: str) -> bool:
 
 def cued_names(text: str) -> list[Span]:
     """Rule 3: names after a cue, a list of them after a list cue (copyright holders, authors)."""
-    starts = [(m.end(), 1) for cue in (PERSONAL_CUES, ASKED) for m in cue.finditer(text)]
-    starts += [(m.end(), 2) for m in CREDIT_CUES.finditer(text)]
+    # (position, fewest words, whether a list of names may follow): one name after a personal cue ("Mr Nigel
+    # Smith, DOB ..." goes on with something else), a list after a credit or in a field
+    starts = [(m.end(), 1, False) for cue in (PERSONAL_CUES, ASKED) for m in cue.finditer(text)]
+    starts += [(m.end(), 2, True) for m in CREDIT_CUES.finditer(text)]
     for field in FIELD.finditer(text):
         line_start = field.start("body")
         for line in field.group("body").split("\n"):
-            starts.append((_LINE_LEAD.match(text, line_start).end(), 2))
+            starts.append((_LINE_LEAD.match(text, line_start).end(), 2, True))
             line_start += len(line) + 1
     out = []
-    for pos, min_words in starts:
+    for pos, min_words, is_list in starts:
         while (m := _NAME_AT.match(text, pos)) is not None:
             if len(m.group().split()) >= min_words and not _is_organisation(m.group()):
                 out.append(Span(m.start(), m.end(), "PERSON"))
-            sep = _SEPARATOR.match(text, m.end())
+            sep = _SEPARATOR.match(text, m.end()) if is_list else None
             if sep is None or sep.end() == m.end():
                 break
             pos = sep.end()
@@ -163,6 +166,9 @@ class PersonNamePolicy(Policy):
                 start, end = ent.start, ent.end
                 # NER runs across line breaks in lists and headers: a name ends at its line's end
                 end = next((i for i in range(start, end) if doc[i].is_space or "\n" in doc[i].text), end)
+                # a title is a cue, not part of the name (NER includes it in "Mr Brown")
+                while start < end and PERSONAL_CUES.fullmatch(doc[start].text + " "):
+                    start += 1
                 if end == start:
                     continue
                 # widen over touching name-shaped tokens on the same line: "O" "'" "Neill", a PROPN surname
@@ -193,6 +199,8 @@ class PersonNamePolicy(Policy):
         outer = a if left else b
         glued = a.idx + len(a.text) == b.idx  # no space between: d'Arcy, Hatfield-Dodds
         if "\n" in a.whitespace_ or outer.is_space or not _NAME_TOKEN.match(outer.text):
+            return False
+        if PERSONAL_CUES.fullmatch(outer.text + " "):  # a title before a name is not part of it
             return False
         return glued or (outer.pos_ == "PROPN" and outer.text[:1].isupper())
 

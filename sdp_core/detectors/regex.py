@@ -175,7 +175,7 @@ _USERNAMES = (
 _FACILITY_HEAD = r"(?:Hospital|Infirmary|Medical[ \t]+Cent(?:er|re)|Health[ \t]+Cent(?:er|re)|Clinic|Hospice)"
 _FACILITIES = (
     rf"(?<![\w-])(?:(?:St\.?|Saint|Mount|Mt\.?|Royal)[ \t]+)?(?:{_NAME_WORD}[ \t]+){{1,4}}{_FACILITY_HEAD}(?![\w-])",
-    rf"(?<![\w-])(?:Universitäts)?[Kk]linikum[ \t]+{_PLACE}",
+    rf"(?<![\w-])(?:Universitäts)?[Kk]linikum[ \t]+{_NAME_WORD}(?:[ \t]+(?:(?:am|an|der|ob|vorm|bei)[ \t]+)*{_NAME_WORD}){{0,3}}",
     rf"(?<![\w-])(?:St\.?[ \t]+)?{_NAME_WORD}-(?:Krankenhaus|Klinik|Klinikum|Hospital)(?![\w-])",
 )
 
