@@ -3,7 +3,7 @@ and the masked share of characters beside the gold share, with 95 % Wilson inter
 
 Real text (`sdp_core.data.realtext`): the metadata, AUTHORS files and copyright notices installed here, by source,
 at most `--per-source` records each (a seeded sample); generated: clinic notes and CustomerSim dialogs (`--n`
-each). Policies: `general` (the default for any data but CustomerSim) and, for comparison, the union the
+each), and bank / HR help-desk notes (`generate_accounts`: names, usernames, card numbers). Policies: `general` (the default for any data but CustomerSim) and, for comparison, the union the
 `general` policy was before person names were read from the text (`identifier,general_entity,proper_nouns`).
 
     python -m benchmarks.detect_real [--per-source 1000] [--n 500] [--seed 0] [--policies general,...]
@@ -18,10 +18,12 @@ import random
 import time
 from pathlib import Path
 
+from faker import Faker
+
 from sdp_core.data.clinic import generate_clinic
 from sdp_core.data.customersim import generate_customersim
 from sdp_core.data.realtext import SOURCES, build_realtext
-from sdp_core.data.records import Record
+from sdp_core.data.records import Record, Span
 from sdp_core.detectors import Evaluation, Rate, evaluate, get_policy, load_spacy
 
 PREVIOUS_GENERAL = "identifier,general_entity,proper_nouns"
@@ -39,6 +41,50 @@ def sample(records: list[Record], k: int, seed: int) -> list[Record]:
         return records
     keep = set(random.Random(seed).sample(range(len(records)), k))
     return [r for i, r in enumerate(records) if i in keep]
+
+
+def _card(fake: Faker) -> str:
+    """A Luhn-valid card number of a random brand, written as people write them: bare, or in groups."""
+    number = fake.credit_card_number()
+    groups = (4, 6, 5) if len(number) == 15 else (4,) * (len(number) // 4) + ((len(number) % 4,) if len(number) % 4 else ())
+    parts, i = [], 0
+    for g in groups:
+        parts.append(number[i : i + g])
+        i += g
+    return fake.random_element([number, " ".join(parts), "-".join(parts)])
+
+
+ACCOUNT_NOTES = (
+    ("Hi {first}, the card ", ("card",), " was declined on {date} for {amount}; please call us."),
+    ("Ticket from ", ("name",), ": login: ", ("username",), " is locked after 3 attempts on {date}."),
+    ("Payroll update for ", ("name",), " (user: ", ("username",), "): new card ", ("card",), " from {date}."),
+    ("Refund of {amount} to card number ", ("card",), " approved by ", ("name",), "."),
+    ("Thanks @", ("username",), " for flagging the {amount} charge on {date} (app {version})."),
+    ("Reset password for username=", ("username",), "; card on file ", ("card",), ", see bug #{bug}."),
+)
+
+
+def generate_accounts(n: int, seed: int) -> list[Record]:
+    """Bank and HR help-desk notes with gold names, usernames (after `@` or a `user:` / `login:` cue) and card
+    numbers (Faker's Luhn-valid numbers of every brand, bare or grouped), among dates, amounts, versions and bug
+    numbers that are not secrets. A generated check of the types the other sets lack."""
+    fake = Faker("en_US")
+    fake.seed_instance(seed)
+    values = {"name": lambda: f"{fake.first_name()} {fake.last_name()}", "username": fake.user_name,
+              "card": lambda: _card(fake)}
+    records = []
+    for _ in range(n):
+        text, spans = "", []
+        for part in fake.random_element(ACCOUNT_NOTES):
+            if isinstance(part, tuple):
+                value = values[part[0]]()
+                spans.append(Span(len(text), len(text) + len(value), part[0]))
+                text += value
+            else:
+                text += part.format(first=fake.first_name(), date=fake.date(), amount=f"${fake.pyint(5, 5000):,}.00",
+                                    version=fake.numerify("#.#.#"), bug=fake.numerify("#####"))
+        records.append(Record(text, tuple(spans)))
+    return records
 
 
 def real_sets(per_source: int, seed: int) -> dict[str, list[Record]]:
@@ -83,7 +129,7 @@ def main() -> None:
 
     load_spacy("en_core_web_sm")
     sets = {**real_sets(args.per_source, args.seed), "clinic": generate_clinic(args.n, args.seed),
-            "customersim": generate_customersim(args.n, args.seed)}
+            "customersim": generate_customersim(args.n, args.seed), "accounts": generate_accounts(args.n, args.seed)}
     policies = args.policies.split(";")
     console = Console(width=240)
     summary = Table(title="Per set: token precision, masked share of non-space characters (gold share), all secrets")
