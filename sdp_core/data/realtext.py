@@ -17,7 +17,7 @@ Every occurrence of a gold value in its record is a gold span (a description tha
 only those: other names in the text (people thanked, products, projects) carry no span, so precision measured on
 this set is a lower bound. A holder or author counts as a person when it is two to five words, each capitalised
 or a name particle, none of them a word organisations use (`Team`, `Inc`, `Authors`, `Foundation`, ...); one-word
-names (`Explosion`, `joke2k`) and organisations are not gold.
+names (`Explosion`, `joke2k`) and organisations are not gold; a title (`Dr.`) is not part of a name.
 
 Records are cut at line boundaries to at most `max_chars` characters, deduplicated by text, and sorted by
 (source, origin) so the set is the same for the same installed files.
@@ -55,6 +55,14 @@ NAME_PARTICLES = frozenset("van von der den de del della di da du la le bin ibn 
 _NAME_TOKEN = re.compile(r"^(?:[A-ZÀ-ÖØ-Þ][\w'’.-]*|[A-ZÀ-ÖØ-Þ]\.)$")
 _ADDRESS = re.compile(r"^[\w.%+'-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}$")
 _HANDLE = re.compile(r"(?<![\w.@])@([A-Za-z0-9](?:[A-Za-z0-9-]{0,38}))(?![\w@.-]*\.[A-Za-z]{2,}\b)")
+
+
+_TITLE = re.compile(r"^(?:Dr|Prof|Mr|Mrs|Ms|Sir)\.?\s+")
+
+
+def _untitled(value: str) -> str:
+    """A name without its title: `Dr. Tobias Quathamer` -> `Tobias Quathamer` (the title says who follows)."""
+    return _TITLE.sub("", value.strip())
 
 
 def is_person_name(value: str) -> bool:
@@ -107,8 +115,8 @@ def _occurrences(text: str, values: dict[str, str]) -> list[Span]:
 
 def _names(field: str) -> list[str]:
     """`A, B and C` -> the person names among them."""
-    parts = re.split(r",\s*|\s+and\s+|\s*&\s*|;\s*", field)
-    return [p.strip() for p in parts if is_person_name(p.strip())]
+    parts = [_untitled(p) for p in re.split(r",\s*|\s+and\s+|\s*&\s*|;\s*", field)]
+    return [p for p in parts if is_person_name(p)]
 
 
 def _addresses(field: str) -> dict[str, str]:
@@ -117,7 +125,7 @@ def _addresses(field: str) -> dict[str, str]:
     for display, address in email.utils.getaddresses([field]):
         if is_address(address):
             out[address] = "email"
-            display = display.strip().strip('"')
+            display = _untitled(display.strip().strip('"'))
             if is_person_name(display):
                 out[display] = "name"
     return out
