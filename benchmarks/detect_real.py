@@ -2,9 +2,10 @@
 and the masked share of characters beside the gold share, with 95 % Wilson intervals.
 
 Real text (`sdp_core.data.realtext`): the metadata, AUTHORS files and copyright notices installed here, by source,
-at most `--per-source` records each (a seeded sample); generated: clinic notes and CustomerSim dialogs (`--n`
-each), and bank / HR help-desk notes (`generate_accounts`: names, usernames, card numbers). Policies: `general` (the default for any data but CustomerSim) and, for comparison, the union the
-`general` policy was before person names were read from the text (`identifier,general_entity,proper_nouns`).
+at most `--per-source` records each (a seeded sample); generated: clinic notes, CustomerSim dialogs and
+bank / HR help-desk notes (`generate_accounts`: names, usernames, card numbers), `--n` each. Policies: `general`
+(the default for any data but CustomerSim) and, for comparison, the union the `general` policy was before person
+names were read from the text (`identifier,general_entity,proper_nouns`).
 
     python -m benchmarks.detect_real [--per-source 1000] [--n 500] [--seed 0] [--policies general,...]
     python -m benchmarks.detect_real --write-fixture tests/fixtures/realtext.jsonl   # the frozen test sample
@@ -46,7 +47,8 @@ def sample(records: list[Record], k: int, seed: int) -> list[Record]:
 def _card(fake: Faker) -> str:
     """A Luhn-valid card number of a random brand, written as people write them: bare, or in groups."""
     number = fake.credit_card_number()
-    groups = (4, 6, 5) if len(number) == 15 else (4,) * (len(number) // 4) + ((len(number) % 4,) if len(number) % 4 else ())
+    rest = (len(number) % 4,) if len(number) % 4 else ()
+    groups = (4, 6, 5) if len(number) == 15 else (4,) * (len(number) // 4) + rest
     parts, i = [], 0
     for g in groups:
         parts.append(number[i : i + g])
@@ -144,7 +146,8 @@ def main() -> None:
             table.add_column(name, justify="right")
         first = next(iter(results.values()))[0]
         for label, lr in first.per_label.items():
-            table.add_row(f"{label} ({lr.secrets.n})", *(rate(ev.per_label[label].secrets) for ev, _ in results.values()))
+            cells = (rate(ev.per_label[label].secrets) for ev, _ in results.values())
+            table.add_row(f"{label} ({lr.secrets.n})", *cells)
         console.print(table)
         for name, (ev, per_second) in results.items():
             summary.add_row(set_name, str(len(records)), name, f"{ev.precision:.3f}", rate(ev.masked_chars),

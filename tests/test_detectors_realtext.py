@@ -109,8 +109,8 @@ def test_copyright_notices(tmp_path):
     assert draft.text.endswith("Permission is granted.")
     debian = tmp_path / "doc" / "pkg" / "copyright"
     debian.parent.mkdir(parents=True)
-    debian.write_text("Files: *\nCopyright: 1994 Debian Association, Inc.\n           1995 Ian Murdock <imurdock@debian.org>\n"
-                      "License: GPL-2+\n", encoding="utf-8")
+    debian.write_text("Files: *\nCopyright: 1994 Debian Association, Inc.\n"
+                      "           1995 Ian Murdock <imurdock@debian.org>\nLicense: GPL-2+\n", encoding="utf-8")
     [draft] = debian_drafts([debian])
     assert gold(draft) == [("Ian Murdock", "name"), ("imurdock@debian.org", "email")]
 

@@ -8,30 +8,42 @@ noun instead masks product, package and place names as secrets (a quarter of rea
 2. a display name before an address, `Ann Lee <ann@example.org>` (RFC 5322 §3.4 `name-addr`: the phrase before
    an angle address names the mailbox's owner); a lower-case display name only at the start of a line, where the
    line is that mailbox (`abdul rawoof <...>` in a contributors list);
-3. names after a cue that says a person follows: a title (`Dr.`, `Mrs`, `Prof`), "my name is", a greeting
-   (`Dear`, `Hi`), an author / maintainer / contact field, "written by", "thanks to", and a copyright notice's
-   holders after its years (`Copyright (c) 2011-2014 Jean-loup Gailly and Mark Adler`), each name of a list
-   separated by commas, "and" or "&" (after a credit or a notice, which name projects and companies too, a
-   name of two words or more); every line of a field that lists people (`Copyright:`, `Authors:`,
-   `Uploaders:`, continued on indented lines as in deb822 and DEP-5 copyright files) after its years.
-
-   An answer to a question asking for a name starts with the name ("What is your full name?" / "Sure, Ann Lee.").
+3. names after a cue that says a person follows: one name after a title (`Dr.`, `Mrs`), a greeting (`Dear`,
+   `Hi`), "my name is", or at the start of the answer to a request for a name ("What is your full name?" /
+   "Sure, Ann Lee."); a list of names (separated by commas, "and" or "&"), each of two words or more, after a
+   credit ("thanks to", "written by", an `Author:` field) or a copyright notice's years (`Copyright (c)
+   2011-2014 Jean-loup Gailly and Mark Adler`), and on every line of a field that lists people (`Copyright:`,
+   `Uploaders:`, continued on indented lines as in deb822 and DEP-5 copyright files). Credits and notices name
+   projects and companies too, hence two words;
 4. the name on each line of a list of people: three or more consecutive lines that each hold a name of two to
    four words and nothing else but a bullet and what the person did (`* Ann Lee -- lexers`), as in AUTHORS files.
 
+NER's PERSON entities are cut at their line's end, lose a leading title, and must be written like a name (no
+digit, URL or markup); a one-word entity counts only as a re-mention of a word of a longer name in the same text
+(alone, the small model's PERSON is as often a product or a licence term: `Licensee`, `Qhull`).
 A cued name is one to four capitalised words (name particles such as `van`, `de` allowed inside); a cued run that
 holds an organisation word (`Inc`, `LLC`, `Foundation`, `Team`, `Authors`, ...) is an organisation and left alone,
-as are the years and `(c)` of a notice. Labels: `PERSON` (NER and cues), `DISPLAY_NAME` (rule 2).
+as are the years and `(c)` of a notice. Labels: `PERSON` (rules 1, 3, 4), `DISPLAY_NAME` (rule 2).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from sdp_core.data.records import Span
 from sdp_core.detectors.base import Policy, normalise_spans, version_hash
-from sdp_core.detectors.spacy_tiers import BATCH_SIZE, _disabled, _speaker_tags, load_spacy, model_version, resolve_model
+from sdp_core.detectors.spacy_tiers import (
+    BATCH_SIZE,
+    _disabled,
+    _speaker_tags,
+    load_spacy,
+    model_version,
+    resolve_model,
+)
+
+if TYPE_CHECKING:
+    from spacy.tokens import Doc, Token
 
 NAMES_CODE_VERSION = "1"  # bump when the rules below change
 
@@ -53,7 +65,7 @@ _YEARS = r"(?:(?:19|20)\d\d(?:[ \t]*[-–,/][ \t]*(?:(?:19|20)?\d\d))*[,.]?[ \t]
 # Cues after which a single word is a name (a title, a greeting, a self-introduction) ...
 PERSONAL_CUES = re.compile(
     r"\b(?:Mr|Mrs|Ms|Miss|Mx|Dr|Prof|Sir|Dame|Herr|Frau)\b\.?[ \t]+"
-    r"|(?i:\bmy[ \t]+(?:full[ \t]+)?name[ \t]+is|\bname[ \t]*:|\bdear|\bhi|\bhello)[ \t]*",
+    r"|(?i:\bmy[ \t]+(?:full[ \t]+)?name[ \t]+is\b|\bname[ \t]*:|\b(?:dear|hi|hello)\b,?)[ \t]*",
 )
 # ... and cues after which a name needs two words: credits and notices name projects and companies too
 # (`Author: Explosion`, `Copyright 2020 Qhull`).
@@ -72,7 +84,7 @@ _LINE_LEAD = re.compile(rf"[ \t]*(?:\((?i:c)\)|©)?[ \t]*(?:{_YEARS})?(?:by[ \t]
 # an acknowledgement ("What is your full name?" / "USR: Sure, Ann Lee.").
 ASKED = re.compile(
     r"(?i:\bname\b)[^\n]*[?.][ \t]*\n(?:[A-Z]{2,5}[ \t]*:)?[ \t]*"
-    r"(?:(?i:sure|yes|yeah|ok|okay|of course|it is|it's|this is|i am|i'm|my name is|my full name is)[ \t]*[,.!:]?[ \t]*)*"
+    r"(?:(?i:sure|yes|yeah|ok|okay|of course|it is|it's|this is|i am|i'm|my (?:full )?name is)[ \t]*[,.!:]?[ \t]*)*"
 )
 # A list of people, one per line: three or more consecutive lines that each hold only a name of two to four
 # words, optionally bulleted and followed by what the person did (`* Ann Lee -- lexers`, `Ann Lee (gh: @annl)`).
@@ -87,8 +99,9 @@ ORGANISATION_WORDS = frozenset(
     "Institute University College Team Authors Contributors Developers Project Community Group Labs Software "
     "Systems Technologies Consortium Council The".split()
 )
-# Name-shaped token to widen a PERSON entity over (a name word, or a piece glued to one by `-` or `'`).
+# What a name is written with: letters, apostrophes, dots, hyphens and spaces.
 _NAME_CHARS = re.compile(r"[^\W\d_](?:[^\W\d_]|['’. -])*")
+# A token to widen a PERSON entity over: a name word, or a piece glued to one by `-` or `'`.
 _NAME_TOKEN = re.compile(rf"^(?:{_WORD}|[-'’]|[^\W\d_]+)$")
 
 
@@ -97,7 +110,7 @@ def _is_organisation(name: str) -> bool:
 
 
 def cued_names(text: str) -> list[Span]:
-    """Rule 3: names after a cue, a list of them after a list cue (copyright holders, authors)."""
+    """Rule 3: names after a cue, a list of them after a credit, a notice's years or in a field of people."""
     # (position, fewest words, whether a list of names may follow): one name after a personal cue ("Mr Nigel
     # Smith, DOB ..." goes on with something else), a list after a credit or in a field
     starts = [(m.end(), 1, False) for cue in (PERSONAL_CUES, ASKED) for m in cue.finditer(text)]
@@ -150,9 +163,9 @@ class PersonNamePolicy(Policy):
 
     def __init__(self, model: str = "en_core_web_sm"):
         self.model = resolve_model(model)
+        patterns = (DISPLAY_NAME, PERSONAL_CUES, CREDIT_CUES, FIELD, ASKED, NAME_LIST)
         self.version = version_hash(NAMES_CODE_VERSION, self.model, model_version(self.model),
-                                    DISPLAY_NAME.pattern, PERSONAL_CUES.pattern, CREDIT_CUES.pattern, FIELD.pattern, ASKED.pattern,
-                                    NAME_LIST.pattern, sorted(ORGANISATION_WORDS))
+                                    *(p.pattern for p in patterns), sorted(ORGANISATION_WORDS))
 
     def _entities(self, texts: Sequence[str]) -> list[list[Span]]:
         nlp = load_spacy(self.model)
@@ -181,10 +194,9 @@ class PersonNamePolicy(Policy):
         return out
 
     @staticmethod
-    def _plausible(doc, names: list[tuple[int, int]]) -> list[Span]:
-        """The entities written like names (letters, apostrophes, hyphens, dots; no digit, URL or markup). A lone
-        word is kept only as a re-mention of a word of a longer name in the same text: alone, NER's PERSON is as
-        often a product or a licence term (`Licensee`, `Qhull`), and a lone name after a title is a cued name."""
+    def _plausible(doc: "Doc", names: list[tuple[int, int]]) -> list[Span]:
+        """The entities written like names; a one-word entity only as a re-mention of a longer name's word (a
+        lone name after a title is a cued name)."""
         shaped = [(a, b) for a, b in names if _NAME_CHARS.fullmatch(doc[a:b].text)]
         long_words = {t.text for a, b in shaped if sum(t.is_alpha for t in doc[a:b]) > 1 for t in doc[a:b]}
         return [
@@ -194,7 +206,7 @@ class PersonNamePolicy(Policy):
         ]
 
     @staticmethod
-    def _joins(a, b, left: bool) -> bool:
+    def _joins(a: "Token", b: "Token", left: bool) -> bool:
         """Whether token `b` (right of `a`) or `a` (left of `b`, when `left`) belongs to the same name."""
         outer = a if left else b
         glued = a.idx + len(a.text) == b.idx  # no space between: d'Arcy, Hatfield-Dodds
