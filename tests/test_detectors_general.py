@@ -152,6 +152,7 @@ def test_general_finds_what_the_text_says(text, secret):
     "Author: Explosion",
     "@property\ndef name(self): return self._name",
     "Write to support@example.org for help.",  # an address, but no username inside it
+    "USR: Hello, I would like to check my order.",
 ])
 def test_general_leaves_dates_versions_products_and_organisations(text):
     found = general_found(text)

@@ -123,7 +123,8 @@ def cued_names(text: str) -> list[Span]:
     out = []
     for pos, min_words, is_list in starts:
         while (m := _NAME_AT.match(text, pos)) is not None:
-            if len(m.group().split()) >= min_words and not _is_organisation(m.group()):
+            # "Hello, I ...": the pronoun is no name
+            if len(m.group().split()) >= min_words and m.group() != "I" and not _is_organisation(m.group()):
                 out.append(Span(m.start(), m.end(), "PERSON"))
             sep = _SEPARATOR.match(text, m.end()) if is_list else None
             if sep is None or sep.end() == m.end():
