@@ -88,3 +88,26 @@ def test_record_that_is_not_text(tmp_path):
     path.write_text('{"text": 12}\n')
     with pytest.raises(UserError, match="`text` must be a string"):
         run([str(path), "--policy", "digits", "--no-cache"])
+
+
+def test_precision_and_masked_share_beside_recall(tmp_path, data, capsys):
+    """The printed masked share of characters matches a count over the written spans, and the gold share one
+    over the records' gold spans (both by a set of character positions, not the code that printed them)."""
+    records, path = data
+    out = tmp_path / "out.jsonl"
+    run([str(path), "--policy", REGEX_POLICY, "--out", str(out), "--no-cache"])
+    printed = capsys.readouterr().out
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+
+    def share(texts, span_lists):
+        inside = sum(len({i for s in spans for i in range(s[0], s[1]) if not text[i].isspace()})
+                     for text, spans in zip(texts, span_lists))
+        return inside / sum(1 for text in texts for c in text if not c.isspace())
+
+    texts = [r.text for r in records]
+    masked = share(texts, [[(s["start"], s["end"]) for s in row["spans"]] for row in rows])
+    gold = share(texts, [[(s.start, s.end) for s in r.spans] for r in records])
+    assert f"({masked:.2%} of non-space characters)" in printed
+    assert f"masked share of non-space characters {masked:.2%}  gold share {gold:.2%}" in printed
+    assert re.search(r"token precision 1\.0000", printed)  # regexes for these formats flag nothing else here
+    assert "of tokens)" in printed

@@ -103,12 +103,60 @@ def test_identifier_leaves_ordinary_numbers(text):
     assert found(text) == []
 
 
-def test_general_is_identifiers_entities_and_proper_nouns():
+def test_general_is_identifiers_cards_usernames_facilities_and_names():
     general = get_policy("general")
     assert general.key == get_policy(GENERAL_POLICY).key
-    assert {m.name for m in general.members} == {"identifier", "general_entity", "proper_nouns"}
-    conservative = {m.name for m in get_policy("conservative").members}
-    assert "identifier" in conservative  # π_c keeps flagging a superset of the general policy (high_entity ⊇ FAC)
+    members = {m.name for m in general.members}
+    assert members == {"identifier", "credit_card", "username", "facility", "person_name"}
+    assert members <= {m.name for m in get_policy("conservative").members}  # π_c flags a superset of `general`
+
+
+def general_found(text: str) -> list[str]:
+    [spans] = get_policy("general").detect([text])
+    return [text[s.start : s.end] for s in spans]
+
+
+@pytest.mark.parametrize(("text", "secret"), [
+    # usernames: a handle after `@`, or after a user / login cue
+    ("Thanks to @octocat for the fix.", "octocat"),
+    ("Reported by Corey Girard (gh: @coreygirard).", "coreygirard"),
+    ("Login: j.doe42 (last seen Monday)", "j.doe42"),
+    ("user: mkowalski", "mkowalski"),
+    ("Her username=anna_k-1987 was locked.", "anna_k-1987"),
+    ("Account handle: payroll.admin", "payroll.admin"),
+    # card numbers, grouped or not, of several lengths and brands (all pass the Luhn check)
+    ("Card 4111 1111 1111 1111 was declined.", "4111 1111 1111 1111"),
+    ("Charge 5500-0055-5555-5559 today.", "5500-0055-5555-5559"),
+    ("Amex 3782 822463 10005 on file.", "3782 822463 10005"),
+    ("Visa 4012888888881881.", "4012888888881881"),
+    ("Card number 6011000990139424, exp 04/27.", "6011000990139424"),
+    # names the NER model does not know, from what the text says
+    ("Copyright (c) 1995-2017 Jean-loup Gailly and Mark Adler", "Jean-loup Gailly"),
+    ("Copyright (c) 1995-2017 Jean-loup Gailly and Mark Adler", "Mark Adler"),
+    ("Maintainer-email: Bernát Gábor <gaborjbernat@gmail.com>", "Bernát Gábor"),
+    ("- abdul rawoof <abdul@example.org>", "abdul rawoof"),
+    ("Discussed with Mr O'Neill today.", "O'Neill"),
+    ("Dear Siobhán, thank you.", "Siobhán"),
+    ("SYS: What is your full name?\nUSR: Sure, Dalton Price.", "Dalton Price"),
+    ("Seen at St Daniel's Hospital on Monday.", "St Daniel's Hospital"),
+])
+def test_general_finds_what_the_text_says(text, secret):
+    assert any(secret in f for f in general_found(text)), general_found(text)
+
+
+@pytest.mark.parametrize("text", [
+    "Released 2024-03-12 as version 2.1.3; see bug #18423 and PEP 621.",
+    "Project-URL: Documentation, https://numpy.org/doc",
+    "Install with pip install scikit-learn or conda install -c conda-forge pandas.",
+    "Copyright 2016 The Apache Software Foundation",
+    "Author: Explosion",
+    "@property\ndef name(self): return self._name",
+    "Write to support@example.org for help.",  # an address, but no username inside it
+    "USR: Hello, I would like to check my order.",
+])
+def test_general_leaves_dates_versions_products_and_organisations(text):
+    found = general_found(text)
+    assert all("@" in f for f in found), found  # at most the address itself
 
 
 def test_general_policy_on_clinic_notes(notes):

@@ -50,6 +50,17 @@ POSITIVE = {
         ("NI number QQ 12 34 56 C", ["QQ 12 34 56 C", "12 34 56"]),
         ("call +44 (0)161 496 0123", ["+44 (0)161 496 0123", "161 496 0123"]),
         ("at Hauptstraße 12, 10115 Berlin.", ["Hauptstraße 12, 10115 Berlin", "10115"]),
+        ("acct 12.03.2024.77 ref 2023/004512", ["12.03.2024.77", "2023/004512"]),
+    ],
+    "username": [
+        ("ping @octocat or (gh: @annl)", ["octocat", "annl"]),
+        ("Login: j.doe42, user=mk_1", ["j.doe42", "mk_1"]),
+        ("@Switch01\n@A_Rog", ["Switch01", "A_Rog"]),
+    ],
+    "facility": [
+        ("at St Daniel's Hospital and Birdshire Medical Center", ["St Daniel's Hospital", "Birdshire Medical Center"]),
+        ("im Klinikum Osterode am Harz, St. Hans-Rudolf-Krankenhaus", ["Klinikum Osterode am Harz",
+                                                                      "St. Hans-Rudolf-Krankenhaus"]),
     ],
 }
 
@@ -63,7 +74,11 @@ NEGATIVE = {
     "tracking_number": ["UNIVERSITY", "INCREDIBLE news", "1234567890", "ABCDE12345X", "abcde12345", "FH6F6-GMMF4"],
     "id": ["pi is 3.141592", "12345", "1,234,567 people", "A1234567"],
     "address": ["I have 3 big dogs", "We had 12 Park rangers", "Call 555-123-4567"],
-    "identifier": ["2 tablets for 3 days", "BP 120/80 in 2019", "10,000 steps", "500-1000 mg", "E11.9", "500mg"],
+    "identifier": ["2 tablets for 3 days", "BP 120/80 in 2019", "10,000 steps", "500-1000 mg", "E11.9", "500mg",
+                   "released 2024-03-12", "am 12.03.2024", "see bug #18423, issue 18424, PR #18425, GH-18426",
+                   "https://github.com/a/b/issues/18427"],
+    "username": ["mail ann@example.org", "@property\ndef f(self):", "@app.route('/')", "a @ b", "see @foo.bar"],
+    "facility": ["the hospital was closed", "Clinic letter from Dr. Lee", "Hospital"],
 }
 
 

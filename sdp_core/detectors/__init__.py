@@ -16,6 +16,7 @@ from sdp_core.detectors.evaluation import (
     Rate,
     detection_stats,
     evaluate,
+    masked_share,
     wilson_interval,
     word_offsets,
 )
@@ -27,5 +28,5 @@ __all__ = [
     "AuditItem", "BUILTIN_PATTERNS", "CUSTOMERSIM_POLICY", "DetectionStats", "Evaluation", "GENERAL_POLICY",
     "LabelRecall", "POLICIES", "Policy", "Rate", "RegexPolicy", "SpacyTierPolicy", "TIERS", "UnionPolicy",
     "default_cache_dir", "detect_records", "detection_stats", "evaluate", "export_audit", "fingerprint", "get_policy",
-    "load_spacy", "missing_rate", "read_audit", "register_policy", "union", "wilson_interval", "word_offsets",
+    "load_spacy", "masked_share", "missing_rate", "read_audit", "register_policy", "union", "wilson_interval", "word_offsets",
 ]  # fmt: skip

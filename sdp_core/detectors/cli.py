@@ -1,7 +1,8 @@
 """`sdp-sweep detect DATA --policy NAME --out FILE [--show N]`: detect, redact, report.
 
-Prints counts and rates only (records, tokens, redacted token fraction, spans per label, and per-label recall
-with 95 % Wilson intervals when the data has gold spans); `--show N` prints N *redacted* examples. Never a raw
+Prints counts and rates only (records, tokens, the share of tokens redacted and of non-space characters masked,
+spans per label; when the data has gold spans, token recall and precision, secrets fully masked, the masked
+share of characters beside the gold share, and per-label recall, with 95 % Wilson intervals); `--show N` prints N *redacted* examples. Never a raw
 secret on the terminal. `--out` gets one JSONL line per record: `{"text", "redacted", "spans"}`.
 """
 
@@ -55,14 +56,18 @@ def run_detect(args: argparse.Namespace) -> int:
     stats = detection_stats(texts, detected)
     print(f"policy {policy.key}")
     print(f"records {stats.records}  tokens {stats.tokens}  redacted tokens {stats.redacted_tokens} "
-          f"({stats.redacted_fraction:.2%})")
+          f"({stats.redacted_fraction:.2%} of tokens)  masked characters {stats.masked_characters} "
+          f"({stats.masked_char_share:.2%} of non-space characters)")
     for label, count in stats.spans_per_label.items():
         print(f"  spans {label:<16} {count}")
     gold = [r for r in records if r.spans is not None]
     if gold:
         ev = evaluate(gold, [d for r, d in zip(records, detected) if r.spans is not None])
-        print(f"gold-annotated records {ev.records}: token recall {ev.recall}  precision {ev.precision:.4f}  "
+        print(f"gold-annotated records {ev.records}: token recall {ev.recall}  token precision {ev.precision:.4f}  "
               f"missing rate m {ev.missing_rate}  (95% Wilson intervals)")
+        print(f"  secrets fully masked {ev.secrets}")
+        print(f"  masked share of non-space characters {ev.masked_chars.value:.2%}  "
+              f"gold share {ev.gold_chars.value:.2%}")
         for lr in ev.per_label.values():
             print(f"  recall {lr.label:<16} tokens {lr.tokens}  secrets {lr.secrets}")
     for text in redacted[: args.show]:

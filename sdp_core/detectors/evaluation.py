@@ -9,6 +9,10 @@ Quantities (G = gold-sensitive tokens, P = detected tokens, N = all tokens):
 - missing rate m = |G∖P|/N: the probability that a sampled token is a missed secret (Shi et al., JFT §3.1,
   the quantity privacy amplification uses), and CRT's γ = 1 − recall (Zhao et al. 2022, Prop. 6);
 - redacted fraction |P|/N (`detection_stats`, which needs no gold);
+- masked share of characters: the non-space characters inside a detected span over all non-space characters
+  (`masked_share`, also in `detection_stats`; no gold needed), beside the gold share, the same count over gold
+  spans. It is what redaction removes from the text that Redacted, JFT's phase 1 and CRT's public set train on,
+  whatever the tokenizer; token shares weigh a long address like a short word;
 - secrets found, overall and per gold label: a gold span counts as found only when every one of its non-space
   characters lies inside a detected span, i.e. redaction leaves nothing of it (a detected span touching one of
   its tokens is not enough: "K5STD8E8GB" with only "GB" detected stays readable). CRT's γ and δ₂ are shares of
@@ -92,6 +96,8 @@ class Evaluation:
     missing_rate: Rate
     secrets: Rate  # gold spans fully masked (every non-space character detected), over all gold spans
     per_label: dict[str, LabelRecall]
+    masked_chars: Rate  # non-space characters inside a detected span, over all non-space characters
+    gold_chars: Rate  # non-space characters inside a gold span, over all non-space characters
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -105,10 +111,38 @@ class DetectionStats:
     tokens: int
     redacted_tokens: int
     spans_per_label: dict[str, int]
+    characters: int = 0  # non-space characters
+    masked_characters: int = 0  # of them, inside a detected span
 
     @property
     def redacted_fraction(self) -> float:
+        """Share of tokens redacted."""
         return self.redacted_tokens / self.tokens if self.tokens else 0.0
+
+    @property
+    def masked_char_share(self) -> float:
+        """Share of non-space characters masked."""
+        return self.masked_characters / self.characters if self.characters else 0.0
+
+
+def _char_counts(text: str, spans: Sequence[Span]) -> tuple[int, int]:
+    """(non-space characters inside `spans`, non-space characters) of one text."""
+    solid = np.fromiter((not c.isspace() for c in text), dtype=bool, count=len(text))
+    inside = np.zeros(len(text), dtype=bool)
+    for s in spans:
+        inside[max(s.start, 0):s.end] = True
+    return int((inside & solid).sum()), int(solid.sum())
+
+
+def masked_share(texts: Sequence[str], detected: Sequence[Sequence[Span]], confidence: float = 0.95) -> Rate:
+    """The share of non-space characters that redaction with `detected` masks, over a split's texts; its Wilson
+    interval treats characters as independent (they are not: read it as the share, with a rough spread)."""
+    masked = total = 0
+    for text, spans in zip(texts, detected, strict=True):
+        m, t = _char_counts(text, spans)
+        masked += m
+        total += t
+    return Rate.of(masked, total, confidence)
 
 
 def _masked(text: str, secrets: Sequence[Span], detected: Sequence[Span]) -> list[bool]:
@@ -169,6 +203,7 @@ def evaluate(
         )
         for label in sorted(label_secrets)
     }
+    texts = [r.text for r in records]
     return Evaluation(
         records=len(records),
         tokens=n_tokens,
@@ -177,20 +212,26 @@ def evaluate(
         missing_rate=Rate.of(gold_n - hit_n, n_tokens, confidence),
         secrets=Rate.of(sum(label_found.values()), sum(label_secrets.values()), confidence),
         per_label=per_label,
+        masked_chars=masked_share(texts, detected, confidence),
+        gold_chars=masked_share(texts, [r.spans for r in records], confidence),
     )
 
 
 def detection_stats(
     texts: Sequence[str], detected: Sequence[Sequence[Span]], offsets: Sequence[np.ndarray] | None = None
 ) -> DetectionStats:
-    """Records, tokens, redacted tokens (same units as `evaluate`) and spans per detected label."""
+    """Records, tokens, redacted tokens (same units as `evaluate`), spans per detected label, and non-space
+    characters with how many of them are masked."""
     if offsets is None:
         offsets = [word_offsets(t) for t in texts]
-    tokens = redacted = 0
+    tokens = redacted = chars = masked = 0
     labels: Counter = Counter()
     for text, spans, offs in zip(texts, detected, offsets, strict=True):
         offs = np.asarray(offs, dtype=np.int64).reshape(-1, 2)
         tokens += len(offs)
         redacted += int(token_mask(offs, spans, text).sum())
+        m, c = _char_counts(text, spans)
+        masked += m
+        chars += c
         labels.update(s.label for s in spans)
-    return DetectionStats(len(texts), tokens, redacted, dict(sorted(labels.items())))
+    return DetectionStats(len(texts), tokens, redacted, dict(sorted(labels.items())), chars, masked)

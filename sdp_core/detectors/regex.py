@@ -19,7 +19,9 @@ Built-in patterns and their decisions:
 | tracking_number | 10 × `[A-Z0-9]` holding both a letter and a digit (an all-caps word has no digit, a bare number no letter), or any 10 × `[A-Z0-9]` right after "tracking number" |
 | id              | 6 or more digits standing alone (not part of a decimal or a grouped number)                |
 | address         | US street address: building number, one to four capitalised words, a USPS street suffix (plural allowed), optional Apt/Suite/Unit, optional `City, ST 12345`; PO boxes; APO/FPO/DPO military addresses |
-| identifier      | identifier shapes for data of unknown formats: 5+ digits; digit groups joined by `-`, `.` or space (3+ groups of 2+ digits, or 7+ digits, not two years or a range of round numbers); upper-case codes with 3+ digits in 6+ characters or 2+ in 8+ (not ICD-10 codes); capitals before spaced digit groups (`QQ 12 34 56 C`); `+` international and area-code phones; email; US, UK (with postcode) and German street addresses; UK postcodes; a date after DOB / date of birth / born. Leaves small numbers, doses, vitals, decimals, `12,500`, `E11.9`, `500mg`, `12/05/2024` |
+| username        | a handle after `@` (not an address, decorator or dotted name) or after `user:`, `username=`, `login:`, `handle:` |
+| facility        | a health facility by its head noun: `Grahambury General Hospital`, `St Daniel's Hospital`, `Klinikum Waldmünchen`, `St. Hans-Rudolf-Krankenhaus` |
+| identifier      | identifier shapes for data of unknown formats: 5+ digits; digit groups joined by `-`, `.` or space (3+ groups of 2+ digits, or 7+ digits, not two years or a range of round numbers); upper-case codes with 3+ digits in 6+ characters or 2+ in 8+ (not ICD-10 codes); capitals before spaced digit groups (`QQ 12 34 56 C`); `+` international and area-code phones; email; US, UK (with postcode) and German street addresses; UK postcodes; a date after DOB / date of birth / born. Leaves small numbers, doses, vitals, decimals, `12,500`, `E11.9`, `500mg`, `12/05/2024`, other calendar dates (`2024-03-12`), bug, issue and PR numbers (`bug #18423`, `GH-18426`) |
 """
 
 from __future__ import annotations
@@ -100,10 +102,18 @@ _US_ADDRESSES = (
 # `0113 496`), nor be continued by one.
 _NUM_L = r"(?<![\w.,])(?<!\d[-. /])"
 _NUM_R = r"(?!\w|[-.,/]\d)"
+# Numbers that are not secrets whatever their length: a calendar date (2024-03-12, 12.03.2024; a date of birth is
+# caught by its cue below) and a bug, issue or pull request number (bug #18423, issues/18423, PR 18423, GH-18423).
+_DAY, _MONTH_NUM = r"(?:0?[1-9]|[12]\d|3[01])", r"(?:0?[1-9]|1[0-2])"
+_NOT_DATE_OR_REF = (
+    rf"(?!(?:19|20)\d\d([-./]){_MONTH_NUM}\1{_DAY}{_NUM_R}|{_DAY}([-./]){_MONTH_NUM}\2(?:19|20)\d\d{_NUM_R})"
+    r"(?<!(?i:bug) #)(?<!(?i:bug) )(?<!(?i:issue) #)(?<!(?i:issue) )(?<!PR #)(?<!PR )(?<!GH-)"
+    r"(?<!issues/)(?<!pull/)(?<!(?i:ticket) #)"
+)
 _DIGIT_RUNS = (
-    rf"{_NUM_L}\d{{5,}}{_NUM_R}",  # 5 or more digits
-    rf"{_NUM_L}\d{{2,}}(?:[-. ]\d{{2,}}){{2,}}{_NUM_R}",  # 3 or more groups of 2 or more digits: 12 495 219
-    rf"{_NUM_L}(?=(?:[-. ]?\d){{7}})\d+(?:[-. ]\d+){{2,}}{_NUM_R}",  # 3+ groups, 7+ digits: 1-800-555-0199
+    rf"{_NUM_L}{_NOT_DATE_OR_REF}\d{{5,}}{_NUM_R}",  # 5 or more digits
+    rf"{_NUM_L}{_NOT_DATE_OR_REF}\d{{2,}}(?:[-. ]\d{{2,}}){{2,}}{_NUM_R}",  # 3+ groups of 2+ digits: 12 495 219
+    rf"{_NUM_L}{_NOT_DATE_OR_REF}(?=(?:[-. ]?\d){{7}})\d+(?:[-. ]\d+){{2,}}{_NUM_R}",  # 7+ digits: 1-800-555-0199
     # two groups holding 7 or more digits (07700 900123, 4471-2290, 2023/004512), but not two years (2019-2020) or
     # a range of round numbers (500-1000 mg)
     rf"{_NUM_L}(?!(?:(?:19|20)\d\d[-/ ](?:19|20)\d\d|\d+00[-/ ]\d+00){_NUM_R})"
@@ -111,9 +121,10 @@ _DIGIT_RUNS = (
 )
 # An upper-case code of letters and digits, dashes, dots or slashes inside, with 3 or more digits in 6 or more
 # characters or 2 or more in 8 or more: MRN-7788123, AB12C345, X7-553-21Q, 12345678Z, FH6F6GMMF4. Lower case keeps
-# doses (500mg) out, the lengths short codes (E11.9, COVID-19); ICD-10 codes (J45.909) are not identifiers.
+# doses (500mg) out, the lengths short codes (E11.9, COVID-19); ICD-10 codes (J45.909) and public references (GH-1234,
+# CVE-2024-3094) are not identifiers.
 _CODE = (
-    r"(?<![\w-])(?![A-Z]\d[\dA-Z]\.[\dA-Z]{1,4}(?![\w-]))(?=[A-Z0-9./-]{0,40}[A-Z])"  # bounded: linear time
+    r"(?<![\w-])(?![A-Z]\d[\dA-Z]\.[\dA-Z]{1,4}(?![\w-]))(?!(?:GH|PR|CVE|PEP|RFC)-\d)(?=[A-Z0-9./-]{0,40}[A-Z])"  # bounded: linear time
     r"(?:(?=(?:[A-Z./-]{0,40}\d){3})(?=(?:[./-]?[A-Z0-9]){6})|(?=(?:[A-Z./-]{0,40}\d){2})(?=(?:[./-]?[A-Z0-9]){8}))"
     r"[A-Z0-9]+(?:[-./][A-Z0-9]+)*(?![\w-]|[./][A-Z0-9])"
 )
@@ -151,6 +162,23 @@ _DATE = (
 )
 _DATE_OF_BIRTH = rf"(?i:\b(?:DOB|D\.O\.B\.?|date of birth|born(?: on)?))\s*:?\s*(?P<secret>{_DATE})(?!\w)"
 
+# A handle after `@` (not an address's domain, a decorator (`@app.route(`, `@property` above a `def`) or a dotted name) or after a
+# `user:` / `username=` / `login:` cue: @octocat, (gh: @coreygirard), user: jdoe_42.
+_USERNAMES = (
+    r"(?<![\w.@/+-])@(?P<secret>[A-Za-z0-9][A-Za-z0-9_-]{0,38})(?![\w@-]|[.(][A-Za-z0-9_])"
+    r"(?![ \t]*\n[ \t]*(?:def\b|class\b|async\b|@[\w.]+\())",  # a decorator: the next line defines something
+    r"(?i:\b(?:user(?:[ _-]?(?:name|id))?|login|handle|screen[ _-]?name|nick(?:name)?)[ \t]*[:=][ \t]*)"
+    r"(?P<secret>\w[\w.@+-]{0,62}\w)",
+)
+# A health facility named by its head noun: Grahambury General Hospital, St Daniel's Hospital, Birdshire Medical
+# Center, Royal Iainside Infirmary, Klinikum Waldmünchen, St. Hans-Rudolf-Krankenhaus.
+_FACILITY_HEAD = r"(?:Hospital|Infirmary|Medical[ \t]+Cent(?:er|re)|Health[ \t]+Cent(?:er|re)|Clinic|Hospice)"
+_FACILITIES = (
+    rf"(?<![\w-])(?:(?:St\.?|Saint|Mount|Mt\.?|Royal)[ \t]+)?(?:{_NAME_WORD}[ \t]+){{1,4}}{_FACILITY_HEAD}(?![\w-])",
+    rf"(?<![\w-])(?:Universitäts)?[Kk]linikum[ \t]+{_NAME_WORD}(?:[ \t]+(?:(?:am|an|der|ob|vorm|bei)[ \t]+)*{_NAME_WORD}){{0,3}}",
+    rf"(?<![\w-])(?:St\.?[ \t]+)?{_NAME_WORD}-(?:Krankenhaus|Klinik|Klinikum|Hospital)(?![\w-])",
+)
+
 BUILTIN_PATTERNS: dict[str, PatternSpec] = {
     "digits": PatternSpec((r"\d+",)),
     "phone": PatternSpec(
@@ -168,6 +196,8 @@ BUILTIN_PATTERNS: dict[str, PatternSpec] = {
     ),
     "id": PatternSpec((r"(?<![\w.,])\d{6,}(?!\w|[.,]\d)",)),
     "address": PatternSpec(_US_ADDRESSES),
+    "username": PatternSpec(_USERNAMES),
+    "facility": PatternSpec(_FACILITIES),
     "identifier": PatternSpec(
         (
             *_DIGIT_RUNS,

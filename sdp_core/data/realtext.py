@@ -1,0 +1,307 @@
+"""Real text with gold spans fixed by its structure: an evaluation set that no one on this project wrote.
+
+Three sources, all already on a machine that runs the project, each read by its own structure:
+
+- `metadata`: the core metadata of installed Python distributions (PEP 566 / PEP 621): the header fields and the
+  start of the long description. `Author-email` / `Maintainer-email` are RFC 5322 address lists
+  (`email.utils.getaddresses`): every address is an `email`, every display name that reads as a person (below) a
+  `name`; `Author` / `Maintainer` are names separated by commas or "and".
+- `authors`: AUTHORS files shipped in distributions' licence folders: one contributor per line, as
+  `Name <address>` (RFC 5322), `- Name <address> (gh: @handle)`, `* Name -- what they did`, or a bare name or
+  `@handle`. The handle after `@` is a `username`.
+- `copyright`: copyright notices: `Copyright (c) YEARS HOLDER <address>` lines of distributions' licence files
+  and the `Copyright:` fields of Debian machine-readable copyright files (`/usr/share/doc/*/copyright`, DEP-5),
+  each with the licence text that follows it.
+
+Every occurrence of a gold value in its record is a gold span (a description that names its author again), and
+only those: other names in the text (people thanked, products, projects) carry no span, so precision measured on
+this set is a lower bound. A holder or author counts as a person when it is two to five words, each capitalised
+or a name particle, none of them a word organisations use (`Team`, `Inc`, `Authors`, `Foundation`, ...); one-word
+names (`Explosion`, `joke2k`) and organisations are not gold; a title (`Dr.`) is not part of a name.
+
+Records are cut at line boundaries to at most `max_chars` characters, deduplicated by text, and sorted by
+(source, origin) so the set is the same for the same installed files.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import importlib.metadata
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from sdp_core.data.records import Record, Span
+
+SOURCES = ("metadata", "authors", "copyright")
+LABELS = ("name", "email", "username")
+DEBIAN_DOC = Path("/usr/share/doc")
+MAX_CHARS = 700
+
+# Words that make an author or holder an organisation or a group rather than a person.
+ORG_WORDS = frozenset(
+    "team authors author contributors contributor developers developer community project projects inc inc. llc "
+    "ltd ltd. limited corp corp. corporation company co co. gmbh ag ab s.l. sa foundation association society "
+    "institute university college school laboratory laboratories lab labs group groups systems software "
+    "technologies technology research organization organisation consortium center centre council board the of "
+    "for and et al al. others google microsoft facebook meta apache python debian ubuntu mozilla red hat ibm intel "
+    "nvidia amazon openai huggingface hugging face deepmind explosion pallets python-dateutil maintainers "
+    "individual sun oracle adobe nokia apple fsf gnu free open source copyright communications devices networks "
+    "solutions computing services industries enterprises partners consulting media studio studios games holdings "
+    "international digital graphics press publishing".split()
+)
+NAME_PARTICLES = frozenset("van von der den de del della di da du la le bin ibn al el y zu ten ter".split())
+_NAME_TOKEN = re.compile(r"^(?:[A-ZÀ-ÖØ-Þ][\w'’.-]*|[A-ZÀ-ÖØ-Þ]\.)$")
+_ADDRESS = re.compile(r"^[\w.%+'-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}$")
+_HANDLE = re.compile(r"(?<![\w.@])@([A-Za-z0-9](?:[A-Za-z0-9-]{0,38}))(?![\w@.-]*\.[A-Za-z]{2,}\b)")
+
+
+_TITLE = re.compile(r"^(?:Dr|Prof|Mr|Mrs|Ms|Sir)\.?\s+")
+
+
+def _untitled(value: str) -> str:
+    """A name without its title: `Dr. Tobias Quathamer` -> `Tobias Quathamer` (the title says who follows)."""
+    return _TITLE.sub("", value.strip())
+
+
+def is_person_name(value: str) -> bool:
+    """Two to five words, each capitalised (or a particle such as `van`), none an organisation word."""
+    words = value.split()
+    if not 2 <= len(words) <= 5:
+        return False
+    if any(w.lower().strip(",.") in ORG_WORDS for w in words):
+        return False
+    if not any(c.islower() for c in value):
+        return False
+    return all(_NAME_TOKEN.match(w) or w in NAME_PARTICLES for w in words) and _NAME_TOKEN.match(words[-1]) is not None
+
+
+def is_address(value: str) -> bool:
+    """An RFC 5322 addr-spec with a dotted domain (not `user@MASKED` or a bare `@handle`)."""
+    return bool(_ADDRESS.match(value))
+
+
+@dataclass
+class _Draft:
+    """A record under construction: its text and the gold values found in its structure."""
+
+    source: str
+    origin: str
+    text: str
+    values: dict[str, str]  # gold value -> label
+
+    def record(self) -> Record | None:
+        spans = _occurrences(self.text, self.values)
+        if not self.text.strip():
+            return None
+        return Record(self.text, tuple(spans), meta={"source": self.source, "origin": self.origin})
+
+
+def _occurrences(text: str, values: dict[str, str]) -> list[Span]:
+    """Every word-bounded occurrence of each gold value; longer values first, so `Ann Lee <ann@x.org>`'s address
+    is not also taken as part of a name, and overlapping shorter values are dropped."""
+    taken = [False] * len(text)
+    spans = []
+    for value in sorted(values, key=len, reverse=True):
+        before = "(?<=@)" if values[value] == "username" else r"(?<![\w@.+-])"  # a handle is the word after `@`
+        pattern = re.compile(rf"{before}{re.escape(value)}(?![\w@-]|\.\w)")
+        for m in pattern.finditer(text):
+            if not any(taken[m.start() : m.end()]):
+                taken[m.start() : m.end()] = [True] * (m.end() - m.start())
+                spans.append(Span(m.start(), m.end(), values[value]))
+    return sorted(spans)
+
+
+def _names(field: str) -> list[str]:
+    """`A, B and C` -> the person names among them."""
+    parts = [_untitled(p) for p in re.split(r",\s*|\s+and\s+|\s*&\s*|;\s*", field)]
+    return [p for p in parts if is_person_name(p)]
+
+
+def _addresses(field: str) -> dict[str, str]:
+    """Gold values of an RFC 5322 address list: addresses and the display names that read as persons."""
+    out = {}
+    for display, address in email.utils.getaddresses([field]):
+        if is_address(address):
+            out[address] = "email"
+            display = _untitled(display.strip().strip('"'))
+            if is_person_name(display):
+                out[display] = "name"
+    return out
+
+
+def _chunks(lines: list[str], max_chars: int) -> Iterator[str]:
+    """Consecutive lines joined into pieces of at most `max_chars` characters (a longer line is its own piece)."""
+    piece: list[str] = []
+    size = 0
+    for line in lines:
+        if piece and size + len(line) + 1 > max_chars:
+            yield "\n".join(piece)
+            piece, size = [], 0
+        piece.append(line)
+        size += len(line) + 1
+    if piece:
+        yield "\n".join(piece)
+
+
+HEADER_FIELDS = ("Name", "Version", "Summary", "Home-page", "Author", "Author-email", "Maintainer",
+                 "Maintainer-email", "License", "Project-URL")  # fmt: skip
+
+
+def metadata_drafts(dists: Iterable[importlib.metadata.Distribution], max_chars: int = MAX_CHARS) -> Iterator[_Draft]:
+    """One record per distribution: its header fields, then the long description up to `max_chars`."""
+    for dist in dists:
+        meta = dist.metadata
+        name = meta.get("Name")
+        if not name:
+            continue
+        values: dict[str, str] = {}
+        header = []
+        for key in HEADER_FIELDS:
+            for value in meta.get_all(key) or ():
+                value = " ".join(str(value).split())
+                if not value or value == "UNKNOWN":
+                    continue
+                header.append(f"{key}: {value}")
+                if key.endswith("-email"):
+                    values.update(_addresses(value))
+                elif key in ("Author", "Maintainer"):
+                    values.update(dict.fromkeys(_names(value), "name"))
+                    values.update(_addresses(value))
+        body = (meta.get_payload() or meta.get("Description") or "").strip()
+        text = "\n".join(header)
+        if body:
+            text += "\n\n" + next(_chunks(body.splitlines(), max(0, max_chars - len(text))), "")
+        yield _Draft("metadata", name, text, values)
+
+
+_AUTHOR_LINE = re.compile(r"^\s*(?:[-*•]\s+)?(?P<who>[^<>()\n]*?)\s*(?:<(?P<addr>[^<>\s]+)>)?\s*"
+                          r"(?:\((?:gh|github):\s*@(?P<handle>[\w-]+)\))?\s*(?:(?:--|—|:).*|\*\*\w\*\*)?\s*$")
+
+
+def _author_line(line: str) -> tuple[str, dict[str, str]] | None:
+    """A contributor line and its gold values, or None for a line that is not one contributor."""
+    stripped = line.strip()
+    if stripped.startswith("@") and re.fullmatch(r"@[\w-]+", stripped):
+        return line, {stripped[1:]: "username"}
+    m = _AUTHOR_LINE.match(line)
+    if not m or "@MASKED" in line or "*" in (m.group("who") or "").strip("* "):
+        return None
+    who, addr, handle = (m.group("who") or "").strip(), m.group("addr"), m.group("handle")
+    if addr is not None and not is_address(addr):
+        return None
+    values = {}
+    if is_person_name(who):
+        values[who] = "name"
+    elif who or not addr:
+        return None
+    if addr:
+        values[addr] = "email"
+    if handle:
+        values[handle] = "username"
+    return line, values
+
+
+def authors_drafts(files: Iterable[Path], max_chars: int = MAX_CHARS) -> Iterator[_Draft]:
+    """Pieces of AUTHORS files made of the lines that name one contributor each."""
+    for path in files:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        kept = [parsed for parsed in map(_author_line, lines) if parsed]
+        values: dict[str, str] = {}
+        for _, v in kept:
+            values.update(v)
+        for i, piece in enumerate(_chunks([line for line, _ in kept], max_chars)):
+            yield _Draft("authors", f"{path.parent.parent.name}/{path.name}#{i}", piece, values)
+
+
+_COPYRIGHT = re.compile(r"^\s*(?:Copyright\s*(?:\(c\)|©)?|\(c\)|©)\s*:?\s*(?:\(c\)|©)?\s*(?P<rest>.+)$", re.I)
+_YEARS = re.compile(r"^(?:(?:19|20)\d\d(?:\s*[-–,]\s*(?:19|20)?\d\d)*[,.]?\s*)+(?:by\s+)?")
+
+
+def _holder_values(holder: str) -> dict[str, str]:
+    """Gold values of one copyright holder text (after the years): addresses and person names."""
+    holder = re.sub(r"\.?\s*All [Rr]ights [Rr]eserved\.?", "", holder).strip(" .,")
+    values = _addresses(holder) if "@" in holder else {}
+    without = re.sub(r"<[^<>]*>|\([^()]*\)", "", holder)
+    values.update(dict.fromkeys(_names(without), "name"))
+    return values
+
+
+def _copyright_values(lines: list[str]) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for line in lines:
+        m = _COPYRIGHT.match(line)
+        if m and "<year>" not in line and "<name" not in line:
+            values.update(_holder_values(_YEARS.sub("", m.group("rest").strip())))
+    return values
+
+
+def licence_drafts(files: Iterable[Path], max_chars: int = MAX_CHARS) -> Iterator[_Draft]:
+    """Each paragraph holding a copyright line, with the paragraph after it, from licence files."""
+    for path in files:
+        paragraphs = re.split(r"\n\s*\n", path.read_text(encoding="utf-8", errors="replace"))
+        for i, para in enumerate(paragraphs):
+            if not any(_COPYRIGHT.match(line) for line in para.splitlines()):
+                continue
+            lines = para.splitlines() + ([""] + paragraphs[i + 1].splitlines() if i + 1 < len(paragraphs) else [])
+            text = next(_chunks(lines, max_chars))
+            yield _Draft("copyright", f"{path.parent.parent.name}/{path.name}#{i}", text,
+                         _copyright_values(para.splitlines()))
+
+
+def debian_drafts(files: Iterable[Path], max_chars: int = MAX_CHARS) -> Iterator[_Draft]:
+    """DEP-5 stanzas with a `Copyright:` field (years, then a holder per line) or an `Upstream-Contact:`."""
+    for path in files:
+        for i, stanza in enumerate(re.split(r"\n\s*\n", path.read_text(encoding="utf-8", errors="replace"))):
+            fields = re.findall(r"^(Copyright|Upstream-Contact):(.*(?:\n[ \t]+.*)*)", stanza, re.M)
+            if not fields:
+                continue
+            values: dict[str, str] = {}
+            for key, body in fields:
+                for line in body.splitlines():
+                    line = line.strip()
+                    if key == "Copyright":
+                        values.update(_holder_values(_YEARS.sub("", re.sub(r"^(?:\(c\)|©)\s*", "", line))))
+                    else:
+                        values.update(_addresses(line))
+            text = next(_chunks(stanza.strip("\n").splitlines(), max_chars))
+            yield _Draft("copyright", f"debian/{path.parent.name}#{i}", text, values)
+
+
+def _licence_files(dist: importlib.metadata.Distribution) -> list[Path]:
+    files = [f for f in dist.files or () if ".dist-info" in str(f) and re.search(r"(?i)licen[cs]e|copying|notice",
+                                                                                  f.name)]
+    return [Path(dist.locate_file(f)) for f in files if Path(dist.locate_file(f)).is_file()]
+
+
+def _authors_files(dist: importlib.metadata.Distribution) -> list[Path]:
+    files = [f for f in dist.files or () if ".dist-info" in str(f) and f.name.upper().startswith("AUTHORS")]
+    return [Path(dist.locate_file(f)) for f in files if Path(dist.locate_file(f)).is_file()]
+
+
+def build_realtext(
+    paths: list[str] | None = None, debian_doc: Path | None = DEBIAN_DOC, max_chars: int = MAX_CHARS
+) -> list[Record]:
+    """Every record of the three sources, from the distributions on `paths` (default `sys.path`) and the Debian
+    copyright files under `debian_doc` (skipped when absent or None). Each record's `meta` names its source and
+    origin (distribution, file and piece)."""
+    seen: dict[str, importlib.metadata.Distribution] = {}
+    for dist in importlib.metadata.distributions(**({"path": paths} if paths is not None else {})):
+        name = (dist.metadata.get("Name") or "").lower().replace("_", "-")
+        if name and name not in seen:
+            seen[name] = dist
+    dists = [seen[n] for n in sorted(seen)]
+    debian = sorted(debian_doc.glob("*/copyright")) if debian_doc and debian_doc.is_dir() else []
+    drafts = [
+        *metadata_drafts(dists, max_chars),
+        *authors_drafts((p for d in dists for p in _authors_files(d)), max_chars),
+        *licence_drafts((p for d in dists for p in _licence_files(d)), max_chars),
+        *debian_drafts(debian, max_chars),
+    ]
+    out: dict[str, Record] = {}
+    for draft in drafts:
+        record = draft.record()
+        if record is not None and record.text not in out:
+            out[record.text] = record
+    return sorted(out.values(), key=lambda r: (r.meta["source"], r.meta["origin"]))

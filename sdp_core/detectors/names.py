@@ -1,0 +1,229 @@
+"""Person names from what the text says about them, for data of unknown formats (the `general` policy).
+
+spaCy's NER alone misses ordinary names it has not seen (`Jean-loup Gailly`, `d'Arcy`), and flagging every proper
+noun instead masks product, package and place names as secrets (a quarter of real text). This policy flags:
+
+1. spaCy PERSON entities, widened over the name-shaped tokens that touch them on the same line (`Seán O'Neill`
+   where NER took only `Seán`, a surname after a hyphen);
+2. a display name before an address, `Ann Lee <ann@example.org>` (RFC 5322 §3.4 `name-addr`: the phrase before
+   an angle address names the mailbox's owner); a lower-case display name only at the start of a line, where the
+   line is that mailbox (`abdul rawoof <...>` in a contributors list);
+3. names after a cue that says a person follows: one name after a title (`Dr.`, `Mrs`), a greeting (`Dear`,
+   `Hi`), "my name is", or at the start of the answer to a request for a name ("What is your full name?" /
+   "Sure, Ann Lee."); a list of names (separated by commas, "and" or "&"), each of two words or more, after a
+   credit ("thanks to", "written by", an `Author:` field) or a copyright notice's years (`Copyright (c)
+   2011-2014 Jean-loup Gailly and Mark Adler`), and on every line of a field that lists people (`Copyright:`,
+   `Uploaders:`, continued on indented lines as in deb822 and DEP-5 copyright files). Credits and notices name
+   projects and companies too, hence two words;
+4. the name on each line of a list of people: three or more consecutive lines that each hold a name of two to
+   four words and nothing else but a bullet and what the person did (`* Ann Lee -- lexers`), as in AUTHORS files.
+
+NER's PERSON entities are cut at their line's end, lose a leading title, and must be written like a name (no
+digit, URL or markup); a one-word entity counts only as a re-mention of a word of a longer name in the same text
+(alone, the small model's PERSON is as often a product or a licence term: `Licensee`, `Qhull`).
+A cued name is one to four capitalised words (name particles such as `van`, `de` allowed inside); a cued run that
+holds an organisation word (`Inc`, `LLC`, `Foundation`, `Team`, `Authors`, ...) is an organisation and left alone,
+as are the years and `(c)` of a notice. Labels: `PERSON` (rules 1, 3, 4), `DISPLAY_NAME` (rule 2).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Sequence
+
+from sdp_core.data.records import Span
+from sdp_core.detectors.base import Policy, normalise_spans, version_hash
+from sdp_core.detectors.spacy_tiers import (
+    BATCH_SIZE,
+    _disabled,
+    _speaker_tags,
+    load_spacy,
+    model_version,
+    resolve_model,
+)
+
+if TYPE_CHECKING:
+    from spacy.tokens import Doc, Token
+
+NAMES_CODE_VERSION = "1"  # bump when the rules below change
+
+_CAP = r"[A-ZÀ-ÖØ-Þ]"
+_PARTICLE = r"(?:van|von|der|den|de|del|della|di|da|du|la|le|bin|ibn|al|el|ten|ter|zu|y)"
+# A capitalised name word: O'Neill, Jean-loup, Hatfield-Dodds, Müller, H.Merijn, initials (J., J.T.), d'Arcy; a
+# sentence's full stop after a name is not part of it.
+_WORD = rf"(?:(?:{_CAP}\.)+(?![^\W\d_])|(?:{_CAP}\.)*{_CAP}[^\W\d_]*(?:['’-][^\W\d_]+)*|[a-z]['’]{_CAP}[^\W\d_]+)"
+_NAME = rf"{_WORD}(?:[ \t]+(?:{_PARTICLE}[ \t]+)*{_WORD}){{0,3}}"
+_ADDR = r"<[A-Za-z0-9._%+'-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}>"
+_LOWER_WORD = r"[^\W\d_][\w'’.-]*"
+DISPLAY_NAME = re.compile(
+    rf"(?<![\w'’.-])\"?(?P<cap>{_NAME})\"?[ \t]*(?={_ADDR})"
+    rf"|^[ \t]*(?:[-*•][ \t]+)?\"?(?P<low>{_LOWER_WORD}(?:[ \t]+{_LOWER_WORD}){{0,3}})\"?[ \t]*(?={_ADDR})",
+    re.M,
+)
+
+_YEARS = r"(?:(?:19|20)\d\d(?:[ \t]*[-–,/][ \t]*(?:(?:19|20)?\d\d))*[,.]?[ \t]*)+"
+# Cues after which a single word is a name (a title, a greeting, a self-introduction) ...
+PERSONAL_CUES = re.compile(
+    r"\b(?:Mr|Mrs|Ms|Miss|Mx|Dr|Prof|Sir|Dame|Herr|Frau)\b\.?[ \t]+"
+    r"|(?i:\bmy[ \t]+(?:full[ \t]+)?name[ \t]+is\b|\bname[ \t]*:|\b(?:dear|hi|hello)\b,?)[ \t]*",
+)
+# ... and cues after which a name needs two words: credits and notices name projects and companies too
+# (`Author: Explosion`, `Copyright 2020 Qhull`).
+CREDIT_CUES = re.compile(
+    r"(?i:\bthanks[ \t]+to|\bwritten[ \t]+by|\bcreated[ \t]+by|\bmaintained[ \t]+by"
+    r"|^[ \t]*(?:author|maintainer|contact|upstream-contact)s?[ \t]*:)[ \t]*"
+    rf"|(?i:\bcopyright\b)[ \t]*(?::[ \t]*)?(?:\((?i:c)\)|©)?[ \t]*{_YEARS}(?:by[ \t]+)?",
+    re.M,
+)
+# A field whose value lists people, continued on indented lines (deb822 / RFC 5322 folding, as in DEP-5
+# copyright files): every line of it is a holder list, after optional `(c)` and years.
+FIELD = re.compile(r"^(?i:copyright|upstream-contact|authors?|maintainers?|contributors?|uploaders?)[ \t]*:"
+                   r"(?P<body>.*(?:\n[ \t]+\S.*)*)", re.M)
+_LINE_LEAD = re.compile(rf"[ \t]*(?:\((?i:c)\)|©)?[ \t]*(?:{_YEARS})?(?:by[ \t]+)?")
+# An answer to a question or request for a name: the answer line starts with the name, after a speaker tag and
+# an acknowledgement ("What is your full name?" / "USR: Sure, Ann Lee.").
+ASKED = re.compile(
+    r"(?i:\bname\b)[^\n]*[?.][ \t]*\n(?:[A-Z]{2,5}[ \t]*:)?[ \t]*"
+    r"(?:(?i:sure|yes|yeah|ok|okay|of course|it is|it's|this is|i am|i'm|my (?:full )?name is)[ \t]*[,.!:]?[ \t]*)*"
+)
+# A list of people, one per line: three or more consecutive lines that each hold only a name of two to four
+# words, optionally bulleted and followed by what the person did (`* Ann Lee -- lexers`, `Ann Lee (gh: @annl)`).
+_LIST_NAME = rf"{_WORD}(?:[ \t]+(?:{_PARTICLE}[ \t]+)*{_WORD}){{1,3}}"
+_LIST_LINE = rf"[ \t]*(?:[-*•][ \t]+)?(?:{_LIST_NAME})(?:[ \t]*(?:--|—|:|\(|<)[^\n]*)?[ \t]*"
+NAME_LIST = re.compile(rf"^{_LIST_LINE}(?:\n{_LIST_LINE}){{2,}}$", re.M)
+_LIST_ENTRY = re.compile(rf"^[ \t]*(?:[-*•][ \t]+)?(?P<name>{_LIST_NAME})", re.M)
+_NAME_AT = re.compile(_NAME)
+_SEPARATOR = re.compile(r"[ \t]*(?:,[ \t]*(?:and[ \t]+)?|[ \t]+and[ \t]+|[ \t]*&[ \t]*)")
+ORGANISATION_WORDS = frozenset(
+    "Inc Inc. LLC Ltd Ltd. Limited Corp Corp. Corporation Company GmbH AG AB Foundation Association Society "
+    "Institute University College Team Authors Contributors Developers Project Community Group Labs Software "
+    "Systems Technologies Consortium Council The".split()
+)
+# What a name is written with: letters, apostrophes, dots, hyphens and spaces.
+_NAME_CHARS = re.compile(r"[^\W\d_](?:[^\W\d_]|['’. -])*")
+# A token to widen a PERSON entity over: a name word, or a piece glued to one by `-` or `'`.
+_NAME_TOKEN = re.compile(rf"^(?:{_WORD}|[-'’]|[^\W\d_]+)$")
+
+
+def _is_organisation(name: str) -> bool:
+    return any(w in ORGANISATION_WORDS for w in name.split())
+
+
+def cued_names(text: str) -> list[Span]:
+    """Rule 3: names after a cue, a list of them after a credit, a notice's years or in a field of people."""
+    # (position, fewest words, whether a list of names may follow): one name after a personal cue ("Mr Nigel
+    # Smith, DOB ..." goes on with something else), a list after a credit or in a field
+    starts = [(m.end(), 1, False) for cue in (PERSONAL_CUES, ASKED) for m in cue.finditer(text)]
+    starts += [(m.end(), 2, True) for m in CREDIT_CUES.finditer(text)]
+    for field in FIELD.finditer(text):
+        line_start = field.start("body")
+        for line in field.group("body").split("\n"):
+            starts.append((_LINE_LEAD.match(text, line_start).end(), 2, True))
+            line_start += len(line) + 1
+    out = []
+    for pos, min_words, is_list in starts:
+        while (m := _NAME_AT.match(text, pos)) is not None:
+            # "Hello, I ...": the pronoun is no name
+            if len(m.group().split()) >= min_words and m.group() != "I" and not _is_organisation(m.group()):
+                out.append(Span(m.start(), m.end(), "PERSON"))
+            sep = _SEPARATOR.match(text, m.end()) if is_list else None
+            if sep is None or sep.end() == m.end():
+                break
+            pos = sep.end()
+    return out
+
+
+def listed_names(text: str) -> list[Span]:
+    """Rule 4: the name on each line of a list of people."""
+    out = []
+    for block in NAME_LIST.finditer(text):
+        for m in _LIST_ENTRY.finditer(text, block.start(), block.end()):
+            if not _is_organisation(m.group("name")):
+                out.append(Span(m.start("name"), m.end("name"), "PERSON"))
+    return out
+
+
+def display_names(text: str) -> list[Span]:
+    """Rule 2: the display name of every `name <address>` (RFC 5322 name-addr)."""
+    if "<" not in text:
+        return []
+    out = []
+    for m in DISPLAY_NAME.finditer(text):
+        group = "cap" if m.group("cap") else "low"
+        if _is_organisation(m.group(group)):
+            continue
+        out.append(Span(m.start(group), m.end(group), "DISPLAY_NAME"))
+    return out
+
+
+class PersonNamePolicy(Policy):
+    """Rules 1–4 above on one spaCy pipeline (NER, tagger and attribute ruler: the tagger's PROPN widens NER's
+    PERSON spans)."""
+
+    name = "person_name"
+
+    def __init__(self, model: str = "en_core_web_sm"):
+        self.model = resolve_model(model)
+        patterns = (DISPLAY_NAME, PERSONAL_CUES, CREDIT_CUES, FIELD, ASKED, NAME_LIST)
+        self.version = version_hash(NAMES_CODE_VERSION, self.model, model_version(self.model),
+                                    *(p.pattern for p in patterns), sorted(ORGANISATION_WORDS))
+
+    def _entities(self, texts: Sequence[str]) -> list[list[Span]]:
+        nlp = load_spacy(self.model)
+        disable = _disabled(nlp, ["ner", "tagger", "attribute_ruler"], self.name)
+        out = []
+        for doc in nlp.pipe(texts, disable=disable, batch_size=BATCH_SIZE):
+            names: list[tuple[int, int]] = []
+            for ent in doc.ents:
+                if ent.label_ != "PERSON":
+                    continue
+                start, end = ent.start, ent.end
+                # NER runs across line breaks in lists and headers: a name ends at its line's end
+                end = next((i for i in range(start, end) if doc[i].is_space or "\n" in doc[i].text), end)
+                # a title is a cue, not part of the name (NER includes it in "Mr Brown")
+                while start < end and PERSONAL_CUES.fullmatch(doc[start].text + " "):
+                    start += 1
+                if end == start:
+                    continue
+                # widen over touching name-shaped tokens on the same line: "O" "'" "Neill", a PROPN surname
+                while start > 0 and self._joins(doc[start - 1], doc[start], left=True):
+                    start -= 1
+                while end < len(doc) and self._joins(doc[end - 1], doc[end], left=False):
+                    end += 1
+                names.append((start, end))
+            out.append(self._plausible(doc, names))
+        return out
+
+    @staticmethod
+    def _plausible(doc: "Doc", names: list[tuple[int, int]]) -> list[Span]:
+        """The entities written like names; a one-word entity only as a re-mention of a longer name's word (a
+        lone name after a title is a cued name)."""
+        shaped = [(a, b) for a, b in names if _NAME_CHARS.fullmatch(doc[a:b].text)]
+        long_words = {t.text for a, b in shaped if sum(t.is_alpha for t in doc[a:b]) > 1 for t in doc[a:b]}
+        return [
+            Span(doc[a].idx, doc[b - 1].idx + len(doc[b - 1].text), "PERSON")
+            for a, b in shaped
+            if sum(t.is_alpha for t in doc[a:b]) > 1 or doc[a:b].text in long_words
+        ]
+
+    @staticmethod
+    def _joins(a: "Token", b: "Token", left: bool) -> bool:
+        """Whether token `b` (right of `a`) or `a` (left of `b`, when `left`) belongs to the same name."""
+        outer = a if left else b
+        glued = a.idx + len(a.text) == b.idx  # no space between: d'Arcy, Hatfield-Dodds
+        if "\n" in a.whitespace_ or outer.is_space or not _NAME_TOKEN.match(outer.text):
+            return False
+        if PERSONAL_CUES.fullmatch(outer.text + " "):  # a title before a name is not part of it
+            return False
+        return glued or (outer.pos_ == "PROPN" and outer.text[:1].isupper())
+
+    def detect(self, texts: Sequence[str]) -> list[list[Span]]:
+        texts = list(texts)
+        if not texts:
+            return []
+        results = []
+        for text, entities in zip(texts, self._entities(texts)):
+            tags = _speaker_tags(text)
+            spans = [*entities, *display_names(text), *cued_names(text), *listed_names(text)]
+            results.append(normalise_spans(s for s in spans if not any(a <= s.start and s.end <= b for a, b in tags)))
+        return results
