@@ -11,7 +11,7 @@ Named policies:
   after `@` or a `user:` cue) ∪ `facility` (hospitals by their head noun) ∪ `person_name` (NER's PERSON widened,
   RFC 5322 display names, names after titles, credits and copyright years, name lists; `names.py`). It flags no
   proper noun, organisation, place or date as such: on real text no one here wrote (`sdp_core.data.realtext`)
-  that took token precision from 0.11–0.26 to 0.78–0.87 and the masked share of characters from 32–40 % to
+  that took token precision from 0.11–0.26 to 0.79–0.87 and the masked share of characters from 32–40 % to
   5–13 % (gold 3–11 %), while name recall rose to ≥ 0.996; on clinic notes precision 0.61 -> 0.99 at the same
   recall (`benchmarks/detect_real.py`, `docs/detection.md`);
 - `conservative`: π_c of Zhao et al. 2022 (CRT, §3.2 and A.4), high recall at the price of false positives; it
