@@ -20,7 +20,7 @@ from sdp_core.data.customersim import generate_customersim
 from sdp_core.data.loaders import load_records
 from sdp_core.data.prepare import prepare_data
 from sdp_core.data.records import Record, Span, Splits
-from sdp_core.detectors import Policy, detect_records, get_policy
+from sdp_core.detectors import Policy, detect_records, get_policy, masked_share
 from sdp_core.detectors.evaluation import evaluate
 from sdp_core.detectors.miss import drop_missed
 from sdp_core.errors import UserError
@@ -127,11 +127,12 @@ def prepare_trial_data(cfg: TrialConfig) -> PreparedData:
     policy = get_policy(cfg.detector.policy, cfg.detector)
     train_spans = _canary_adjusted(detect_records(splits.train, policy), splits.train, plan)
     train_spans = drop_missed(splits.train, train_spans, cfg.detector.miss_rate, cfg.data.seed)
-    eval_spans = {name: [list(r.spans) if r.spans is not None else None for r in recs]
-                  for name, recs in (("validation", splits.validation), ("test", splits.test))}
-    for name, recs in (("validation", splits.validation), ("test", splits.test)):
+    held_out = (("validation", splits.validation), ("test", splits.test))
+    policy_spans = {"train": train_spans, **{name: detect_records(recs, policy) for name, recs in held_out}}
+    eval_spans = {name: [list(r.spans) if r.spans is not None else None for r in recs] for name, recs in held_out}
+    for name, _ in held_out:
         if any(s is None for s in eval_spans[name]):  # unannotated data: the policy decides what is private
-            eval_spans[name] = detect_records(recs, policy)
+            eval_spans[name] = policy_spans[name]
     timings["detect"] = time.perf_counter() - t0
     log.info("%s: %d spans detected in %d of %d training records", policy.name, sum(map(len, train_spans)),
              sum(bool(s) for s in train_spans), len(splits.train))
@@ -167,21 +168,29 @@ def prepare_trial_data(cfg: TrialConfig) -> PreparedData:
     log.info("%d training records -> %d rows of %d tokens (%d split, up to %d windows each; %d tokens dropped)",
              windows.records, windows.rows, L, windows.records_split, windows.windows_per_record_max,
              windows.tokens_dropped)
-    detector = {**detector_summary(policy, splits.train, train_spans, data), "windows": windows.to_dict(),
+    detector = {**detector_summary(policy, splits, policy_spans, data), "windows": windows.to_dict(),
                 "data_seed": cfg.data.seed, "data_fingerprint": data_fingerprint(splits)}
     return PreparedData(data, plan, detector, timings)
 
 
-def detector_summary(policy, records: list[Record], spans: list[list[Span]], data: TrialData) -> dict:
+def detector_summary(policy: Policy, splits: Splits, policy_spans: dict[str, list[list[Span]]], data: TrialData
+                     ) -> dict:
     """Counts and rates only: records per split, secrets detected in train, redacted fraction (of the training rows'
-    tokens), and recall per label with 95 % intervals where gold exists."""
+    tokens), the share of each split's non-space characters the policy masks (what Redacted, JFT's phase 1 and CRT's
+    public set lose) beside the share gold spans cover, and recall per label with 95 % intervals where gold exists."""
+    records, spans = splits.train, policy_spans["train"]
+    rate = lambda r: {"value": r.value, "low": r.low, "high": r.high, "n": r.n}  # noqa: E731
+    parts = {name: getattr(splits, name) for name in ("train", "validation", "test")}
     summary = {"policy": policy.name, "policy_version": policy.version, "train_records": len(records),
-               "records": {name: len(getattr(data.records, name)) for name in ("train", "validation", "test")},
+               "records": {name: len(recs) for name, recs in parts.items()},
                "secrets_detected": sum(map(len, spans)), "records_with_secrets": sum(bool(s) for s in spans),
-               "redacted_token_fraction": float(data.train.sensitive.sum() / data.train.valid.sum())}
+               "redacted_token_fraction": float(data.train.sensitive.sum() / data.train.valid.sum()),
+               "masked_char_share": {name: rate(masked_share([r.text for r in recs], policy_spans[name]))
+                                     for name, recs in parts.items()},
+               "gold_char_share": {name: rate(masked_share([r.text for r in recs], [r.spans for r in recs]))
+                                   for name, recs in parts.items() if recs and all(r.spans is not None for r in recs)}}
     if all(r.spans is not None for r in records):
         ev = evaluate(records, spans)
-        rate = lambda r: {"value": r.value, "low": r.low, "high": r.high, "n": r.n}  # noqa: E731
         summary.update(recall=rate(ev.recall), missing_rate=rate(ev.missing_rate), precision=ev.precision,
                        recall_per_label={k: rate(v.tokens) for k, v in ev.per_label.items()})
     return summary

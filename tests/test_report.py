@@ -261,3 +261,23 @@ def test_an_empirical_estimate_is_labelled_and_never_the_formal_best_of_the_head
     assert set(frame.loc[sorted(estimates), "privacy.guarantee"]) == {"empirical estimate"}
     assert set(frame.loc[sorted(estimates), "privacy.formal_epsilon"]) == {41.0}
     assert frame.loc[best, "privacy.guarantee"] == "formal"
+
+
+def test_the_detector_table_shows_each_splits_masked_share_beside_the_gold_share():
+    """What redaction costs the redacted mechanisms, per split: the policy's masked share of characters next to the
+    share gold spans cover, counted here from the records themselves."""
+    from sdp_core.config import parse_model
+    from sdp_core.config.trial import TrialConfig
+    from sdp_core.preparation import prepare_trial_data
+    from tests.conftest import small_trial_dict
+
+    prepared = prepare_trial_data(parse_model(TrialConfig, small_trial_dict()))
+    for split in ("train", "validation", "test"):
+        records = getattr(prepared.data.records, split)
+        chars = sum(not c.isspace() for r in records for c in r.text)
+        gold = sum(not r.text[i].isspace() for r in records for i in {i for s in r.spans for i in range(s.start, s.end)})
+        assert prepared.detector["gold_char_share"][split]["value"] == pytest.approx(gold / chars)
+        masked = prepared.detector["masked_char_share"][split]["value"]
+        assert 0 < masked < 1
+    # the test policy (phone, order and tracking numbers) masks less than the gold spans (names, addresses, ...) cover
+    assert prepared.detector["masked_char_share"]["train"]["value"] < prepared.detector["gold_char_share"]["train"]["value"]

@@ -206,8 +206,11 @@ def render(a: Analysis, plots: list[Plot], cost: SweepCost, claims: list[ClaimRe
                                 "metrics. None of them can be on the front."))
     if detector.rows:
         sections.append(Section("detector", "Detector", _table(detector),
-                                "Share of training tokens the policy redacts; recall against gold spans with 95 % "
-                                "Wilson intervals where the data has them."))
+                                "Share of training tokens the policy redacts, and of each split's non-space "
+                                "characters it masks beside the share gold spans cover: what it masks beyond the "
+                                "gold share is text Redacted, JFT's phase 1 and CRT's public set lose to false "
+                                "positives. Recall against gold spans with 95 % Wilson intervals where the data has "
+                                "them."))
     notes = "".join(f"<li>{e(n)}</li>" for n in cost.notes)
     counted = ("<p>Trials counted, each with what it is charged:</p>" + _table(charges_table(a, cost.charges))
                if cost.charges else "")

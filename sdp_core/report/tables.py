@@ -425,9 +425,20 @@ def fmt_rate(d: Any) -> str:
     return DASH if None in values else "{:.3f} [{:.3f}, {:.3f}]".format(*values)
 
 
+SPLITS = ("train", "validation", "test")
+
+
+def _split_shares(shares: Any) -> str:
+    """`train / validation / test` shares of non-space characters, as percentages (a dash where one is missing)."""
+    shares = shares if isinstance(shares, dict) else {}
+    values = [number((shares.get(split) or {}).get("value")) for split in SPLITS]
+    return " / ".join(DASH if v is None else f"{100 * v:.1f} %" for v in values)
+
+
 def detector_table(a: Analysis) -> Table:
-    """Per detector policy: redacted token fraction, and token recall (overall, per gold label) with 95 % intervals
-    when the data has gold spans."""
+    """Per detector policy: redacted token fraction, the share of each split's characters it masks beside the share
+    gold spans cover (over-masking is what Redacted, JFT's phase 1 and CRT's public set lose for nothing), and token
+    recall (overall, per gold label) with 95 % intervals when the data has gold spans."""
     by_policy: dict[str, list[Trial]] = defaultdict(list)
     for t in a.sweep.trials:
         if t.detector:
@@ -437,11 +448,13 @@ def detector_table(a: Analysis) -> Table:
         d = trials[0].detector  # one dataset × policy: every trial of the policy shares these numbers
         fractions = [f for f in (number(t.detector.get("redacted_token_fraction")) for t in trials) if f is not None]
         rows.append([policy, str(len(trials)), fmt(sum(fractions) / len(fractions)) if fractions else DASH,
+                     _split_shares(d.get("masked_char_share")), _split_shares(d.get("gold_char_share")),
                      "all", fmt_rate(d.get("recall")), fmt_rate(d.get("missing_rate"))])
         per_label = d.get("recall_per_label")
         for label, rate in (per_label.items() if isinstance(per_label, dict) else ()):
-            rows.append(["", "", "", str(label), fmt_rate(rate), DASH])
-    return Table(["policy", "trials", "redacted token fraction", "label", "recall [95% CI]", "missing rate [95% CI]"],
+            rows.append(["", "", "", "", "", str(label), fmt_rate(rate), DASH])
+    return Table(["policy", "trials", "redacted token fraction", "masked characters (train / val / test)",
+                  "gold characters (train / val / test)", "label", "recall [95% CI]", "missing rate [95% CI]"],
                  rows, numeric={"trials", "redacted token fraction", "recall [95% CI]", "missing rate [95% CI]"})
 
 
