@@ -25,7 +25,7 @@ from tests.conftest import REPO, run_cli
 pytestmark = pytest.mark.slow
 
 SCALE = ["base.data.n_train=240", "base.data.n_validation=40", "base.data.n_test=40", "base.training.max_steps=3",
-         "base.training.batch_size=16", "base.tokenizer.vocab_size=600", "num_trials=4",
+         "base.training.batch_size=16", "base.tokenizer.vocab_size=600", "trials_per_mechanism=1",
          'base.data.canaries={format: "My ID is {dddddd}", count: 2, repeats: 5}']
 MIN_SECRET_CHARS = 4  # shorter gold spans ("Al", "12") occur as ordinary words and numbers
 
