@@ -113,3 +113,4 @@ def test_summary_names_the_evaluation_unit_and_the_per_mechanism_spread(tmp_path
            if t.mechanism == "dpsgd" and t.state == "finished"]
     assert f"median {statistics.median(ppl):.1f}" in summary
     assert "Mechanisms by their best val perplexity" in summary
+    assert "fixed number of trials, so the random-K random-search bound of Papernot & Steinke" in summary

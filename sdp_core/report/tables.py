@@ -358,9 +358,11 @@ def trial_charges(sweep: Sweep) -> dict[str, dict]:
     return {trial_id: charge for trial_id, charge in charges.items() if charge is not None}
 
 
-SEARCH_COLUMN = "ε of the search that chose it"
-SEARCH_BOUND = ("composition of every charged trial (a fixed number of trials: the random-K random-search bound of "
-                "Papernot & Steinke 2022 does not apply)")
+SEARCH_COLUMN = "ε of the search that chose it (composition)"
+SEARCH_BOUND = ("The ε of the search that chose a front trial composes every trial it compared, each charged its spent "
+                "steps (or its whole plan when stopped or failed), under the weakest of their notions: this sweep ran "
+                "a fixed number of trials, so the random-K random-search bound of Papernot & Steinke (2022), which "
+                "needs a random number of independently drawn trials, does not apply.")
 
 
 def search_bound(trials: list[Trial], charges: dict[str, dict]) -> str:
