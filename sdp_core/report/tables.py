@@ -131,11 +131,15 @@ def format_epsilon(privacy: dict | None) -> str:
 
 
 def sigma_text(events: Iterable[dict]) -> str:
-    """The calibrated noise multipliers of a trial's private events, per phase: `0.93` or `phase1 0.5 · phase2 0.93`."""
+    """The calibrated noise multipliers of a trial's private events: `0.93` when they are all one σ, else per phase
+    (its epochs together): `phase1 0.5 · phase2 0.93`."""
     by_phase: dict[str, list[float]] = defaultdict(list)
     for e in events:
         if e.get("steps", 0) > 0 and e.get("sample_rate", 0) > 0 and number(e.get("noise_multiplier")) is not None:
-            by_phase[str(e.get("phase", ""))].append(float(e["noise_multiplier"]))
+            by_phase[str(e.get("phase", "")).split("/epoch")[0]].append(float(e["noise_multiplier"]))
+    every = [sigma for sigmas in by_phase.values() for sigma in sigmas]
+    if every and math.isclose(min(every), max(every), rel_tol=1e-3):
+        by_phase = {"": every}
     parts = []
     for phase, sigmas in by_phase.items():
         lo, hi = min(sigmas), max(sigmas)
@@ -336,7 +340,8 @@ def _trial_table(a: Analysis, trials: list[Trial], first: list[str], first_cells
                "wall time"]
     rows = [[*first_cells(t), sigma_text(t.privacy.get("events", [])), format_epsilon(t.privacy),
              *([audit_text(t)] if audit else []), *(metric_text(t, m) for m in metrics),
-             *(fmt(t.metric(m)) for m in compute), fmt_seconds(wall_time(t))] for t in trials]
+             *(fmt(None if t.metric(m) is None else round(t.metric(m))) for m in compute),
+             fmt_seconds(wall_time(t))] for t in trials]
     return Table(columns, rows, numeric={"σ", *audit, *map(metric_label, (*metrics, *compute)), "wall time"})
 
 
