@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import pandas as pd
+from scipy.stats import mannwhitneyu
 
 from sdp_core.mechanisms import MECHANISMS
 from sdp_core.privacy.light_noise import ESTIMATE
@@ -222,12 +223,16 @@ def spread_text(values: list[float]) -> str:
             f"({len(values)} trials)")
 
 
+RANKING_ALPHA = 0.05
+"""Level of the one-sided rank test that puts one mechanism above the next (`ranking_note`)."""
+
+
 def ranking_note(a: Analysis) -> str:
     """The mechanisms by their best trial, saying which steps of the order are beyond their trials' spread.
 
-    Mechanism A ranks above B beyond noise when A's median trial is better than B's best: most of A's trials beat
-    anything B reached. A best trial alone is one draw of a random search, so an order of best trials whose
-    medians do not separate is within noise, and the note says so.
+    A best trial is one draw of a random search, so mechanism A ranks above the next one, B, only when A's trials
+    are better than B's by a one-sided exact Mann–Whitney U test at level `RANKING_ALPHA` (with 3 trials each:
+    every trial of A better than every trial of B). Otherwise the step is within noise, and the note says so.
     """
     sign = 1.0 if a.utility.mode == "min" else -1.0
     values = {m: v for m in a.sweep.config.mechanisms if (v := _utilities(a, m))}
@@ -236,13 +241,13 @@ def ranking_note(a: Analysis) -> str:
     order = sorted(values, key=lambda m: sign * values[m][0])
     steps = []
     for upper, lower in zip(order, order[1:]):
-        clear = len(values[upper]) > 1 and sign * statistics.median(values[upper]) < sign * values[lower][0]
-        steps.append(f"{mechanism_name(upper)} {'>' if clear else '≈'} {mechanism_name(lower)}")
-    within = [s for s in steps if "≈" in s]
-    verdict = ("every step is beyond the trials' spread" if not within else
-               "the ranking is within noise where marked ≈ (the better mechanism's median trial does not beat the "
-               "other's best)")
-    return (f"Mechanisms by their best {metric_label(a.utility.metric)}: {', '.join(steps)}; {verdict}.")
+        test = mannwhitneyu([sign * v for v in values[upper]], [sign * v for v in values[lower]],
+                            alternative="less", method="exact")
+        steps.append(f"{mechanism_name(upper)} {'>' if test.pvalue <= RANKING_ALPHA else '≈'} {mechanism_name(lower)}")
+    verdict = ("every step is beyond the trials' spread" if not any("≈" in s for s in steps) else
+               f"the ranking is within noise where marked ≈ (the better mechanism's trials do not beat the other's "
+               f"by a one-sided rank test at level {RANKING_ALPHA:g})")
+    return f"Mechanisms by their best {metric_label(a.utility.metric)}: {', '.join(steps)}; {verdict}."
 
 
 def _separated(trials: list[Trial], metric: str) -> bool:
