@@ -8,8 +8,6 @@ import re
 import statistics
 from pathlib import Path
 
-import pytest
-
 from sdp_core.config import parse_model
 from sdp_core.config.sweep import SweepConfig
 from sdp_core.privacy import events_from_dicts
