@@ -26,6 +26,7 @@ from sdp_core.data.canaries import CanaryPlan
 from sdp_core.errors import UserError
 from sdp_core.io import atomic_write_json
 from sdp_core.mechanisms import MechanismPlan, TrialData, get_plan
+from sdp_core.mechanisms.base import tokens_per_row
 from sdp_core.metrics import utility_metrics
 from sdp_core.models import build_model
 from sdp_core.models.checkpoint import save_model
@@ -242,8 +243,7 @@ def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool
     # Compute of the whole trial (every phase): optimizer steps, tokens trained on (expected for a Poisson batch),
     # wall time; then of the DP phases only: steps, expected per-record gradients (q·N a batch) and seconds.
     metrics["steps"] = sum(s.steps for s in phase_stats)
-    metrics["tokens"] = round(sum(s.records_seen * float(p.data.valid.sum()) / max(len(p.data), 1)
-                                  for s, p in zip(phase_stats, plan.phases)))
+    metrics["tokens"] = round(sum(s.records_seen * tokens_per_row(p) for s, p in zip(phase_stats, plan.phases)))
     metrics["wall_seconds"] = timings["total"]
     metrics["private_steps"] = sum(s.steps for s in phase_stats if s.private)
     metrics["private_records"] = round(sum(s.records_seen for s in phase_stats if s.private), 1)

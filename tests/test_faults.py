@@ -19,7 +19,6 @@ from benchmarks.proctree import descendants
 from sdp_core.config import parse_model
 from sdp_core.config.sweep import SweepConfig
 from sdp_core.errors import UserError
-from sdp_core.report import build_report
 from sdp_core.sweep.driver import MAX_RETRIES, GridSearch, run_sweep, write_row
 from sdp_core.sweep.store import SweepStore
 from tests.conftest import run_main, small_trial_dict

@@ -57,7 +57,9 @@ def test_an_arm_that_is_not_a_valid_trial_is_named_with_its_problem(tmp_path):
     import yaml
 
     path = tmp_path / "g.yaml"
-    path.write_text(yaml.safe_dump(grid_dict(experiments={"a": {"set": {"training.batch_size": 0}}})))
+    objectives = [{"metric": "val_perplexity", "mode": "min"}]  # the base measures no exposure
+    path.write_text(yaml.safe_dump(grid_dict(experiments={"a": {"set": {"training.batch_size": 0}}},
+                                             objectives=objectives)))
     result = run_main("validate", str(path))
     assert result.returncode == 2
     assert "experiments.a.set: training.batch_size: must be >= 1" in result.stderr

@@ -25,7 +25,7 @@ from tests.conftest import REPO, run_cli
 pytestmark = pytest.mark.slow
 
 SCALE = ["base.data.n_train=240", "base.data.n_validation=40", "base.data.n_test=40", "base.training.max_steps=3",
-         "base.training.batch_size=16", "base.tokenizer.vocab_size=600", "num_trials=4",
+         "base.training.batch_size=16", "base.tokenizer.vocab_size=600", "trials_per_mechanism=1",
          'base.data.canaries={format: "My ID is {dddddd}", count: 2, repeats: 5}']
 MIN_SECRET_CHARS = 4  # shorter gold spans ("Al", "12") occur as ordinary words and numbers
 
@@ -90,7 +90,7 @@ def test_no_gold_secret_or_canary_value_in_anything_a_run_writes(run_outputs):
     secrets = set().union(*(gold_secrets(cfg.base.data, s) for s in seeds | {0}))
     files = written_files(root / "logs", root / "sweep", root / "trial", ray_tmp)
     kinds = {p.suffix for p in files}
-    assert {".json", ".html", ".md", ".csv", ".parquet", ".yaml", ".pt", ".out", ".err"} <= kinds
+    assert {".json", ".html", ".md", ".csv", ".parquet", ".yaml", ".safetensors", ".out", ".err"} <= kinds
     assert any("ray" in str(p.relative_to(ray_tmp)) and p.suffix in (".out", ".err", ".log") for p in files
                if ray_tmp in p.parents)  # Ray's worker logs are in the scan
     assert len(secrets) > 100

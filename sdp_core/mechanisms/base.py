@@ -38,11 +38,15 @@ def public_phase(name: str, data: LMData, cfg: TrialConfig, epochs: int) -> Phas
     return Phase(name, data, private=False, epochs=epochs, batch_size=t.batch_size, max_steps=t.max_steps)
 
 
+def tokens_per_row(phase: Phase) -> float:
+    """The mean number of positions a loss reads in a row of `phase` (`LMData.valid`): its tokens trained on."""
+    return float(phase.data.valid.sum()) / max(len(phase.data), 1)
+
+
 def tokens_per_step(phase: Phase) -> float:
     """Tokens one step of `phase` trains on, in expectation: its batch (q·N for a private phase, B for a public
-    one, both min(B, N)) times the mean number of loss positions of its rows."""
-    rows = len(phase.data)
-    return min(phase.batch_size, rows) * float(phase.data.valid.sum()) / max(rows, 1)
+    one, both min(B, N)) times `tokens_per_row`."""
+    return min(phase.batch_size, len(phase.data)) * tokens_per_row(phase)
 
 
 def within_token_budget(phases: list[Phase], max_tokens: int | None) -> list[Phase]:

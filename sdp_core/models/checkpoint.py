@@ -12,11 +12,14 @@ records the project's model settings and data shape, so `load_model` rebuilds th
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from peft import PeftModel
 from torch import nn
 from transformers import GPT2LMHeadModel, PreTrainedTokenizerFast, RobertaForSequenceClassification
+from transformers.utils import logging as hf_logging
 
 from sdp_core.config import ModelConfig
 from sdp_core.errors import UserError
@@ -30,10 +33,31 @@ META, ADAPTER = "model.json", "adapter"
 HF_CLASSES = {"gpt2": GPT2LMHeadModel, "roberta": RobertaForSequenceClassification}
 
 
+@contextmanager
+def _no_progress_bars() -> Iterator[None]:
+    """transformers' own bar for writing weight shards stays out of a trial's output (which shows its own)."""
+    enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            hf_logging.enable_progress_bar()
+
+
 def save_model(directory: str | Path, model: nn.Module, tokenizer: PreTrainedTokenizerFast, cfg: ModelConfig,
                max_length: int) -> Path:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    with _no_progress_bars():
+        _save_weights(directory, model, cfg)
+    save_tokenizer(tokenizer, directory)
+    atomic_write_json(directory / META, {"model": cfg.model_dump(mode="json"), "vocab_size": len(tokenizer),
+                                         "max_length": max_length})
+    return directory
+
+
+def _save_weights(directory: Path, model: nn.Module, cfg: ModelConfig) -> None:
     if isinstance(model, LSTMLM):
         model.save_pretrained(directory)
     elif cfg.adapter is None:
@@ -44,10 +68,6 @@ def save_model(directory: str | Path, model: nn.Module, tokenizer: PreTrainedTok
         without_adapters(model.model, merge=cfg.adapter.merge).save_pretrained(directory)
         if not cfg.adapter.merge:
             model.model.save_pretrained(directory / ADAPTER)
-    save_tokenizer(tokenizer, directory)
-    atomic_write_json(directory / META, {"model": cfg.model_dump(mode="json"), "vocab_size": len(tokenizer),
-                                         "max_length": max_length})
-    return directory
 
 
 def load_model(directory: str | Path) -> tuple[nn.Module, PreTrainedTokenizerFast, dict]:

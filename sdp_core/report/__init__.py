@@ -21,6 +21,7 @@ from sdp_core.report.pareto import Analysis, analyse
 from sdp_core.report.plots import build_plots, write_pngs
 from sdp_core.report.statement import privacy_statement, sweep_cost
 from sdp_core.report.tables import (
+    SEARCH_BOUND,
     counts_line,
     front_note,
     frontier_table,
@@ -40,6 +41,7 @@ def summary_markdown(a: Analysis, claims: list[ClaimResult]) -> str:
                       *([claims_markdown(claims)] if claims else []),
                       "## Best model of each mechanism", "", mechanism_table(a).markdown(), "",
                       "## Pareto front", "", front_note(a) or frontier_table(a).markdown(), "",
+                      *([SEARCH_BOUND, ""] if a.front else []),
                       *([uncertainty_note(a), ""] if uncertainty_note(a) else [])])
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import pandas as pd
+from scipy.stats import mannwhitneyu
 
 from sdp_core.config.mechanism import MECHANISM_SETTINGS
 from sdp_core.privacy.light_noise import ESTIMATE
@@ -131,11 +132,15 @@ def format_epsilon(privacy: dict | None) -> str:
 
 
 def sigma_text(events: Iterable[dict]) -> str:
-    """The calibrated noise multipliers of a trial's private events, per phase: `0.93` or `phase1 0.5 · phase2 0.93`."""
+    """The calibrated noise multipliers of a trial's private events: `0.93` when they are all one σ, else per phase
+    (its epochs together): `phase1 0.5 · phase2 0.93`."""
     by_phase: dict[str, list[float]] = defaultdict(list)
     for e in events:
         if e.get("steps", 0) > 0 and e.get("sample_rate", 0) > 0 and number(e.get("noise_multiplier")) is not None:
-            by_phase[str(e.get("phase", ""))].append(float(e["noise_multiplier"]))
+            by_phase[str(e.get("phase", "")).split("/epoch")[0]].append(float(e["noise_multiplier"]))
+    every = [sigma for sigmas in by_phase.values() for sigma in sigmas]
+    if every and math.isclose(min(every), max(every), rel_tol=1e-3):
+        by_phase = {"": every}
     parts = []
     for phase, sigmas in by_phase.items():
         lo, hi = min(sigmas), max(sigmas)
@@ -218,12 +223,16 @@ def spread_text(values: list[float]) -> str:
             f"({len(values)} trials)")
 
 
+RANKING_ALPHA = 0.05
+"""Level of the one-sided rank test that puts one mechanism above the next (`ranking_note`)."""
+
+
 def ranking_note(a: Analysis) -> str:
     """The mechanisms by their best trial, saying which steps of the order are beyond their trials' spread.
 
-    Mechanism A ranks above B beyond noise when A's median trial is better than B's best: most of A's trials beat
-    anything B reached. A best trial alone is one draw of a random search, so an order of best trials whose
-    medians do not separate is within noise, and the note says so.
+    A best trial is one draw of a random search, so mechanism A ranks above the next one, B, only when A's trials
+    are better than B's by a one-sided exact Mann–Whitney U test at level `RANKING_ALPHA` (with 3 trials each:
+    every trial of A better than every trial of B). Otherwise the step is within noise, and the note says so.
     """
     sign = 1.0 if a.utility.mode == "min" else -1.0
     values = {m: v for m in a.sweep.config.mechanisms if (v := _utilities(a, m))}
@@ -232,13 +241,13 @@ def ranking_note(a: Analysis) -> str:
     order = sorted(values, key=lambda m: sign * values[m][0])
     steps = []
     for upper, lower in zip(order, order[1:]):
-        clear = len(values[upper]) > 1 and sign * statistics.median(values[upper]) < sign * values[lower][0]
-        steps.append(f"{mechanism_name(upper)} {'>' if clear else '≈'} {mechanism_name(lower)}")
-    within = [s for s in steps if "≈" in s]
-    verdict = ("every step is beyond the trials' spread" if not within else
-               "the ranking is within noise where marked ≈ (the better mechanism's median trial does not beat the "
-               "other's best)")
-    return (f"Mechanisms by their best {metric_label(a.utility.metric)}: {', '.join(steps)}; {verdict}.")
+        test = mannwhitneyu([sign * v for v in values[upper]], [sign * v for v in values[lower]],
+                            alternative="less", method="exact")
+        steps.append(f"{mechanism_name(upper)} {'>' if test.pvalue <= RANKING_ALPHA else '≈'} {mechanism_name(lower)}")
+    verdict = ("every step is beyond the trials' spread" if not any("≈" in s for s in steps) else
+               f"the ranking is within noise where marked ≈ (the better mechanism's trials do not beat the other's "
+               f"by a one-sided rank test at level {RANKING_ALPHA:g})")
+    return f"Mechanisms by their best {metric_label(a.utility.metric)}: {', '.join(steps)}; {verdict}."
 
 
 def _separated(trials: list[Trial], metric: str) -> bool:
@@ -336,7 +345,8 @@ def _trial_table(a: Analysis, trials: list[Trial], first: list[str], first_cells
                "wall time"]
     rows = [[*first_cells(t), sigma_text(t.privacy.get("events", [])), format_epsilon(t.privacy),
              *([audit_text(t)] if audit else []), *(metric_text(t, m) for m in metrics),
-             *(fmt(t.metric(m)) for m in compute), fmt_seconds(wall_time(t))] for t in trials]
+             *(fmt(None if t.metric(m) is None else round(t.metric(m))) for m in compute),
+             fmt_seconds(wall_time(t))] for t in trials]
     return Table(columns, rows, numeric={"σ", *audit, *map(metric_label, (*metrics, *compute)), "wall time"})
 
 
@@ -358,9 +368,11 @@ def trial_charges(sweep: Sweep) -> dict[str, dict]:
     return {trial_id: charge for trial_id, charge in charges.items() if charge is not None}
 
 
-SEARCH_COLUMN = "ε of the search that chose it"
-SEARCH_BOUND = ("composition of every charged trial (a fixed number of trials: the random-K random-search bound of "
-                "Papernot & Steinke 2022 does not apply)")
+SEARCH_COLUMN = "ε of the search that chose it (composition)"
+SEARCH_BOUND = ("The ε of the search that chose a front trial composes every trial it compared, each charged its spent "
+                "steps (or its whole plan when stopped or failed), under the weakest of their notions: this sweep ran "
+                "a fixed number of trials, so the random-K random-search bound of Papernot & Steinke (2022), which "
+                "needs a random number of independently drawn trials, does not apply.")
 
 
 def search_bound(trials: list[Trial], charges: dict[str, dict]) -> str:
