@@ -20,12 +20,14 @@ from conftest import REPO, run_main
 @pytest.mark.parametrize("sweep_file,params", [
     ("bf16_gpt2.yaml", {"mechanism.name": "dpsgd", "training.learning_rate": 2e-3}),
     ("lora_gpt2.yaml", {"mechanism.name": "jft", "model.adapter.rank": 4, "training.learning_rate": 5e-3}),
+    ("lora_gpt2.yaml", {"mechanism.name": "crt", "model.adapter.rank": 4, "training.learning_rate": 5e-3}),
+    ("lora_gpt2.yaml", {"mechanism.name": "atdp", "model.adapter.rank": 4, "training.learning_rate": 5e-3}),
 ])
 def test_sweep_file_trial_runs_end_to_end_and_its_model_loads(sweep_file, params, tmp_path):
     sweep = load_sweep_config(REPO / "sweeps" / sweep_file)
     cfg = parse_model(TrialConfig, trial_config_dict(sweep, params, 0))
     result = run_trial(cfg, tmp_path)
-    assert result.state == "finished" and result.metrics["private_steps"] == 3
+    assert result.state == "finished" and result.metrics["private_steps"] >= 3
     assert result.privacy["epsilon"] <= cfg.privacy.target_epsilon
     saved = json.loads((tmp_path / "result.json").read_text())["config"]
     assert saved["training"]["precision"] == cfg.training.precision and saved["model"] == cfg.model.model_dump(mode="json")
