@@ -19,10 +19,10 @@ def _chats(path: Path, n: int) -> Path:
 def test_quickstart_on_200_records_fails_before_ray_with_the_canary_arithmetic(tmp_path):
     data, out = _chats(tmp_path / "chats.jsonl", 200), tmp_path / "out"
     r = run_main("run", str(REPO / "sweeps" / "quickstart.yaml"), "--data", str(data), "--out", str(out))
-    # 200 records, 10 % each held out for validation and test: 160 train; 20 canaries x 10 repeats need 200.
+    # 200 records, 10 % each held out for validation and test: 160 train; 1000 canaries x 1 repeat need 1000.
     assert r.returncode == 2 and not out.exists() and r.stdout == ""
     assert r.stderr.splitlines() == [
-        f"error: {REPO}/sweeps/quickstart.yaml: data.canaries: 20 canaries x 10 repeats need 200 training records; "
+        f"error: {REPO}/sweeps/quickstart.yaml: data.canaries: 1000 canaries x 1 repeats need 1000 training records; "
         "the data has 160 (of 200 records, validation and test each 10% held out): lower data.canaries.count or repeats, or "
         "use more data"]
 
@@ -46,7 +46,7 @@ def test_validate_does_the_generated_data_arithmetic_and_mechanism_needs(tmp_pat
     (tmp_path / "small.yaml").write_text(sweep.replace("search_space: quickstart.yaml",
                                                        f"search_space: {REPO / 'search_spaces' / 'quickstart.yaml'}"))
     r = run_main("validate", str(tmp_path / "small.yaml"))
-    assert r.returncode == 2 and "need 200 training records; the data has 150 (data.n_train)" in r.stderr
+    assert r.returncode == 2 and "need 1000 training records; the data has 150 (data.n_train)" in r.stderr
     lstm = sweep.replace("mechanisms: [dpsgd, jft, crt, atdp]", "mechanisms: [sdpsgd]")
     lstm = lstm.replace("n_train: 150", "n_train: 1000")
     (tmp_path / "lstm.yaml").write_text(lstm.replace(
