@@ -4,6 +4,8 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# pytest-xdist processes running test files side by side (logical: one per CPU this process may use)
+TEST_WORKERS ?= logical
 
 .PHONY: quickstart test bench findings clean
 
@@ -21,7 +23,7 @@ findings: $(STAMP)
 	$(BIN)/sdp-sweep run sweeps/findings.yaml --out reports/findings --overwrite
 
 test: $(STAMP)
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile tests
 
 bench: $(STAMP)
 	for b in benchmarks/*.py; do $(BIN)/python -m benchmarks.$$(basename $$b .py) || exit 1; done

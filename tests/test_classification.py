@@ -19,7 +19,7 @@ from sdp_core.text.redaction import redact
 from sdp_core.train.loop import DPStep, Phase, StepContext
 from sdp_core.preparation import prepare_trial_data
 from sdp_core.trial import run_trial
-from tests.conftest import run_cli
+from tests.conftest import run_main
 
 VOCAB, T = 300, 16
 
@@ -167,7 +167,7 @@ def test_classifier_with_a_language_model_setting_is_a_one_line_config_error(sec
 
 
 def test_cli_rejects_roberta_with_crt_in_one_line():
-    proc = run_cli("trial", "--set", "model.arch=roberta", "--set", "mechanism.name=crt",
+    proc = run_main("trial", "--set", "model.arch=roberta", "--set", "mechanism.name=crt",
                    "--set", "data.source=synthetic_classification")
     assert proc.returncode == 2 and "mechanism crt is for language models" in proc.stderr
     assert proc.stderr.count("\n") == 1

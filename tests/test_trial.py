@@ -13,7 +13,7 @@ from sdp_core.config.trial import TrialConfig
 from sdp_core.privacy import assert_no_bare_epsilon, epsilon_from_ledger
 from sdp_core.preparation import data_key, prepare_trial_data
 from sdp_core.trial import run_trial
-from tests.conftest import run_cli, small_trial_dict
+from tests.conftest import run_main, small_trial_dict
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +115,7 @@ def test_tokenizer_vocabulary_holds_no_gold_secret():
     (["--set", "training.bogus=1"], "training.bogus: unknown key"),
 ])
 def test_bad_trial_config_is_one_line_exit_2(args, problem):
-    proc = run_cli("trial", *args)
+    proc = run_main("trial", *args)
     assert proc.returncode == 2 and problem in proc.stderr and proc.stderr.count("\n") == 1
 
 
@@ -123,21 +123,19 @@ def test_bad_trial_config_is_one_line_exit_2(args, problem):
 def test_bad_trial_data_is_one_line_exit_2(tmp_path, content):
     data = tmp_path / "data.jsonl"
     data.write_bytes(content)
-    proc = run_cli("trial", "--data", str(data), "--out", str(tmp_path / "out"))
+    proc = run_main("trial", "--data", str(data), "--out", str(tmp_path / "out"))
     assert proc.returncode == 2 and str(data) in proc.stderr and proc.stderr.count("\n") == 1
     assert not (tmp_path / "out").exists()
 
 
 def test_unreachable_epsilon_target_fails_loudly(tmp_path):
-    proc = run_cli("trial", "--set", "privacy.target_epsilon=1e-4", "--set", "data.n_train=200",
+    proc = run_main("trial", "--set", "privacy.target_epsilon=1e-4", "--set", "data.n_train=200",
                    "--set", "detector.policy=phone", "--out", str(tmp_path / "out"))
     assert proc.returncode == 2 and "unreachable" in proc.stderr
     assert not (tmp_path / "out").exists()
 
 
 def test_delta_at_or_above_one_over_n_warns(tmp_path):
-    from tests.conftest import run_main
-
     proc = run_main("trial", "--set", "data.n_train=100", "--set", "privacy.delta=0.02", "--set", "detector.policy=phone",
                     "--set", "training.max_steps=1", "--set", "evaluation.exposure=false",
                     "--set", "evaluation.mia=false", "--set", "tokenizer.vocab_size=600", "--out", str(tmp_path / "o"))
