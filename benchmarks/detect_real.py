@@ -16,16 +16,16 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import time
 from pathlib import Path
 
 from faker import Faker
 
+from benchmarks.detect_general import measure
 from sdp_core.data.clinic import generate_clinic
 from sdp_core.data.customersim import generate_customersim
 from sdp_core.data.realtext import SOURCES, build_realtext
 from sdp_core.data.records import Record, Span
-from sdp_core.detectors import Evaluation, Rate, evaluate, get_policy, load_spacy
+from sdp_core.detectors import Rate, load_spacy
 
 PREVIOUS_GENERAL = "identifier,general_entity,proper_nouns"
 # Records per source in the frozen test sample: AUTHORS pieces are long lists, so fewer of them.
@@ -104,14 +104,6 @@ def write_fixture(path: Path, seed: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
     print(f"wrote {len(rows)} records to {path}")
-
-
-def measure(records: list[Record], policy_name: str) -> tuple[Evaluation, float]:
-    """The evaluation of one cold detection pass (no cache), and its records per second."""
-    policy = get_policy(policy_name)
-    start = time.perf_counter()
-    detected = policy.detect([r.text for r in records])
-    return evaluate(records, detected), len(records) / (time.perf_counter() - start)
 
 
 def main() -> None:
