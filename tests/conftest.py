@@ -93,3 +93,11 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: int = 600, env: dict[s
     """Run `sdp-sweep ARGS` as a user would, in a subprocess (with `env` added to this process's environment)."""
     return subprocess.run([sys.executable, "-m", "sdp_core.cli", *args], capture_output=True, text=True,
                           cwd=cwd or REPO, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files with `slow` tests (Ray clusters, sweeps, Ray Train) run first: side by side (pytest-xdist, one file per
+    process at a time), the long files start early and the short ones fill in around them, instead of a long file
+    running alone at the end."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: the order inside each group is kept
