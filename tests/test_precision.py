@@ -20,7 +20,7 @@ from sdp_core.privacy import PrivacyLedger
 from sdp_core.tensors import LMData
 from sdp_core.train.loop import DPStep, Phase, PublicStep, StepContext, make_optimizer, train_phase
 from sdp_core.train.precision import FP32, Precision, clip_factors, resolve_precision
-from test_train_clipping import MODELS, VOCAB, _lm_data
+from test_train_clipping import MODELS, VOCAB, _lm_data, packed_private_slot
 
 SUM_TOLERANCE = {"bf16": 2e-2, "fp16": 5e-3}
 CONTRIBUTION_TOLERANCE = {"hooks": 1e-5, "bk": 1e-5, "ghost": 1e-2}
@@ -151,16 +151,7 @@ def test_selective_dpsgd_private_slot_in_bf16_matches_fp32(mode):
     from sdp_core.mechanisms import sdpsgd as S
     from sdp_core.models.lstm import LSTMLM
 
-    data = _lm_data(4, 12)
-    data = LMData(data.input_ids, data.weights, torch.rand(4, 12, generator=torch.Generator().manual_seed(2)) < 0.3,
-                  data.record_index)
-    table = S.segment_table(data)
-    rows = torch.arange(4)
-    start, end = table.bounds[rows, 1, 0], table.bounds[rows, 1, 1]
-    order = torch.argsort(end - start, descending=True, stable=True)
-    seg = S.gather_segments(data, rows[order], start[order], end[order])
-    g = torch.Generator().manual_seed(1)
-    state = (torch.randn(1, 4, 16, generator=g), torch.randn(1, 4, 16, generator=g))
+    data, table, seg, state = packed_private_slot()
     results = []
     for precision in (FP32, _precision("bf16")):
         torch.manual_seed(0)

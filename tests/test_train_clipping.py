@@ -98,8 +98,8 @@ def test_bk_empty_batch_is_the_same_noise_only_step():
     assert all(torch.equal(a, b) for a, b in zip(*results))
 
 
-def test_selective_private_slot_with_bk_equals_hooks():
-    """S-DPSGD's packed private slot from a carried state: rows of different lengths, cells called per time step."""
+def packed_private_slot():
+    """(data, its segment table, the first private segment of 4 rows packed longest first, a carried (h, c) state)."""
     data = _lm_data(4, 12)
     data = LMData(data.input_ids, data.weights, torch.rand(4, 12, generator=torch.Generator().manual_seed(2)) < 0.3,
                   data.record_index)
@@ -108,9 +108,14 @@ def test_selective_private_slot_with_bk_equals_hooks():
     start, end = table.bounds[rows, 1, 0], table.bounds[rows, 1, 1]
     order = torch.argsort(end - start, descending=True, stable=True)
     seg = S.gather_segments(data, rows[order], start[order], end[order])
-    assert len(set(seg.lengths.tolist())) > 1  # packed: later time steps hold fewer rows
     g = torch.Generator().manual_seed(1)
-    state = (torch.randn(1, 4, 16, generator=g), torch.randn(1, 4, 16, generator=g))
+    return data, table, seg, (torch.randn(1, 4, 16, generator=g), torch.randn(1, 4, 16, generator=g))
+
+
+def test_selective_private_slot_with_bk_equals_hooks():
+    """S-DPSGD's packed private slot from a carried state: rows of different lengths, cells called per time step."""
+    data, table, seg, state = packed_private_slot()
+    assert len(set(seg.lengths.tolist())) > 1  # packed: later time steps hold fewer rows
     results = []
     for mode in ("hooks", "bk"):
         torch.manual_seed(0)
