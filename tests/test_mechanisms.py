@@ -18,6 +18,7 @@ from sdp_core.mechanisms import PLANS
 from sdp_core.mechanisms.atdp import rise_reset_multipliers
 from sdp_core.mechanisms.crt import line_units
 from sdp_core.mechanisms.jft import LightNoiseLedger
+from sdp_core.privacy.relations import qualifiers
 from sdp_core.tensors import per_record_loss
 from sdp_core.text.dedup import duplicate_spans
 from sdp_core.text.redaction import MASK
@@ -210,6 +211,8 @@ def test_jft_light_noise_is_an_estimate_beside_its_formal_bound(trial_data):
     reference = pld.PLDAccountant(relation, value_discretization_interval=1e-3).compose(event).get_epsilon(1e-5)
     assert formal["epsilon"] == pytest.approx(reference, rel=1e-6)
     assert formal["epsilon"] > report["epsilon"]
+    # a console line's ε names the estimate and the formal bound beside it, never the estimate alone
+    assert qualifiers(report).endswith(f"; empirical estimate, formal bound ε={reference:.3g}")
     saved = LightNoiseLedger.from_dict(plan.ledger.to_dict())  # a saved ledger keeps the tag and the real rates
     assert saved.report() == plan.ledger.report()
 
