@@ -167,3 +167,39 @@ def test_selective_dpsgd_private_slot_in_bf16_matches_fp32(mode):
     reference, low = results
     assert (low - reference).norm() <= SUM_TOLERANCE["bf16"] * reference.norm()
     assert not torch.equal(low, reference)
+
+
+def _cancelling_pieces(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """One record of one ghost layer (T·(d_in + d_out) < d_in·d_out) whose position terms g_t a_tᵀ nearly cancel in
+    pairs: ‖G‖ is about a hundredth of Σ_t ‖a_t‖‖g_t‖, so rounding c·a_t moves the sum by far more than ‖c·G‖."""
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(1, 4, 64, generator=gen).repeat_interleave(2, dim=1)
+    a[:, 1::2] += 1e-2 * torch.randn(1, 4, 64, generator=gen)
+    g = torch.randn(1, 4, 64, generator=gen).repeat_interleave(2, dim=1)
+    g[:, 1::2] *= -1
+    return a.to(dtype), g.to(dtype)
+
+
+def test_rounding_allowance_keeps_a_cancelling_record_within_c():
+    """bk under bf16 rounds c·a_t to bf16 for a ghost layer's clipped sum; with the allowance of
+    `rounding_allowance` the contribution stays ≤ C (checked in float64 against G formed from the same pieces),
+    without it the same record exceeds C several times over."""
+    from sdp_core.train.clipping import rounding_allowance, weight_gradients
+
+    a, g = _cancelling_pieces(torch.bfloat16)
+    grads = weight_gradients(a, g, transposed=False)
+    exact = torch.einsum("bto,bti->oi", g.double(), a.double())
+    torch.testing.assert_close(grads.squared_norms.double().sqrt(), exact.norm().reshape(1), rtol=1e-3, atol=0)
+    clip = 0.3 * exact.norm().item()  # a clipped record (c = 0.3 without the allowance: not a power of 2, which bf16 scales exactly)
+    for allowance, within in ((True, True), (False, False)):
+        norms = grads.squared_norms.sqrt()
+        c = clip_factors(rounding_allowance(norms, grads.rounding[None]) if allowance else norms, clip)
+        contribution = grads.clipped_sum(c).double().norm().item()
+        assert (contribution <= clip * (1 + 1e-5)) is within, (allowance, contribution / clip)
+
+
+def test_an_fp32_cpu_step_has_no_rounding_allowance():
+    from sdp_core.train.clipping import weight_gradients
+
+    a, g = _cancelling_pieces(torch.float32)
+    assert weight_gradients(a, g, transposed=False).rounding.tolist() == [0.0]

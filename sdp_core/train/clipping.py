@@ -23,6 +23,8 @@ with the same noise draws, in the same parameter order, as `DPOptimizer` in `hoo
 Under mixed precision (`precision`) the pieces (activations, output gradients, Opacus' per-sample gradients or
 norms) are bf16/fp16; every mode forms the norms, clipping factors (`clip_factors`: weight 0 for a non-finite norm)
 and clipped sum in fp32 from them, and divides fp16's loss scale out in fp32 before anything is compared with C.
+`bk` reads bf16 pieces as bf16 matmul operands with fp32 accumulation and output (`fp32_product`: the GPU's tensor
+cores); the one operand it rounds, c_i·a_i of a ghost layer's clipped sum, is covered by `rounding_allowance`.
 """
 
 from __future__ import annotations
@@ -153,21 +155,48 @@ class OpacusGhost(OpacusModule):
 # ------------------------------------------------------------------------------------- book-keeping
 
 
+def fp32_product(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """x @ y (batched or not) accumulated and returned in fp32. A bf16/fp16 pair runs on the GPU's 16-bit tensor
+    cores (`out_dtype`); the product of two such numbers is exact in fp32, so only the fp32 accumulation rounds, as
+    in an fp32 matmul. Elsewhere (a CPU has no such kernel) the operands are upcast first, which is exact too."""
+    if x.is_cuda and x.dtype in (torch.bfloat16, torch.float16) and y.dtype == x.dtype:
+        return (torch.bmm if x.dim() == 3 else torch.mm)(x, y, out_dtype=torch.float32)
+    return x.float() @ y.float()
+
+
+def operand_roundoff(x: torch.Tensor) -> float:
+    """u such that a matmul reads an fp32 value v, computed in place of x, as v·(1 + δ) with |δ| ≤ u per entry
+    (Higham 2002, "Accuracy and stability of numerical algorithms", §2.2). bf16 operands: u = 2⁻⁸. fp32 operands
+    on a GPU with TF32 matmuls: TF32's 2⁻¹¹ for v and again for the piece the norm was formed from, 2⁻⁹ with room.
+    Plain fp32: 0 here (the rounding every fp32 step has, in every mode)."""
+    if x.dtype == torch.bfloat16:
+        return 2.0**-8
+    if x.is_cuda and torch.backends.cuda.matmul.allow_tf32:
+        return 2.0**-9
+    return 0.0
+
+
 @dataclass(frozen=True)
 class ParameterGradients:
     """One layer's share of a parameter's per-record gradients G_i, held in whichever form is cheapest: their
     squared norms, the clipped sum Σ_i c_i·G_i formed on demand from the same tensors, and G_i materialised
-    ([B, *parameter shape]; only for a parameter several layers share, such as a tied embedding and LM head)."""
+    ([B, *parameter shape]; only for a parameter several layers share, such as a tied embedding and LM head).
+    `rounding` bounds, per record, how far the clipped sum's contribution can be from c_i·G_i, per unit of c_i,
+    where the sum rounds an operand the norm did not (`rounding_allowance`); 0 where norm and sum read the same."""
 
     squared_norms: torch.Tensor  # [B]
     clipped_sum: Callable[[torch.Tensor], torch.Tensor]  # c [B] -> Σ_i c_i·G_i
     per_record: Callable[[], torch.Tensor]
+    rounding: torch.Tensor  # [B]
 
 
 def instantiated(per_record: torch.Tensor) -> ParameterGradients:
-    """G_i materialised, [B, ...]: biases, LayerNorm, and weights whose G_i are no larger than their a and g."""
-    return ParameterGradients(torch.linalg.vector_norm(per_record.flatten(1), dim=1).square(),
-                              lambda c: scaled_rows(per_record, c).sum(0), lambda: per_record)
+    """G_i materialised in fp32, [B, ...]: biases, LayerNorm, and weights whose G_i are no larger than their a and g.
+    Norm and clipped sum read the same numbers, so the contribution is c_i·G_i up to fp32 rounding."""
+    per_record = per_record.float()
+    norms = torch.linalg.vector_norm(per_record.flatten(1), dim=1).square()
+    return ParameterGradients(norms, lambda c: scaled_rows(per_record, c).sum(0), lambda: per_record,
+                              torch.zeros_like(norms))
 
 
 def shared(layers: list[ParameterGradients]) -> ParameterGradients:
@@ -176,10 +205,24 @@ def shared(layers: list[ParameterGradients]) -> ParameterGradients:
     return instantiated(sum(layer.per_record() for layer in layers))
 
 
-def ghost_norms(a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+def ghost_norms(a: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """‖Σ_t g_it a_itᵀ‖² = Σ_{t,s} (a_it·a_is)(g_it·g_is) for a [B, T, d_in], g [B, T, d_out], without forming the
-    d_out × d_in sums (Li et al. 2022's ghost clipping): B·T²·(d_in + d_out) multiply-adds."""
-    return (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(g, g.transpose(1, 2))).sum((1, 2))
+    d_out × d_in sums (Li et al. 2022's ghost clipping): B·T²·(d_in + d_out) multiply-adds, in fp32 from 16-bit
+    operands. Also Σ_t ‖a_it‖·‖g_it‖, from the Gram matrices' diagonals, for `rounding_allowance`."""
+    a_gram, g_gram = fp32_product(a, a.transpose(1, 2)), fp32_product(g, g.transpose(1, 2))
+    diagonal = (a_gram.diagonal(dim1=1, dim2=2) * g_gram.diagonal(dim1=1, dim2=2)).sqrt().sum(1)
+    return (a_gram * g_gram).sum((1, 2)), diagonal
+
+
+def rounding_allowance(norms: torch.Tensor, rounding: torch.Tensor) -> torch.Tensor:
+    """What the clipping factors are computed from: ‖G_i‖ + ‖(R_il)_l‖, over layers l, with R_il = u·Σ_t ‖a_it‖·‖g_it‖.
+
+    A ghost layer's clipped sum multiplies c_i·a_it (or c_i·g_it), rounded to its operand format, rather than the
+    a_it the norm read: entry by entry (1 + δ) with |δ| ≤ u (`operand_roundoff`), so its contribution differs from
+    c_i·G_il by at most c_i·u·Σ_t ‖g_it‖‖δ ⊙ a_it‖ ≤ c_i·R_il, and by the triangle inequality the record's whole
+    contribution has norm ≤ c_i·(‖G_i‖ + ‖R_i‖) ≤ C (up to fp32 accumulation, as in every mode). Without this a
+    record whose per-position terms cancel could exceed C by up to u·R_i/‖G_i‖ of it. fp32 on a CPU: R = 0."""
+    return norms + torch.linalg.vector_norm(rounding, dim=0)
 
 
 def weight_gradients(a: torch.Tensor, g: torch.Tensor, transposed: bool) -> ParameterGradients:
@@ -195,24 +238,26 @@ def weight_gradients(a: torch.Tensor, g: torch.Tensor, transposed: bool) -> Para
     positions, d_in, d_out = a.shape[1], a.shape[2], g.shape[2]
 
     def per_record() -> torch.Tensor:
-        return torch.bmm(a.transpose(1, 2), g) if transposed else torch.bmm(g.transpose(1, 2), a)
+        return fp32_product(a.transpose(1, 2), g) if transposed else fp32_product(g.transpose(1, 2), a)
 
     if d_in * d_out <= positions * (d_in + d_out):
         return instantiated(per_record())
 
     def clipped_sum(c: torch.Tensor) -> torch.Tensor:
-        x, y = (scaled_rows(a, c), g) if d_in <= d_out else (a, scaled_rows(g, c))
+        # c in fp32, the product rounded once to the operand format (`rounding_allowance`)
+        x, y = (scaled_rows(a, c).to(a.dtype), g) if d_in <= d_out else (a, scaled_rows(g, c).to(g.dtype))
         x, y = x.reshape(-1, d_in), y.reshape(-1, d_out)
-        return x.T @ y if transposed else y.T @ x
+        return fp32_product(x.T, y) if transposed else fp32_product(y.T, x)
 
-    return ParameterGradients(ghost_norms(a, g), clipped_sum, per_record)
+    norms, diagonal = ghost_norms(a, g)
+    return ParameterGradients(norms, clipped_sum, per_record, operand_roundoff(a) * diagonal)
 
 
 def affine(module: nn.Module, a: torch.Tensor, g: torch.Tensor, transposed: bool) -> dict[str, ParameterGradients]:
     """y = a·Wᵀ + b (or a·W + b): the weight's gradients and, with a bias, its G_i = Σ_t g_it."""
     out = {"weight": weight_gradients(a, g, transposed)}
     if module.bias is not None:
-        out["bias"] = instantiated(g.sum(1))
+        out["bias"] = instantiated(g.sum(1, dtype=torch.float32))
     return out
 
 
@@ -231,21 +276,22 @@ def embedding(module: nn.Embedding, ids: torch.Tensor, g: torch.Tensor) -> dict[
     if module.padding_idx is not None:
         g = g * (ids != module.padding_idx).unsqueeze(-1)
     same = ids.unsqueeze(2) == ids.unsqueeze(1)
-    norms = (torch.bmm(g, g.transpose(1, 2)) * same).sum((1, 2))
+    norms = (fp32_product(g, g.transpose(1, 2)) * same).sum((1, 2))
 
     def clipped_sum(c: torch.Tensor) -> torch.Tensor:
-        rows = scaled_rows(g, c).flatten(0, 1)
-        return torch.zeros_like(module.weight).index_add_(0, ids.flatten(), rows)
+        rows = scaled_rows(g.float(), c).flatten(0, 1)
+        return torch.zeros_like(module.weight, dtype=torch.float32).index_add_(0, ids.flatten(), rows)
 
     def per_record() -> torch.Tensor:
-        rows = torch.zeros((len(ids), *module.weight.shape), dtype=g.dtype, device=g.device)
-        return rows.scatter_add_(1, ids.unsqueeze(-1).expand_as(g), g)
+        rows = torch.zeros((len(ids), *module.weight.shape), dtype=torch.float32, device=g.device)
+        return rows.scatter_add_(1, ids.unsqueeze(-1).expand_as(g), g.float())
 
-    return {"weight": ParameterGradients(norms, clipped_sum, per_record)}
+    return {"weight": ParameterGradients(norms, clipped_sum, per_record, torch.zeros_like(norms))}
 
 
 def layer_norm(module: nn.LayerNorm, a: torch.Tensor, g: torch.Tensor) -> dict[str, ParameterGradients]:
     """y = x̂ ⊙ w + b: G_i = Σ_t g_it ⊙ x̂_it for w, Σ_t g_it for b, instantiated ([B, d] each)."""
+    a, g = a.float(), g.float()
     x_hat = nn.functional.layer_norm(a, module.normalized_shape, eps=module.eps)
     per_record = {"weight": (g * x_hat).sum(1), "bias": g.sum(1)}
     return {name: instantiated(per_record[name]) for name, _ in module.named_parameters(recurse=False)}
@@ -293,6 +339,15 @@ def stacked(parts: list[torch.Tensor], batch: int) -> torch.Tensor:
     return torch.cat([torch.cat([x, x.new_zeros((batch - len(x), *x.shape[1:]))]) for x in parts], dim=1)
 
 
+def operands(a: torch.Tensor, g: torch.Tensor, loss_scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """A layer's kept input and output gradient as its norms' and sums' matmuls read them: a bf16 pair (or token
+    ids and a bf16 g) as it is, since bf16 has fp32's range (scaling by c_i underflows no sooner than in fp32);
+    anything else in fp32, with fp16's loss scale divided out."""
+    if g.dtype == torch.bfloat16 and a.dtype in (torch.bfloat16, torch.long, torch.int):
+        return a, g
+    return (a.float() if a.is_floating_point() else a), unscaled(g, loss_scale)
+
+
 class BookKeeping:
     """Book-keeping clipping (Bu et al. 2023) with per-layer mixed ghost norms (Bu et al. 2022); see the module
     docstring. Forward hooks keep each trainable layer's input and the autograd edge of its output; `backward`
@@ -330,7 +385,8 @@ class BookKeeping:
             per_param = {p: share[0] if len(share) == 1 else shared(share) for p, share in shares.items()}
             del shares  # a shared parameter's per-layer tensors
             norms = torch.stack([grads_of.squared_norms for grads_of in per_param.values()]).sum(0).sqrt()
-            clip = clip_factors(norms, self.max_grad_norm)
+            rounding = torch.stack([grads_of.rounding for grads_of in per_param.values()])
+            clip = clip_factors(rounding_allowance(norms, rounding), self.max_grad_norm)
             for p in optimizer.params:
                 grads_of = per_param.pop(p, None)
                 p.grad = torch.zeros_like(p) if grads_of is None else grads_of.clipped_sum(clip).view_as(p).to(p.dtype)
@@ -342,10 +398,7 @@ class BookKeeping:
         kept = [(a, g) for a, g in ((a, grads.popleft()) for a, _ in calls) if g is not None]
         if not kept:
             return []
-        a, g = (stacked([pair[i] for pair in kept], batch) for i in (0, 1))
-        # The pieces were kept in the forward's precision; the norms and sums are fp32, free of the loss scale.
-        a = a.float() if a.is_floating_point() else a
-        g = unscaled(g, self.loss_scale)
+        a, g = operands(*(stacked([pair[i] for pair in kept], batch) for i in (0, 1)), self.loss_scale)
         return [(module.get_parameter(name), grads_of) for name, grads_of in self.layers[module](module, a, g).items()
                 if module.get_parameter(name).requires_grad]
 
