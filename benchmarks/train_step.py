@@ -14,10 +14,12 @@ Usage: python -m benchmarks.train_step --precision fp32,bf16 --shape gpt2-tiny,g
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing as mp
 import resource
 import statistics
 import time
+from pathlib import Path
 from queue import Empty
 
 SHAPES = {  # preset: (batch, length, vocab)
@@ -26,15 +28,18 @@ SHAPES = {  # preset: (batch, length, vocab)
     "gpt2-medium": (16, 512, 50257),
     "gpt2-large": (8, 512, 50257),
 }
-# name: (private, grad_sample_mode, LoRA, the variant its ratios are to)
+# name: (private, grad_sample_mode, LoRA, torch.compile, the variant its ratios are to)
 VARIANTS = {
-    "non-private": (False, "bk", False, "non-private"),
-    "DP hooks": (True, "hooks", False, "non-private"),
-    "DP ghost": (True, "ghost", False, "non-private"),
-    "DP bk": (True, "bk", False, "non-private"),
-    "LoRA non-private": (False, "bk", True, "non-private"),
-    "LoRA DP bk": (True, "bk", True, "LoRA non-private"),
+    "non-private": (False, "bk", False, False, "non-private"),
+    "DP hooks": (True, "hooks", False, False, "non-private"),
+    "DP ghost": (True, "ghost", False, False, "non-private"),
+    "DP bk": (True, "bk", False, False, "non-private"),
+    "LoRA non-private": (False, "bk", True, False, "non-private"),
+    "LoRA DP bk": (True, "bk", True, False, "LoRA non-private"),
+    "non-private compiled": (False, "bk", False, True, "non-private"),
+    "DP bk compiled": (True, "bk", False, True, "non-private"),
 }
+DEFAULT_VARIANTS = [name for name, variant in VARIANTS.items() if not variant[3]]  # compiling takes minutes
 LORA_RANK = 8
 
 
@@ -48,7 +53,7 @@ def measure(variant: str, precision: str, preset: str, batch: int, length: int, 
     from sdp_core.train.loop import Phase, StepContext, make_optimizer
     from sdp_core.train.precision import resolve_precision, use_tf32
 
-    private, mode, lora, _ = VARIANTS[variant]
+    private, mode, lora, compiled, _ = VARIANTS[variant]
     torch.manual_seed(0)
     gpu = torch.cuda.is_available()
     device = torch.device("cuda" if gpu else "cpu")
@@ -60,6 +65,8 @@ def measure(variant: str, precision: str, preset: str, batch: int, length: int, 
     data = LMData(ids, weights, torch.zeros(n, length, dtype=torch.bool), torch.arange(n))
     adapter = {"rank": LORA_RANK} if lora else None
     model = build_model(ModelConfig(arch="gpt2", preset=preset, adapter=adapter), vocab, length).to(device)
+    if compiled:
+        model.compile()  # in place: bk's hooks on the layers stay where they are registered
     optimizer = make_optimizer(model, "adamw", 1e-3, 0.0)
 
     def peak_mb() -> float:
@@ -117,12 +124,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--precision", default="fp32,bf16", help="comma-separated: fp32, bf16, fp16")
     parser.add_argument("--shape", default="gpt2-tiny", help=f"comma-separated: {', '.join(SHAPES)}")
-    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset of the rows")
+    parser.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
+                        help=f"comma-separated, of: {', '.join(VARIANTS)}")
     parser.add_argument("--batch", type=int, help="override every shape's batch size")
     parser.add_argument("--length", type=int, help="override every shape's sequence length")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     parser.add_argument("--rounds", type=int, default=1, help="round-robin repeats; each variant keeps its fastest")
+    parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args()
     variants = args.variants.split(",")
     results: dict[tuple[str, str, str], dict] = {}
@@ -151,7 +160,7 @@ def main() -> None:
         table.add_column(col, justify="right")
     for (shape, precision, variant), r in results.items():
         shape_cells = [shape, f"{r['batch']} x {r['length']}", precision, variant]
-        reference = results.get((shape, precision, VARIANTS[variant][3]), {})
+        reference = results.get((shape, precision, VARIANTS[variant][4]), {})
         if "error" in r:
             table.add_row(*shape_cells, r["error"], *[""] * 5)
             continue
@@ -159,6 +168,9 @@ def main() -> None:
         table.add_row(*shape_cells, f"{r['step_s']:.3f}", ratio("step_s"), f"{r['peak_mb']:.0f}", ratio("peak_mb"),
                       f"{r['step_extra_mb']:.0f}", ratio("step_extra_mb"))
     Console(width=220).print(table)
+    if args.json:
+        rows = [{"shape": k[0], "precision": k[1], "variant": k[2], **r} for k, r in results.items()]
+        Path(args.json).write_text(json.dumps({"device": device, "steps": args.steps, "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":
