@@ -41,11 +41,13 @@ log = logging.getLogger(__name__)
 
 
 def versions() -> dict:
+    """What a trial ran on: package versions and the training device (a step time means little without it)."""
     import opacus
     import transformers
 
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
     return {"sdp_sweep": __version__, "torch": torch.__version__, "opacus": opacus.__version__,
-            "transformers": transformers.__version__, "python": platform.python_version()}
+            "transformers": transformers.__version__, "python": platform.python_version(), "device": device}
 
 
 def seed_everything(seed: int) -> None:

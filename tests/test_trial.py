@@ -40,6 +40,7 @@ def test_result_has_metrics_timings_versions_and_a_reloadable_model(dpsgd_result
     result, out = dpsgd_result
     assert math.isfinite(result.metrics["val_perplexity"]) and result.metrics["val_private_perplexity"]
     assert {"torch", "opacus", "sdp_sweep"} <= set(result.versions)
+    assert result.versions["device"] == (torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu")
     assert result.timings["total"] > 0
     model, tok, meta = load_model(out / "model")
     assert meta["vocab_size"] == len(tok)
