@@ -19,6 +19,7 @@ from sdp_core.report.tables import (
     AUDIT_COLUMN,
     SEARCH_COLUMN,
     frontier_table,
+    holm_passes,
     mechanism_table,
     ranking_note,
     separation_note,
@@ -54,6 +55,43 @@ def test_ranking_is_beyond_noise_only_when_a_rank_test_separates_the_trials():
     noisy = _analysis([_trial(f"a{i}", "dpsgd", p) for i, p in enumerate((10, 11, 21))]
                       + [_trial(f"b{i}", "jft", p) for i, p in enumerate((20, 21, 22))], ["dpsgd", "jft"])
     assert "DP-SGD ≈ JFT" in ranking_note(noisy) and "within noise" in ranking_note(noisy)
+
+
+def _holm_adjusted(pvalues: list[float]) -> list[float]:
+    """Holm's adjusted p-values (Wright 1992): p̃_(i) = max over j ≤ i of min(1, (m − j)·p_(j)), 0-based."""
+    order = sorted(range(len(pvalues)), key=pvalues.__getitem__)
+    adjusted, running = [0.0] * len(pvalues), 0.0
+    for j, k in enumerate(order):
+        running = max(running, min(1.0, (len(pvalues) - j) * pvalues[k]))
+        adjusted[k] = running
+    return adjusted
+
+
+def test_holm_passes_what_its_adjusted_p_values_reject():
+    import random
+
+    rng = random.Random(0)
+    for _ in range(500):
+        pvalues = [rng.choice([rng.random() * 0.1, rng.random()]) for _ in range(rng.randint(1, 6))]
+        assert holm_passes(pvalues, 0.05) == [p <= 0.05 for p in _holm_adjusted(pvalues)]
+    assert holm_passes([0.01, 0.04, 0.03], 0.05) == [True, False, False]  # 0.01 ≤ 0.05/3, then 0.03 > 0.05/2
+
+
+def _separated_mechanisms(trials_each: int) -> list[Trial]:
+    """Four mechanisms whose every trial beats every trial of the next: as separated as their trials allow."""
+    return [_trial(f"{m}{i}", m, 10 * rank + i) for rank, m in enumerate(("jft", "dpsgd", "atdp", "crt"))
+            for i in range(trials_each)]
+
+
+def test_ranking_of_several_mechanisms_is_corrected_for_its_several_steps():
+    """Three steps at family-wise level 0.05: 3 trials each (smallest p 1/20) cannot pass Holm's first level 0.05/3,
+    and the note says more trials are needed; 4 each (smallest p 1/70) can, and every step passes."""
+    mechanisms = ["jft", "dpsgd", "atdp", "crt"]
+    few = ranking_note(_analysis(_separated_mechanisms(3), mechanisms))
+    assert "JFT ≈ DP-SGD, DP-SGD ≈ ATDP, ATDP ≈ CRT" in few and "Holm-corrected over 3 steps" in few
+    assert "no step can pass" in few
+    enough = ranking_note(_analysis(_separated_mechanisms(4), mechanisms))
+    assert "JFT > DP-SGD, DP-SGD > ATDP, ATDP > CRT" in enough and "beyond the trials' spread" in enough
 
 
 def test_mechanism_table_shows_best_median_and_worst_over_its_trials():

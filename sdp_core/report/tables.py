@@ -224,29 +224,52 @@ def spread_text(values: list[float]) -> str:
 
 
 RANKING_ALPHA = 0.05
-"""Level of the one-sided rank test that puts one mechanism above the next (`ranking_note`)."""
+"""Family-wise level of the one-sided rank tests that put one mechanism above the next (`ranking_note`)."""
+
+
+def holm_passes(pvalues: list[float], alpha: float) -> list[bool]:
+    """Holm's step-down procedure (Holm 1979, "A simple sequentially rejective multiple test procedure"): the
+    hypotheses rejected with family-wise error ≤ alpha. The i-th smallest p-value (0-based) is compared with
+    alpha / (m − i) for m hypotheses, and the first that fails stops the procedure."""
+    passes = [False] * len(pvalues)
+    for i, k in enumerate(sorted(range(len(pvalues)), key=pvalues.__getitem__)):
+        if pvalues[k] > alpha / (len(pvalues) - i):
+            break
+        passes[k] = True
+    return passes
 
 
 def ranking_note(a: Analysis) -> str:
     """The mechanisms by their best trial, saying which steps of the order are beyond their trials' spread.
 
     A best trial is one draw of a random search, so mechanism A ranks above the next one, B, only when A's trials
-    are better than B's by a one-sided exact Mann–Whitney U test at level `RANKING_ALPHA` (with 3 trials each:
-    every trial of A better than every trial of B). Otherwise the step is within noise, and the note says so.
+    are better than B's by a one-sided exact Mann–Whitney U test, the k − 1 steps of k mechanisms corrected together
+    by Holm's procedure at family-wise level `RANKING_ALPHA`. Otherwise the step is within noise, and the note says
+    so, and also when the trials are too few for any step to pass (an exact test of n against n trials cannot go
+    below 1/C(2n, n): 0.05 for 3 trials each, under Holm's first level with three or more steps).
     """
     sign = 1.0 if a.utility.mode == "min" else -1.0
     values = {m: v for m in a.sweep.config.mechanisms if (v := _utilities(a, m))}
     if len(values) < 2:
         return ""
     order = sorted(values, key=lambda m: sign * values[m][0])
-    steps = []
-    for upper, lower in zip(order, order[1:]):
-        test = mannwhitneyu([sign * v for v in values[upper]], [sign * v for v in values[lower]],
-                            alternative="less", method="exact")
-        steps.append(f"{mechanism_name(upper)} {'>' if test.pvalue <= RANKING_ALPHA else '≈'} {mechanism_name(lower)}")
-    verdict = ("every step is beyond the trials' spread" if not any("≈" in s for s in steps) else
-               f"the ranking is within noise where marked ≈ (the better mechanism's trials do not beat the other's "
-               f"by a one-sided rank test at level {RANKING_ALPHA:g})")
+    pairs = list(zip(order, order[1:]))
+    pvalues = [mannwhitneyu([sign * v for v in values[upper]], [sign * v for v in values[lower]],
+                            alternative="less", method="exact").pvalue for upper, lower in pairs]
+    passes = holm_passes(pvalues, RANKING_ALPHA)
+    steps = [f"{mechanism_name(upper)} {'>' if ok else '≈'} {mechanism_name(lower)}"
+             for (upper, lower), ok in zip(pairs, passes)]
+    smallest = [1 / math.comb(len(values[u]) + len(values[w]), len(values[u])) for u, w in pairs]
+    if all(passes):
+        verdict = "every step is beyond the trials' spread"
+    else:
+        verdict = (f"the ranking is within noise where marked ≈ (the better mechanism's trials do not beat the "
+                   f"other's by one-sided rank tests at family-wise level {RANKING_ALPHA:g}, Holm-corrected over "
+                   f"{len(pairs)} steps)")
+        if min(smallest) > RANKING_ALPHA / len(pairs):
+            verdict += (f"; with these trials per mechanism no step can pass (the smallest attainable p-value, "
+                        f"{min(smallest):.3g}, is above {RANKING_ALPHA:g}/{len(pairs)}): more trials per mechanism "
+                        f"can separate them")
     return f"Mechanisms by their best {metric_label(a.utility.metric)}: {', '.join(steps)}; {verdict}."
 
 
