@@ -64,7 +64,8 @@ def measure(variant: str, precision: str, preset: str, batch: int, length: int, 
     weights[:, 0] = 0
     data = LMData(ids, weights, torch.zeros(n, length, dtype=torch.bool), torch.arange(n))
     adapter = {"rank": LORA_RANK} if lora else None
-    model = build_model(ModelConfig(arch="gpt2", preset=preset, adapter=adapter), vocab, length).to(device)
+    with device:  # initialised where it trains: a 774 M-parameter model built on the host takes most of a run
+        model = build_model(ModelConfig(arch="gpt2", preset=preset, adapter=adapter), vocab, length)
     if compiled:
         model.compile()  # in place: bk's hooks on the layers stay where they are registered
     optimizer = make_optimizer(model, "adamw", 1e-3, 0.0)
