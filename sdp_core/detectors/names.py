@@ -45,7 +45,7 @@ from sdp_core.detectors.spacy_tiers import (
 if TYPE_CHECKING:
     from spacy.tokens import Doc, Token
 
-NAMES_CODE_VERSION = "1"  # bump when the rules below change
+NAMES_CODE_VERSION = "2"  # bump when the rules below change
 
 _CAP = r"[A-ZÀ-ÖØ-Þ]"
 _PARTICLE = r"(?:van|von|der|den|de|del|della|di|da|du|la|le|bin|ibn|al|el|ten|ter|zu|y)"
@@ -180,9 +180,12 @@ class PersonNamePolicy(Policy):
                 start, end = ent.start, ent.end
                 # NER runs across line breaks in lists and headers: a name ends at its line's end
                 end = next((i for i in range(start, end) if doc[i].is_space or "\n" in doc[i].text), end)
-                # a title is a cue, not part of the name (NER includes it in "Mr Brown")
-                while start < end and PERSONAL_CUES.fullmatch(doc[start].text + " "):
+                # a title is a cue, not part of the name (NER includes it in "Mr Brown"); nor is punctuation
+                # NER takes in at either end ("Ticket from Ann Lee:")
+                while start < end and (PERSONAL_CUES.fullmatch(doc[start].text + " ") or doc[start].is_punct):
                     start += 1
+                while end > start and doc[end - 1].is_punct:
+                    end -= 1
                 if end == start:
                     continue
                 # widen over touching name-shaped tokens on the same line: "O" "'" "Neill", a PROPN surname
