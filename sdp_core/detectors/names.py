@@ -267,8 +267,8 @@ class PersonNamePolicy(Policy):
     @staticmethod
     def _role_name(doc: "Doc", start: int, end: int, min_words: int) -> bool:
         """Whether the capitalised words at [start, end) after a role cue read as a person's name: enough words,
-        none that starts or makes up a department, company or time, no acronym (`IT`, `HR`), every word a proper
-        noun to the tagger, and not a modifier of a noun after it ("from Red Hat engineers")."""
+        none that starts or makes up a department, company, product or time, no acronym (`IT`, `HR`), every word a
+        proper noun to the tagger, and not a modifier of a noun after it ("from Red Hat engineers")."""
         words = doc.text[start:end].split()
         if len(words) < min_words or _is_organisation(" ".join(words)):
             return False
@@ -277,9 +277,10 @@ class PersonNamePolicy(Policy):
         span = doc.char_span(start, end, alignment_mode="expand")
         if span is None or any(t.text[:1].isupper() and t.is_alpha and t.pos_ != "PROPN" for t in span):
             return False
-        after = doc[span.end] if span.end < len(doc) else None
-        return after is None or "\n" in span[-1].whitespace_ or after.pos_ not in ("NOUN", "PROPN") or (
-            after.lower_ in _TIME_NOUNS)
+        if span.end == len(doc) or "\n" in span[-1].whitespace_:
+            return True
+        after = doc[span.end]
+        return after.pos_ not in ("NOUN", "PROPN") or after.lower_ in _TIME_NOUNS
 
     @staticmethod
     def _plausible(doc: "Doc", names: list[tuple[int, int]]) -> list[Span]:
