@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from benchmarks.detect_real import generate_accounts
 from sdp_core.config import DataConfig, DetectorConfig, default_policy
 from sdp_core.config.loading import load_trial_config
 from sdp_core.config.trial import TrialConfig
@@ -157,6 +158,52 @@ def test_general_finds_what_the_text_says(text, secret):
 def test_general_leaves_dates_versions_products_and_organisations(text):
     found = general_found(text)
     assert all("@" in f for f in found), found  # at most the address itself
+
+
+def person_names(text: str) -> list[str]:
+    [spans] = get_policy("person_name").detect([text])
+    return [text[s.start : s.end] for s in spans if s.label == "PERSON"]
+
+
+@pytest.mark.parametrize(("text", "names"), [
+    # where bank, HR and help-desk text puts people; the small NER model labels most of these ORG, GPE or DATE
+    ("Ticket from Crystal Frank: login is locked after 3 attempts.", ["Crystal Frank"]),
+    ("Payroll update for Krystal Farley (user: kfarley): new card from May.", ["Krystal Farley"]),
+    ("Refund of $120.00 approved by Amber Padilla.", ["Amber Padilla"]),
+    ("Message from Daniel Day: please call back.", ["Daniel Day"]),
+    ("Call from Hayden Mclean regarding the declined card.", ["Hayden Mclean"]),
+    ("Submitted by Drew Johnston on 2024-03-01.", ["Drew Johnston"]),
+    ("Access was approved by Priya Natarajan and Li Wei today.", ["Priya Natarajan", "Li Wei"]),
+    ("Incident escalated to Maria Gonzalez in Payroll.", ["Maria Gonzalez"]),
+    ("cc: Jane Doe, Help Desk", ["Jane Doe"]),
+    ("Employee: Sarah O'Connor\nDepartment: Finance", ["Sarah O'Connor"]),
+    ("Assigned to: Oluwaseun Adeyemi", ["Oluwaseun Adeyemi"]),
+    ("Thanks for your patience.\n\nKind regards,\nSiobhan Kelly", ["Siobhan Kelly"]),
+    # departments, companies, products and times stand in the same places
+    ("Ticket from Customer Service: login is locked.", []),
+    ("Invoice sent to Accounts Payable on Friday.", []),
+    ("The form must be approved by Friday.", []),
+    ("Leave approved by Human Resources.", []),
+    ("Ticket assigned to IT Support.", []),
+    ("Message from Red Hat engineers about the patch.", []),
+    ("Request from New York office.", []),
+    ("Refund approved by the Finance Team.", []),
+    ("Email from Google Cloud about billing.", []),
+    ("Email from All Staff Mailing List.", []),
+    ("Regards,\nThe Payroll Team", []),
+])
+def test_names_where_business_text_puts_people(text, names):
+    assert person_names(text) == names
+
+
+def test_general_policy_on_help_desk_notes():
+    """Every name, username and card of the generated bank / HR notes, most of the names without a PERSON label."""
+    records = generate_accounts(200, seed=5)
+    ev = evaluate(records, get_policy("general").detect([r.text for r in records]))
+    assert set(ev.per_label) == {"name", "username", "card"}
+    for label, lr in ev.per_label.items():
+        assert lr.secrets.value >= 0.99, (label, lr.secrets)
+    assert ev.precision >= 0.9, ev.precision
 
 
 def test_general_policy_on_clinic_notes(notes):

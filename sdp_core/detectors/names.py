@@ -16,14 +16,24 @@ noun instead masks product, package and place names as secrets (a quarter of rea
    `Uploaders:`, continued on indented lines as in deb822 and DEP-5 copyright files). Credits and notices name
    projects and companies too, hence two words;
 4. the name on each line of a list of people: three or more consecutive lines that each hold a name of two to
-   four words and nothing else but a bullet and what the person did (`* Ann Lee -- lexers`), as in AUTHORS files.
+   four words and nothing else but a bullet and what the person did (`* Ann Lee -- lexers`), as in AUTHORS files;
+5. names in the places business text (bank, HR, help desk) puts people: after "approved by", "submitted by" and
+   other acts a person signs, "ticket / message / call from", "update / request / refund for", "assigned /
+   escalated / sent to", "cc:", "on behalf of", fields such as `Employee:`, `Customer:`, `Assignee:`, and on the
+   line after a sign-off ("Regards,"). Departments, companies and products stand there too, and the small NER
+   model labels most names there ORG (it calls "Ticket from Crystal Frank:" a work of art), so the words must read
+   as a name: two to four capitalised words (one after a sign-off), each a proper noun to the tagger, none an
+   acronym (`IT`, `HR`) or a word of a department, company, product or time (`Customer Service`, `Accounts
+   Payable`, `Google Cloud`, `Friday`), and not a modifier of a noun after it ("from Red Hat engineers"). A
+   two-word product or company name that holds no such word ("Ticket from Red Hat.") is still taken for a name.
 
-NER's PERSON entities are cut at their line's end, lose a leading title, and must be written like a name (no
-digit, URL or markup); a one-word entity counts only as a re-mention of a word of a longer name in the same text
-(alone, the small model's PERSON is as often a product or a licence term: `Licensee`, `Qhull`).
+NER's PERSON entities are cut at their line's end, lose a leading title and punctuation at either end, and must
+be written like a name (no digit, URL or markup); a one-word entity counts only as a re-mention of a word of a
+longer name in the same text (alone, the small model's PERSON is as often a product or a licence term:
+`Licensee`, `Qhull`).
 A cued name is one to four capitalised words (name particles such as `van`, `de` allowed inside); a cued run that
 holds an organisation word (`Inc`, `LLC`, `Foundation`, `Team`, `Authors`, ...) is an organisation and left alone,
-as are the years and `(c)` of a notice. Labels: `PERSON` (rules 1, 3, 4), `DISPLAY_NAME` (rule 2).
+as are the years and `(c)` of a notice. Labels: `PERSON` (rules 1, 3, 4, 5), `DISPLAY_NAME` (rule 2).
 """
 
 from __future__ import annotations
@@ -45,7 +55,7 @@ from sdp_core.detectors.spacy_tiers import (
 if TYPE_CHECKING:
     from spacy.tokens import Doc, Token
 
-NAMES_CODE_VERSION = "1"  # bump when the rules below change
+NAMES_CODE_VERSION = "3"  # bump when the rules below change
 
 _CAP = r"[A-ZÀ-ÖØ-Þ]"
 _PARTICLE = r"(?:van|von|der|den|de|del|della|di|da|du|la|le|bin|ibn|al|el|ten|ter|zu|y)"
@@ -99,6 +109,46 @@ ORGANISATION_WORDS = frozenset(
     "Institute University College Team Authors Contributors Developers Project Community Group Labs Software "
     "Systems Technologies Consortium Council The".split()
 )
+# Cues of business text (bank, HR, help desk) after which a person usually follows, though a department, a
+# company or a product may too ("Ticket from Ann Lee:", "approved by Ann Lee", "update for Ann Lee (user: ...)",
+# "escalated to Ann Lee", "cc: Ann Lee", "Employee: Ann Lee"): what follows counts only when it looks like a name
+# (see `PersonNamePolicy._role_name`). The small NER model often labels such a name ORG, GPE or even DATE.
+ROLE_CUES = re.compile(
+    r"(?i:\b(?:approved|authori[sz]ed|submitted|requested|reviewed|signed|reported|raised|opened|closed|logged"
+    r"|filed|assigned|handled|processed|verified|checked|confirmed|initiated|escalated|prepared|issued|resolved"
+    r"|rejected|declined|cancell?ed|referred|entered|updated|completed|countersigned|witnessed|copyrighted"
+    r"|sent|received|managed|owned|supervised|interviewed)[ \t]+by"
+    r"|\b(?:ticket|message|e-?mail|mail|note|call|request|letter|reply|response|complaint|feedback|query|enquiry"
+    r"|inquiry|voicemail|chat)s?[ \t]+from"
+    r"|\b(?:received|heard)[ \t]+from"
+    r"|\b(?:update|request|refund|payment|payroll|payslip|claim|reimbursement|timesheet|leave|onboarding"
+    r"|offboarding|appraisal|contract|ticket|case|invoice|expenses|application)s?[ \t]+for"
+    r"|\b(?:assigned|reassigned|escalated|forwarded|transferred|sent|delegated|routed|addressed|paid|issued"
+    r"|refunded|handed[ \t]+over)[ \t]+to"
+    r"|\bon[ \t]+behalf[ \t]+of|\b(?:attn|attention|b?cc)[ \t]*:"
+    r"|\b(?:employee|customer|client|requester|requestor|assignee|owner|agent|account[ \t]+holder|card[ \t]*holder"
+    r"|beneficiary|payee|manager|approver|reporter|applicant|caller|recipient|sender|from|to)[ \t]*:)"
+    r"[ \t]*"
+)
+# A sign-off: the name on the line after it may be a first name alone ("Regards,\nAnn").
+SIGN_OFF = re.compile(
+    r"(?i:\b(?:regards|thanks|thank[ \t]+you|cheers|sincerely|best(?:[ \t]+wishes)?)[ \t]*,[ \t]*\n)[ \t]*"
+)
+# Words that start or make up a department, a company, a product or a time rather than a person ("from Customer
+# Service", "to Accounts Payable", "from Google Cloud", "by Friday Noon", "to All Staff").
+NOT_A_NAME_WORDS = frozenset(
+    "Service Services Support Desk Helpdesk Department Dept Office Team Payable Receivable Resources Operations "
+    "Finance Financial Payroll Accounts Accounting Account Bank Banking Committee Board Center Centre Security "
+    "Management Manager Sales Marketing Legal Compliance Admin Administration Administrator Relations Customer "
+    "Customers Client Clients Staff Unit Division Branch Agent Agents Bot System Portal App Server Card "
+    "Holdings Partners Solutions Enterprises Industries Cloud Code Studio Web Online Mobile Platform Network Networks "
+    "Monday Tuesday Wednesday Thursday Friday Saturday Sunday Today Tomorrow Yesterday Morning Afternoon Evening "
+    "The This That These Those Our Your My His Her Their All Any Each Every Some No Not New San Los Las".split()
+)
+
+# Nouns that may follow a name without it modifying them ("approved by Ann Lee today").
+_TIME_NOUNS = frozenset("today tonight tomorrow yesterday morning afternoon evening night week".split())
+
 # What a name is written with: letters, apostrophes, dots, hyphens and spaces.
 _NAME_CHARS = re.compile(r"[^\W\d_](?:[^\W\d_]|['’. -])*")
 # A token to widen a PERSON entity over: a name word, or a piece glued to one by `-` or `'`.
@@ -164,15 +214,17 @@ class PersonNamePolicy(Policy):
 
     def __init__(self, model: str = "en_core_web_sm"):
         self.model = resolve_model(model)
-        patterns = (DISPLAY_NAME, PERSONAL_CUES, CREDIT_CUES, FIELD, ASKED, NAME_LIST)
+        patterns = (DISPLAY_NAME, PERSONAL_CUES, CREDIT_CUES, FIELD, ASKED, NAME_LIST, ROLE_CUES, SIGN_OFF)
         self.version = version_hash(NAMES_CODE_VERSION, self.model, model_version(self.model),
-                                    *(p.pattern for p in patterns), sorted(ORGANISATION_WORDS))
+                                    *(p.pattern for p in patterns), sorted(ORGANISATION_WORDS),
+                                    sorted(NOT_A_NAME_WORDS), sorted(_TIME_NOUNS))
 
-    def _entities(self, texts: Sequence[str]) -> list[list[Span]]:
+    def _spacy_names(self, texts: Sequence[str]) -> list[list[Span]]:
+        """Rules 1 and 5, which read the model's entities and tags."""
         nlp = load_spacy(self.model)
         disable = _disabled(nlp, ["ner", "tagger", "attribute_ruler"], self.name)
         out = []
-        for doc in nlp.pipe(texts, disable=disable, batch_size=BATCH_SIZE):
+        for text, doc in zip(texts, nlp.pipe(texts, disable=disable, batch_size=BATCH_SIZE)):
             names: list[tuple[int, int]] = []
             for ent in doc.ents:
                 if ent.label_ != "PERSON":
@@ -180,9 +232,12 @@ class PersonNamePolicy(Policy):
                 start, end = ent.start, ent.end
                 # NER runs across line breaks in lists and headers: a name ends at its line's end
                 end = next((i for i in range(start, end) if doc[i].is_space or "\n" in doc[i].text), end)
-                # a title is a cue, not part of the name (NER includes it in "Mr Brown")
-                while start < end and PERSONAL_CUES.fullmatch(doc[start].text + " "):
+                # a title is a cue, not part of the name (NER includes it in "Mr Brown"); nor is punctuation
+                # NER takes in at either end ("Ticket from Ann Lee:")
+                while start < end and (PERSONAL_CUES.fullmatch(doc[start].text + " ") or doc[start].is_punct):
                     start += 1
+                while end > start and doc[end - 1].is_punct:
+                    end -= 1
                 if end == start:
                     continue
                 # widen over touching name-shaped tokens on the same line: "O" "'" "Neill", a PROPN surname
@@ -191,8 +246,41 @@ class PersonNamePolicy(Policy):
                 while end < len(doc) and self._joins(doc[end - 1], doc[end], left=False):
                     end += 1
                 names.append((start, end))
-            out.append(self._plausible(doc, names))
+            out.append(self._plausible(doc, names) + self._role_names(doc, text))
         return out
+
+    @classmethod
+    def _role_names(cls, doc: "Doc", text: str) -> list[Span]:
+        """Rule 5: names after a cue of business text or a sign-off, a list of them joined by commas or "and"."""
+        starts = [(m.end(), 2) for m in ROLE_CUES.finditer(text)] + [(m.end(), 1) for m in SIGN_OFF.finditer(text)]
+        out = []
+        for pos, min_words in starts:
+            while (m := _NAME_AT.match(text, pos)) is not None:
+                if cls._role_name(doc, m.start(), m.end(), min_words):
+                    out.append(Span(m.start(), m.end(), "PERSON"))
+                sep = _SEPARATOR.match(text, m.end())
+                if sep is None or sep.end() == m.end():
+                    break
+                pos = sep.end()
+        return out
+
+    @staticmethod
+    def _role_name(doc: "Doc", start: int, end: int, min_words: int) -> bool:
+        """Whether the capitalised words at [start, end) after a role cue read as a person's name: enough words,
+        none that starts or makes up a department, company, product or time, no acronym (`IT`, `HR`), every word a
+        proper noun to the tagger, and not a modifier of a noun after it ("from Red Hat engineers")."""
+        words = doc.text[start:end].split()
+        if len(words) < min_words or _is_organisation(" ".join(words)):
+            return False
+        if any(w in NOT_A_NAME_WORDS or (w.isupper() and len(w) > 1 and "." not in w) for w in words):
+            return False
+        span = doc.char_span(start, end, alignment_mode="expand")
+        if span is None or any(t.text[:1].isupper() and t.is_alpha and t.pos_ != "PROPN" for t in span):
+            return False
+        if span.end == len(doc) or "\n" in span[-1].whitespace_:
+            return True
+        after = doc[span.end]
+        return after.pos_ not in ("NOUN", "PROPN") or after.lower_ in _TIME_NOUNS
 
     @staticmethod
     def _plausible(doc: "Doc", names: list[tuple[int, int]]) -> list[Span]:
@@ -222,7 +310,7 @@ class PersonNamePolicy(Policy):
         if not texts:
             return []
         results = []
-        for text, entities in zip(texts, self._entities(texts)):
+        for text, entities in zip(texts, self._spacy_names(texts)):
             tags = _speaker_tags(text)
             spans = [*entities, *display_names(text), *cued_names(text), *listed_names(text)]
             results.append(normalise_spans(s for s in spans if not any(a <= s.start and s.end <= b for a, b in tags)))
