@@ -98,6 +98,6 @@ def test_a_suffix_after_the_placeholder_is_announced_before_the_long_scoring(mod
     assert _audit(str(model_dir), "--canary", FORMAT + ".", "--secret", SECRETS[0], "--json") == 0
     err = capsys.readouterr().err
     assert ("note: the text after the placeholder ('.') is scored after every one of the 10,000 candidates: one more "
-            "model step each") in err
+            "model step each") in err and "--method estimate ranks against a sample instead" in err
     assert _audit(str(model_dir), "--canary", FORMAT, "--secret", SECRETS[0], "--json") == 0
     assert "note:" not in capsys.readouterr().err

@@ -63,7 +63,8 @@ def run_audit(args: argparse.Namespace) -> int:
         if fmt.suffix.strip():  # the trial scores its canaries the same way, so the audit does too
             print(f"note: the text after the placeholder ({fmt.suffix.strip()!r}) is scored after every one of the "
                   f"{fmt.space_size:,} candidates: one more model step each, several times the time of the format "
-                  "without it", file=sys.stderr)
+                  "without it; with --secret, --method estimate ranks against a sample instead (Carlini et al.'s "
+                  "skew-normal extrapolation, seconds)", file=sys.stderr)
     model, tokenizer, _ = load_model(args.model_dir)
     out: dict = {"model_dir": str(args.model_dir), "format": fmt.template, "method": args.method,
                  "space_size": fmt.space_size, "max_exposure": math.log2(fmt.space_size),
