@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-import copy
-from functools import partial
-
 import pytest
 import torch
 from torch import nn
 
 from sdp_core.errors import UserError
 from sdp_core.mechanisms import sdpsgd as S
-from sdp_core.mechanisms.base import phase_events
 from sdp_core.models.gpt2 import build_gpt2
 from sdp_core.models.lstm import LSTMLM
 from sdp_core.models.roberta import BPE_PAD_ID, build_roberta
-from sdp_core.privacy import PrivacyLedger
 from sdp_core.tensors import LMData
 from sdp_core.train.clipping import BookKeeping, embedding, stacked, weight_gradients
-from sdp_core.train.distributed import run_private_phase_distributed
-from sdp_core.train.loop import DPStep, Phase, StepContext, make_optimizer, train_phase
+from sdp_core.train.loop import DPStep, Phase, StepContext
 
 VOCAB = 300
 RTOL = 1e-5  # float32 sums in another order: the largest difference, relative to the gradient's largest entry
@@ -197,36 +191,3 @@ def test_bk_clips_a_tied_embedding_and_head_as_hooks_do():
         step.close()
     _assert_equal(*reversed(results))
 
-
-SGD = partial(make_optimizer, name="sgd", lr=1.0, weight_decay=0.0)  # importable by Ray workers
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("arch", ["gpt2", "lstm"])
-def test_bk_on_two_workers_takes_the_one_worker_step(local_ray, arch):
-    """q = 1, σ = 0, every record clipped: two ranks' all-reduced bk step equals one worker's (DP-SGD on GPT-2,
-    S-DPSGD's slots on the LSTM)."""
-    g = torch.Generator().manual_seed(1)
-    n, t = 12, 16
-    weights = torch.rand(n, t, generator=g) + 0.5
-    weights[:, 0] = 0
-    data = LMData(torch.randint(3, VOCAB, (n, t), generator=g), weights, torch.rand(n, t, generator=g) < 0.2,
-                  torch.arange(n))
-    fields = dict(private=True, epochs=2, batch_size=n, sigmas=(0.0, 0.0), max_grad_norm=0.05)
-    phase = (Phase("dp", data, **fields) if arch == "gpt2" else
-             S.SelectivePhase("dp", data, segments=S.segment_table(data), hidden_clip=0.5, **fields))
-    mechanism = "dpsgd" if arch == "gpt2" else "sdpsgd"
-    ledgers = [PrivacyLedger(notion="DP", delta=1e-5, accountant="rdp", plan=phase_events(phase, mechanism, "all"))
-               for _ in range(2)]
-    torch.manual_seed(0)
-    model = build_gpt2("gpt2-tiny", None, VOCAB, t, 0.0) if arch == "gpt2" else LSTMLM(VOCAB, 16, 16)
-    before = torch.cat([v.flatten() for v in model.state_dict().values()])
-
-    one = copy.deepcopy(model)
-    train_phase(one, SGD(one), phase, ledgers[0], seed=3, grad_sample_mode="bk")
-    state, _ = run_private_phase_distributed(copy.deepcopy(model), SGD, phase, ledgers[1], 3, "bk", workers=2,
-                                             storage_path=local_ray)
-    after_one = torch.cat([v.flatten() for v in one.state_dict().values()])
-    after_two = torch.cat([state[k].flatten() for k in model.state_dict()])
-    assert (after_one - before).norm() > 1e-3
-    assert torch.allclose(after_one, after_two, atol=1e-6, rtol=1e-5)
