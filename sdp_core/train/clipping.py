@@ -181,8 +181,9 @@ class ParameterGradients:
     """One layer's share of a parameter's per-record gradients G_i, held in whichever form is cheapest: their
     squared norms, the clipped sum Σ_i c_i·G_i formed on demand from the same tensors, and G_i materialised
     ([B, *parameter shape]; only for a parameter several layers share, such as a tied embedding and LM head).
-    `rounding` bounds, per record, how far the clipped sum's contribution can be from c_i·G_i, per unit of c_i,
-    where the sum rounds an operand the norm did not (`rounding_allowance`); 0 where norm and sum read the same."""
+    `rounding` bounds, per record, how far the clipped sum's contribution can be from c_i times the G_i whose norm
+    was taken, per unit of c_i, where norm and sum read differently rounded operands (`rounding_allowance`: a ghost
+    layer's sum rounds c_i·a_i; on a GPU, TF32 rounds the embedding's Gram matrix); 0 where they read the same."""
 
     squared_norms: torch.Tensor  # [B]
     clipped_sum: Callable[[torch.Tensor], torch.Tensor]  # c [B] -> Σ_i c_i·G_i
@@ -276,7 +277,10 @@ def embedding(module: nn.Embedding, ids: torch.Tensor, g: torch.Tensor) -> dict[
     if module.padding_idx is not None:
         g = g * (ids != module.padding_idx).unsqueeze(-1)
     same = ids.unsqueeze(2) == ids.unsqueeze(1)
-    norms = (fp32_product(g, g.transpose(1, 2)) * same).sum((1, 2))
+    gram = fp32_product(g, g.transpose(1, 2))
+    norms = (gram * same).sum((1, 2))
+    # The sum below reads g exactly; a Gram matrix formed from rounded g (TF32) is off by at most u·Σ_t ‖g_it‖.
+    rounding = operand_roundoff(g) * gram.diagonal(dim1=1, dim2=2).sqrt().sum(1)
 
     def clipped_sum(c: torch.Tensor) -> torch.Tensor:
         rows = scaled_rows(g.float(), c).flatten(0, 1)
@@ -286,7 +290,7 @@ def embedding(module: nn.Embedding, ids: torch.Tensor, g: torch.Tensor) -> dict[
         rows = torch.zeros((len(ids), *module.weight.shape), dtype=torch.float32, device=g.device)
         return rows.scatter_add_(1, ids.unsqueeze(-1).expand_as(g), g.float())
 
-    return {"weight": ParameterGradients(norms, clipped_sum, per_record, torch.zeros_like(norms))}
+    return {"weight": ParameterGradients(norms, clipped_sum, per_record, rounding)}
 
 
 def layer_norm(module: nn.LayerNorm, a: torch.Tensor, g: torch.Tensor) -> dict[str, ParameterGradients]:
