@@ -117,10 +117,12 @@ def test_privacy_objective_that_does_not_separate_the_trials_is_named():
 
 def test_audit_bound_is_shown_with_its_confidence_canaries_and_ceiling():
     audit = {"epsilon_lower_bound": 0.42, "epsilon_lower_bound_per_record": 0.42, "confidence": 0.95,
-             "canaries": 1000, "ceiling": 5.16}
+             "canaries": 1000, "ceiling": 5.16, "delta": 1e-5, "notion": "empirical lower bound",
+             "accountant": "audit:one_run"}
     a = _analysis([_trial("a", "dpsgd", 10, audit=audit)], ["dpsgd"])
     table = frontier_table(a)
-    assert table.rows[0][table.columns.index(AUDIT_COLUMN)] == "0.42 (95 %, 1,000; ≤ 5.16)"
+    assert table.rows[0][table.columns.index(AUDIT_COLUMN)] == ("0.42 (empirical lower bound, δ = 1e-5, audit:one run; 95 %, "
+                                                              "1,000; ≤ 5.16)")
 
 
 def _epsilon(text: str) -> float:

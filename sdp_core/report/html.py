@@ -17,7 +17,7 @@ from sdp_core.privacy.light_noise import ESTIMATE
 from sdp_core.report.findings import ClaimResult, claims_table
 from sdp_core.report.pareto import Analysis
 from sdp_core.report.load import Trial
-from sdp_core.report.plots import Plot, fixed_epsilon, formal_epsilon, plotly_div, plotly_js
+from sdp_core.report.plots import Plot, epsilon_meaning, fixed_epsilon, formal_epsilon, plotly_div, plotly_js
 from sdp_core.report.statement import SweepCost, caveat
 from sdp_core.report.tables import (
     DASH,
@@ -171,8 +171,10 @@ def render(a: Analysis, plots: list[Plot], cost: SweepCost, claims: list[ClaimRe
     objectives = ", ".join(f"{metric_label(o.metric)} ({o.mode})" for o in sweep.config.objectives)
     figures = "".join(f'<div class="plot"><h3>{e(p.title)}</h3>{plotly_div(p, a)}</div>' for p in plots)
     fixed = fixed_epsilon(a)
-    fixed_note = (f" Every finished trial spends the same formal ε = {fmt(fixed)}, so no plot has an ε axis; the "
-                  "privacy axis is what the trials differ in." if fixed is not None else " ε is the formal bound.")
+    spent = [t for t in sweep.trials if t.state == "finished" and (formal_epsilon(t) or 0) > 0]  # fixed_epsilon's
+    fixed_note = (f" Every finished trial spends the same formal ε = {fmt(fixed)} ({epsilon_meaning(spent)}), so no "
+                  "plot has an ε axis; the privacy axis is what the trials differ in." if fixed is not None else
+                  " ε is the formal bound.")
     mechanisms = dict.fromkeys([*sweep.config.mechanisms, *(t.mechanism for t in sweep.trials)])
     caveats = "".join(f"<li><b>{e(mechanism_name(m))}</b>: {e(caveat(m))}</li>" for m in mechanisms if caveat(m))
     unfinished = unfinished_table(a)

@@ -26,8 +26,8 @@ QUALIFIER_FIELDS = ("guarantee", "formal", "holds", "condition")
 """What qualifies a privacy report, lifted with it when present: an empirical estimate with its formal bound, or a
 claim whose condition (`holds`) the data did not meet."""
 LEDGER_FIELDS = ("format", "notion", "delta", "accountant", "plan", "spent_steps", REAL_SAMPLE_RATES)
-AUDIT_FIELDS = ("epsilon_lower_bound", "epsilon_lower_bound_per_record", "ceiling", "confidence", "delta", "method",
-                "canaries", "members", "nonmembers", "guesses", "correct", "group_size")
+AUDIT_FIELDS = ("epsilon_lower_bound", "epsilon_lower_bound_per_record", "ceiling", "confidence", "delta", "notion",
+                "accountant", "method", "canaries", "members", "nonmembers", "guesses", "correct", "group_size")
 """The one-run ε audit of a trial (`attacks.empirical_epsilon`): counts and bounds, never a canary."""
 
 

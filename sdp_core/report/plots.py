@@ -113,11 +113,15 @@ def _axis_label(metric: str, mode: str, trials: list[Trial]) -> str:
     better = "lower" if mode == "min" else "higher"
     if metric != "epsilon":
         return f"{metric_label(metric)} ({better} is better)"
-    # An ε axis names what its numbers mean: notions, δ and accountants of the plotted trials.
+    return f"ε, formal bound ({epsilon_meaning(trials)})"
+
+
+def epsilon_meaning(trials: list[Trial]) -> str:
+    """What the trials' ε numbers mean together: `DP / SDP, δ = 1e-5, RDP` (their notions, δ and accountants)."""
     notions = sorted({str(t.privacy.get("notion")) for t in trials})
     deltas = sorted({fmt_delta(t.privacy.get("delta")) for t in trials})
     accountants = sorted({fmt_accountant(t.privacy.get("accountant")) for t in trials})
-    return f"ε, formal bound ({' / '.join(notions)}, δ = {' / '.join(deltas)}, {' / '.join(accountants)})"
+    return f"{' / '.join(notions)}, δ = {' / '.join(deltas)}, {' / '.join(accountants)}"
 
 
 def fixed_epsilon(a: Analysis) -> float | None:

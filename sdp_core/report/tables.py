@@ -288,8 +288,8 @@ def separation_note(a: Analysis) -> str:
     if not silent:
         return ""
     ceilings = [t.audit["ceiling"] for t in finished if "ceiling" in t.audit]
-    resolution = (f" (with its canaries the audit could show at most ε ≈ {fmt(max(ceilings))})"
-                  if "empirical_epsilon_lower_bound" in silent and ceilings else "")
+    resolution = (f" (with its canaries the audit could show at most ε ≈ {fmt(max(ceilings))} per record)"
+                  if set(AUDIT_METRICS) & set(silent) and ceilings else "")
     return (f"The privacy objective {', '.join(map(metric_label, silent))} did not separate the trials: every "
             f"difference is inside the measurements' uncertainty{resolution}, so the front is decided by the other "
             "objectives alone.")
@@ -343,25 +343,27 @@ def metric_text(t: Trial, name: str) -> str:
     return fmt(t.metric(name)) + (f" [{fmt(interval[0])}, {fmt(interval[1])}]" if interval else "")
 
 
-AUDIT_COLUMN = "audit ε ≥ (confidence, canaries; most it can show)"
+AUDIT_COLUMN = "audit ε ≥ per record (notion, δ, method; confidence, canaries; most it can show)"
+AUDIT_METRICS = ("empirical_epsilon_lower_bound", "empirical_epsilon_per_record")  # shown in the audit column
 
 
 def audit_text(t: Trial) -> str:
-    """The one-run ε lower bound with its confidence, canaries and ceiling: `0.31 (95 %, 1,000; ≤ 5.16)`; per record
-    when each canary was inserted several times."""
+    """The one-run ε lower bound per record with what it means, its confidence, canaries and ceiling:
+    `0.31 (empirical lower bound, δ = 1e-5, audit:one run; 95 %, 1,000; ≤ 5.16)`."""
     audit = t.audit
     bound = number(audit.get("epsilon_lower_bound_per_record", audit.get("epsilon_lower_bound")))
     if bound is None:
         return DASH
     ceiling = f"; ≤ {fmt(audit['ceiling'])}" if "ceiling" in audit else ""
-    return f"{fmt(bound)} ({100 * audit.get('confidence', 0.95):g} %, {fmt(int(audit.get('canaries', 0)))}{ceiling})"
+    return (f"{fmt(bound)} ({privacy_qualifier(audit)}; {100 * audit.get('confidence', 0.95):g} %, "
+            f"{fmt(int(audit.get('canaries', 0)))}{ceiling})")
 
 
 def _trial_table(a: Analysis, trials: list[Trial], first: list[str], first_cells: Callable[[Trial], list[str]]
                  ) -> Table:
     """Rows of trials: the `first` columns, then σ, ε, the audit's ε lower bound, the metric columns, compute
     (optimizer steps, tokens trained on) and wall time."""
-    metrics = [m for m in _metric_columns(a, trials) if m not in (*COMPUTE_METRICS, "empirical_epsilon_lower_bound")]
+    metrics = [m for m in _metric_columns(a, trials) if m not in (*COMPUTE_METRICS, *AUDIT_METRICS)]
     audit = [AUDIT_COLUMN] if any(t.audit for t in trials) else []
     compute = [m for m in COMPUTE_METRICS if any(t.metric(m) is not None for t in trials)]
     columns = [*first, "σ", EPSILON_COLUMN, *audit, *map(metric_label, metrics), *map(metric_label, compute),
