@@ -7,7 +7,7 @@ bank / HR help-desk notes (`generate_accounts`: names, usernames, card numbers),
 (the default for any data but CustomerSim) and, for comparison, the union the `general` policy was before person
 names were read from the text (`identifier,general_entity,proper_nouns`).
 
-    python -m benchmarks.detect_real [--per-source 1000] [--n 500] [--seed 0] [--policies general,...]
+    python -m benchmarks.detect_real [--per-source 1000] [--n 500] [--seed 0] [--policies "general;identifier,proper_nouns"]
     python -m benchmarks.detect_real --write-fixture tests/fixtures/realtext.jsonl   # the frozen test sample
 """
 
@@ -20,20 +20,16 @@ from pathlib import Path
 
 from faker import Faker
 
-from benchmarks.detect_general import measure
+from benchmarks.detect_general import measure, rate
 from sdp_core.data.clinic import generate_clinic
 from sdp_core.data.customersim import generate_customersim
 from sdp_core.data.realtext import SOURCES, build_realtext
 from sdp_core.data.records import Record, Span
-from sdp_core.detectors import Rate, load_spacy
+from sdp_core.detectors import load_spacy
 
 PREVIOUS_GENERAL = "identifier,general_entity,proper_nouns"
 # Records per source in the frozen test sample: AUTHORS pieces are long lists, so fewer of them.
 FIXTURE_SIZES = {"metadata": 100, "authors": 30, "copyright": 200}
-
-
-def rate(r: Rate) -> str:
-    return f"{r.value:.3f} [{r.low:.3f}, {r.high:.3f}]"
 
 
 def sample(records: list[Record], k: int, seed: int) -> list[Record]:

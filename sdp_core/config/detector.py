@@ -7,7 +7,8 @@ from pydantic import Field, field_validator
 from sdp_core.config.base import Strict
 
 # The detector policy of a data source when the config names none: CustomerSim's own policy for CustomerSim, the
-# general one (identifier shapes, entities, proper nouns; no format assumed) for every other source.
+# general one (identifier shapes, cards, usernames, facilities, person names read from the text; no format
+# assumed) for every other source.
 SOURCE_POLICIES: dict[str, str] = {"customersim": "customersim"}
 DEFAULT_POLICY = "general"
 

@@ -207,8 +207,8 @@ def display_names(text: str) -> list[Span]:
 
 
 class PersonNamePolicy(Policy):
-    """Rules 1–4 above on one spaCy pipeline (NER, tagger and attribute ruler: the tagger's PROPN widens NER's
-    PERSON spans)."""
+    """Rules 1–5 above: rules 1 and 5 read one spaCy pipeline (NER, tagger and attribute ruler: the tagger's PROPN
+    widens NER's PERSON spans and checks a cued name), rules 2–4 the text's own structure."""
 
     name = "person_name"
 

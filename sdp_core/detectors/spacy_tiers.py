@@ -7,7 +7,7 @@
 | low_contextual  | all 18                             | PROPN PRON                          | SUBJ: nsubj nsubjpass csubj csubjpass (+UD nsubj:pass csubj:pass); OBJ: dobj iobj dative pobj (+UD obj) |
 | high_contextual | all 18                             | PROPN PRON VERB                     | as low_contextual                           |
 | proper_nouns    | –                                  | PROPN                               | –  (a helper for the conservative policy)   |
-| general_entity  | low_entity's and FAC               | –                                   | –  (for the general policy: hospitals, buildings) |
+| general_entity  | low_entity's and FAC               | –                                   | –  (the general policy before person names were read from the text) |
 
 Decisions, from the paper's Table 1 ("Did <PRON> <VERB> <PROPN> is getting <VERB>"): only the head token of a
 subject or object is masked (determiners stay: "the <OBJ>"); "verbs" means POS `VERB`, not `AUX` (the paper keeps

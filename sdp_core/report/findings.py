@@ -13,6 +13,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from scipy.stats import spearmanr
+
 from sdp_core.config.sweep import Claim
 from sdp_core.report.load import Sweep, Trial, number
 from sdp_core.report.tables import Table, fmt, metric_label, privacy_qualifier
@@ -101,8 +103,6 @@ def check_claim(sweep: Sweep, claim: Claim) -> ClaimResult:
         ratio = f"; ratio {fmt(lo.mean / hi.mean)}" if claim.ratio is not None and hi.mean else ""
         return ClaimResult(claim, arms, held, f"difference of means {fmt(hi.mean - lo.mean)} (needs > {fmt(claim.by)})"
                            f"{ratio}; {agree}/{len(seeds)} seeds agree")
-    from scipy.stats import spearmanr  # here, not at the top: scipy.stats takes longer to import than a report
-
     means = [a.mean for a in arms]
     rho = float(spearmanr(range(len(means)), means).statistic) if len(set(means)) > 1 else 0.0
     monotone = all(b >= a for a, b in zip(means, means[1:]))
