@@ -112,8 +112,10 @@ def data_fingerprint(splits: Splits) -> str:
 
 def data_key(cfg: TrialConfig) -> str:
     """What a trial's prepared data depends on: trials with the same key get the same `prepare_trial_data`."""
+    classify = cfg.model.task == "classification"  # of the model, preparation reads its task and labels only
+    model = {"task": cfg.model.task, **({"num_labels": cfg.model.num_labels} if classify else {})}
     return json.dumps([cfg.data.model_dump(mode="json"), cfg.detector.model_dump(mode="json"),
-                       cfg.tokenizer.model_dump(mode="json"), cfg.model.model_dump(mode="json")], sort_keys=True)
+                       cfg.tokenizer.model_dump(mode="json"), model], sort_keys=True)
 
 
 def prepare_trial_data(cfg: TrialConfig) -> PreparedData:

@@ -96,6 +96,14 @@ def test_a_trial_is_the_same_whether_it_prepared_the_data_or_was_given_the_sweep
     assert untimed(reused.metrics) == untimed(fresh.metrics)
 
 
+def test_trials_that_differ_only_in_what_preparation_does_not_read_share_their_data():
+    """A searched model setting (a LoRA rank, the architecture's size) does not prepare the data again; a data
+    setting or a classifier's labels do."""
+    key = lambda **sections: data_key(parse_model(TrialConfig, small_trial_dict(**sections)))  # noqa: E731
+    assert key() == key(model={"arch": "gpt2", "preset": "gpt2-tiny", "adapter": {"rank": 16}})
+    assert key() != key(data={"seed": 7})
+
+
 def test_tokenizer_vocabulary_holds_no_gold_secret():
     """No vocabulary entry of 4+ characters is a secret, or a word seen only inside secrets."""
     from sdp_core.text.redaction import redact
