@@ -61,7 +61,7 @@ class PreparedData:
     timings: dict[str, float]  # seconds spent on data, detect, tokenize
 
 
-def _canary_adjusted(spans: list[list[Span]], records: list[Record], plan: CanaryPlan | None) -> list[list[Span]]:
+def _canary_adjusted(spans: list[list[Span]], plan: CanaryPlan | None) -> list[list[Span]]:
     """The detector sees every canary, or (missed-secret experiments) none: canary spans added or carved out."""
     if plan is None:
         return spans
@@ -127,7 +127,7 @@ def prepare_trial_data(cfg: TrialConfig) -> PreparedData:
 
     t0 = time.perf_counter()
     policy = get_policy(cfg.detector.policy, cfg.detector)
-    train_spans = _canary_adjusted(detect_records(splits.train, policy), splits.train, plan)
+    train_spans = _canary_adjusted(detect_records(splits.train, policy), plan)
     train_spans = drop_missed(splits.train, train_spans, cfg.detector.miss_rate, cfg.data.seed)
     held_out = (("validation", splits.validation), ("test", splits.test))
     policy_spans = {"train": train_spans, **{name: detect_records(recs, policy) for name, recs in held_out}}

@@ -164,9 +164,9 @@ def load_csv(path: Path, text_fields: list[str] | None = None, label_field: str 
     return table_records(rows, columns, str(path), text_fields, label_field)
 
 
-def load_text(path: Path, text_fields: list[str] | None = None, label_field: str = "label") -> list[Record]:
+def load_text(path: Path) -> list[Record]:
     """Plain text: one record per blank-line-separated block when the file has a blank line (dialogs, notes),
-    else one record per line; surrounding blank lines are dropped. (`text_fields`, `label_field`: tables only.)"""
+    else one record per line; surrounding blank lines are dropped."""
     text = _read_text(path).replace("\r\n", "\n")
     blocks = [b.strip("\n") for b in text.split("\n\n")] if "\n\n" in text.strip("\n") else text.split("\n")
     return [record_from_mapping({"text": b}, str(path)) for b in blocks if b.strip()]
@@ -179,8 +179,8 @@ LOADERS: dict[str, Callable[..., list[Record]]] = {
     ".csv": load_csv,
     ".tsv": load_csv,
     ".tab": load_csv,
-    ".txt": load_text,
-    ".text": load_text,
+    ".txt": lambda path, *_: load_text(path),
+    ".text": lambda path, *_: load_text(path),
 }
 
 
@@ -192,7 +192,7 @@ def load_records(path: str | Path, text_fields: list[str] | None = None, label_f
         raise DataError("file not found", str(path))
     if not path.is_file():
         raise DataError("not a file", str(path))
-    records = LOADERS.get(path.suffix.lower(), load_text)(path, text_fields, label_field)
+    records = LOADERS.get(path.suffix.lower(), LOADERS[".txt"])(path, text_fields, label_field)
     if not records:
         raise DataError("no records (empty data)", str(path))
     if not any(r.text.strip() for r in records):

@@ -1,6 +1,6 @@
 """Mechanisms by name: each module registers its plan against the settings `sdp_core.config.mechanism` registered.
 
-Importing this package registers the built-in plans; `get_plan(name)(data)` maps a trial's prepared data to
+Importing this package registers the built-in plans; `get_plan(name)(data, cfg)` maps a trial's prepared data and config to
 calibrated phases and a privacy ledger.
 """
 

@@ -61,7 +61,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from sdp_core.config.trial import TrialConfig
 from sdp_core.errors import UserError
-from sdp_core.mechanisms.base import MechanismPlan, calibrate
+from sdp_core.mechanisms.base import MechanismPlan, calibrate, within_token_budget
 from sdp_core.mechanisms.registry import register_plan
 from sdp_core.preparation import TrialData
 from sdp_core.privacy import PrivacyLedger
@@ -336,7 +336,8 @@ def sdpsgd(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
     if k:
         phases, ledger = calibrate([phase], cfg, notion="SDP", touches="private")
     else:  # the policy flags nothing: plain training, nothing to account
-        phases, ledger = [phase], PrivacyLedger("SDP", cfg.privacy.delta, cfg.privacy.accountant)
+        phases = within_token_budget([phase], cfg.training.max_tokens)
+        ledger = PrivacyLedger("SDP", cfg.privacy.delta, cfg.privacy.accountant)
     sigma_batch = phases[0].sigmas[0] if k else 0.0
     sigma_grad, sigma_hidden = split_sigma(sigma_batch, k, phase.hidden_noise_ratio) if k else (0.0, 0.0)
     details = {

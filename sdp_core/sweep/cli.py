@@ -15,6 +15,7 @@ from pathlib import Path
 from sdp_core.config.loading import resolve_sweep
 from sdp_core.config.sweep import SweepConfig
 from sdp_core.errors import UserError
+from sdp_core.row import TRIAL_STATES
 from sdp_core.sweep.preflight import preflight
 from sdp_core.sweep.store import SweepStore
 
@@ -91,8 +92,7 @@ def closing_lines(rows: dict[str, dict], planned: int, root: Path) -> tuple[list
     """What a sweep prints around its report's path, and its exit code: the trials by state (and, when it stopped
     early, how to continue: exit 1) before the path; after it, last, why no trial finished (from the trials'
     errors: exit 1), or how many did not finish."""
-    states = ("finished", "early_stopped", "infeasible", "failed")
-    counts = {s: sum(r["state"] == s for r in rows.values()) for s in states}
+    counts = {s: sum(r["state"] == s for r in rows.values()) for s in TRIAL_STATES}
     summary = [f"{len(rows)}/{planned} trials: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n)]
     code = 0
     if len(rows) < planned:

@@ -1,4 +1,5 @@
-"""Run a sweep: Ray Tune schedules the trials, an Optuna study (through `SweepSearch`) chooses their settings.
+"""Run a sweep: Ray Tune schedules the trials, an Optuna study per mechanism (through `SweepSearch`) chooses their
+settings.
 
 - Each trial is `run_trial` on one sampled config inside a Tune function trial; `run_trial` calibrates the
   trial's noise to the sweep's ε target itself. The trial reports a row; the driver writes it to
@@ -12,7 +13,7 @@
   values to constrain); `early_stopped` -> PRUNED, never
   COMPLETE with partial values. The state, trial id and error also go into the Optuna trial's user attributes.
 - Equal budgets: each mechanism has its own Optuna study (`<study>-<mechanism>`, one TPE sampler over its own
-  space) and the same number of trials (`SweepConfig.trials_per_mechanism`); trials are handed out in turn to
+  space) and the same number of trials (`SweepConfig.per_mechanism`); trials are handed out in turn to
   the mechanism with the fewest, so no mechanism's share or search depends on another's results. Trial number
   n of mechanism i (of M) is sweep trial n·M + i: its id and seed follow from it.
 - Early stopping (optional) is ASHA on the held-out validation loss (never a private batch's loss), with the

@@ -29,7 +29,7 @@ def mechanism_fields(mechanism: str) -> set[str]:
 
 
 def trial_id(number: int) -> str:
-    """The id of Optuna trial `number` in file names and tables: `trial_0007`."""
+    """The id of sweep trial `number` (n·M + i: trial n of mechanism i of M) in file names and tables: `trial_0007`."""
     return f"trial_{number:04d}"
 
 

@@ -4,7 +4,7 @@
 OUT/sweep.yaml              the resolved SweepConfig (overrides applied, search space inlined)
 OUT/trials/<trial_id>.json  one row per trial (`row.TrialRow`), written atomically, with what the sweep adds:
                             trial_id, params (sampled dotted-path values), objectives ({metric: value})
-OUT/optuna.journal          the Optuna study (JournalFileStorage): what `sdp-sweep resume` continues
+OUT/optuna.journal          the Optuna studies, one per mechanism (JournalFileStorage): what `sdp-sweep resume` continues
 OUT/.tune/                  Ray Tune's own logs (not part of the contract)
 ```
 
