@@ -18,6 +18,7 @@ from sdp_core.report.pareto import analyse
 from sdp_core.report.tables import (
     AUDIT_COLUMN,
     SEARCH_COLUMN,
+    audit_text,
     frontier_table,
     holm_passes,
     mechanism_table,
@@ -123,6 +124,19 @@ def test_audit_bound_is_shown_with_its_confidence_canaries_and_ceiling():
     table = frontier_table(a)
     assert table.rows[0][table.columns.index(AUDIT_COLUMN)] == ("0.42 (empirical lower bound, δ = 1e-5, audit:one run; 95 %, "
                                                               "1,000; ≤ 5.16)")
+
+
+def test_a_stored_audit_keeps_what_its_bound_means(tmp_path):
+    """A trial row's audit, read back by the report, keeps its notion, δ and method (never a canary value)."""
+    from sdp_core.report.load import parse_trial
+
+    audit = {"epsilon_lower_bound": 0.5, "epsilon_lower_bound_per_record": 0.5, "delta": 1e-5, "confidence": 0.95,
+             "notion": "empirical lower bound", "accountant": "audit:one_run", "method": "one_run",
+             "canaries": 1000, "ceiling": 5.16, "exposures": [1.0, 2.0]}
+    trial = parse_trial({"trial_id": "t", "state": "finished", "attacks": {"empirical_epsilon": audit}},
+                        tmp_path / "t.json")
+    assert audit_text(trial) == "0.5 (empirical lower bound, δ = 1e-5, audit:one run; 95 %, 1,000; ≤ 5.16)"
+    assert "exposures" not in trial.audit
 
 
 def _epsilon(text: str) -> float:

@@ -26,8 +26,9 @@ QUALIFIER_FIELDS = ("guarantee", "formal", "holds", "condition")
 """What qualifies a privacy report, lifted with it when present: an empirical estimate with its formal bound, or a
 claim whose condition (`holds`) the data did not meet."""
 LEDGER_FIELDS = ("format", "notion", "delta", "accountant", "plan", "spent_steps", REAL_SAMPLE_RATES)
-AUDIT_FIELDS = ("epsilon_lower_bound", "epsilon_lower_bound_per_record", "ceiling", "confidence", "delta", "notion",
-                "accountant", "method", "canaries", "members", "nonmembers", "guesses", "correct", "group_size")
+AUDIT_WORDS = ("notion", "accountant", "method")  # what its bound means; every other field is a number
+AUDIT_FIELDS = ("epsilon_lower_bound", "epsilon_lower_bound_per_record", "ceiling", "confidence", "delta",
+                *AUDIT_WORDS, "canaries", "members", "nonmembers", "guesses", "correct", "group_size")
 """The one-run ε audit of a trial (`attacks.empirical_epsilon`): counts and bounds, never a canary."""
 
 
@@ -144,7 +145,7 @@ def parse_trial(data: Any, path: Path) -> Trial:
         versions={k: str(v) for k, v in row.versions.items()},
         error=str(row.error) if row.error else None,
         audit={k: v for k, v in (audit or {}).items()
-               if k in AUDIT_FIELDS and (number(v) is not None or k == "method")},
+               if k in AUDIT_FIELDS and (number(v) is not None or (k in AUDIT_WORDS and isinstance(v, str)))},
     )
 
 
