@@ -23,6 +23,7 @@ Usage: python -m benchmarks.train_step --precision fp32,bf16 --shape gpt2-small,
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import multiprocessing as mp
 import resource
@@ -55,17 +56,31 @@ PARTS = ("step.forward", "step.backward", "step.optimizer", "step.clipping", "bk
 
 
 def part_seconds(profiler, gpu: bool) -> dict[str, float]:
-    """Seconds in each of `PARTS` over the profiled steps: device time of the kernels each range launched on a GPU
-    (a range's CPU op counts its children's kernels), CPU time inclusive of children on a CPU."""
-    totals = dict.fromkeys(PARTS, 0.0)
-    for event in profiler.events():
-        if event.name in totals and event.device_type.name == "CPU":
-            totals[event.name] += (event.device_time_total if gpu else event.cpu_time_total) / 1e6
+    """Seconds in each of `PARTS` over the profiled steps: device time of the kernels launched inside each range on
+    a GPU, CPU time on a CPU. A range counts its children and also the ops other threads started while it was open:
+    on a GPU the backward runs in autograd's device thread while the step's thread waits inside its range. On a GPU
+    each range's host time is also kept (`host.` + name): where it exceeds the device time, launching is the limit."""
+    events = [e for e in profiler.events() if e.device_type.name == "CPU"]
+    ranges = [e for e in events if e.name in PARTS]
+    own_threads = {r.thread for r in ranges}
+    others = sorted((e for e in events if e.thread not in own_threads and e.cpu_parent is None),
+                    key=lambda e: e.time_range.start)
+    starts = [e.time_range.start for e in others]
+
+    def spent(event) -> float:
+        return event.device_time_total if gpu else event.cpu_time_total
+
+    totals: dict[str, float] = {}
+    for r in ranges:
+        inside = others[bisect.bisect_left(starts, r.time_range.start):bisect.bisect_left(starts, r.time_range.end)]
+        totals[r.name] = totals.get(r.name, 0.0) + (spent(r) + sum(spent(e) for e in inside)) / 1e6
+        if gpu:
+            totals["host." + r.name] = totals.get("host." + r.name, 0.0) + r.time_range.elapsed_us() / 1e6
     return totals
 
 
 def measure_variant(variant: str, precision: str, preset: str, batch: int, length: int, vocab: int, steps: int,
-                    warmup: int, profile: bool) -> dict:
+                    warmup: int, profile: bool, threads: int | None, clock: str) -> dict:
     import torch
 
     from sdp_core.config.model import ModelConfig
@@ -75,6 +90,9 @@ def measure_variant(variant: str, precision: str, preset: str, batch: int, lengt
     from sdp_core.train.precision import resolve_precision, use_tf32
 
     private, mode, lora, compiled, _ = VARIANTS[variant]
+    if threads:
+        torch.set_num_threads(threads)
+    now = time.process_time if clock == "cpu" else time.perf_counter
     torch.manual_seed(0)
     gpu = torch.cuda.is_available()
     device = torch.device("cuda" if gpu else "cpu")
@@ -114,10 +132,10 @@ def measure_variant(variant: str, precision: str, preset: str, batch: int, lengt
     times = []
     for _ in range(steps):
         synchronize()
-        start = time.perf_counter()
+        start = now()
         step(fixed, 1.0)
         synchronize()
-        times.append(time.perf_counter() - start)
+        times.append(now() - start)
     result = {"step_s": statistics.median(times), "peak_mb": peak_mb(), "device": str(device)}
     result["step_extra_mb"] = result["peak_mb"] - base
     if profile:
@@ -186,6 +204,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="round-robin repeats; each variant keeps its fastest")
     parser.add_argument("--before", help="a checkout whose sdp_core is timed beside this one's, in the same run")
     parser.add_argument("--profile", action="store_true", help="also break each step down by part (torch.profiler)")
+    parser.add_argument("--threads", type=int, help="torch's intra-op threads (default: torch's own choice)")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="cpu: the process's CPU time per step, which other work on a shared CPU inflates less "
+                             "(with --threads 1, the step's own work)")
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args()
 
@@ -204,7 +226,8 @@ def main() -> None:
                     groups = [variants] if gpu else [[v] for v in variants]  # a CPU's peak RSS is per process
                     for group in groups:
                         rows = run(code, group, precision, shape, batch, length, vocab, args.steps, args.warmup,
-                                   args.profile and code is None)  # another checkout's code has no ranges
+                                   args.profile and code is None,  # another checkout's code has no ranges
+                                   args.threads, args.clock)
                         for variant, r in zip(group, rows):
                             r.update(batch=batch, length=length, vocab=vocab)
                             key = (shape, precision, label, variant)
@@ -224,9 +247,9 @@ def print_tables(results: dict[tuple[str, str, str, str], dict], args: argparse.
     from rich.table import Table
 
     console = Console(width=220)
-    table = Table(title=f"{args.steps} timed steps (median) after {args.warmup} warm-up, fastest of {args.rounds} "
-                        f"round(s), {device}; ratios to the non-private step of the same shape, precision and code "
-                        "(LoRA DP bk: to LoRA non-private)")
+    table = Table(title=f"{args.steps} timed steps (median, {args.clock} clock) after {args.warmup} warm-up, fastest "
+                        f"of {args.rounds} round(s), {device}, {args.threads or 'default'} thread(s); ratios to the "
+                        "non-private step of the same shape, precision and code (LoRA DP bk: to LoRA non-private)")
     for col in ("shape", "batch x length", "precision", "code", "variant", "step (s)", "time ratio",
                 "peak memory (MB)", "peak ratio", "step memory (MB)", "step memory ratio"):
         table.add_column(col, justify="right")
@@ -242,14 +265,20 @@ def print_tables(results: dict[tuple[str, str, str, str], dict], args: argparse.
     console.print(table)
     if not args.profile:
         return
-    parts = Table(title=f"Where a step's time goes (ms per step, torch.profiler: "
-                        f"{'device' if device != 'CPU' else 'CPU'} time; step.clipping encloses the bk.* rows)")
+    gpu = device != "CPU"
+    parts = Table(title="Where a step's time goes (ms per step, torch.profiler: "
+                        f"{'device time / host time' if gpu else 'CPU time'}; step.clipping encloses the bk.* rows)")
     for col in ("shape", "precision", "code", "variant", *(p.split(".", 1)[1] for p in PARTS)):
         parts.add_column(col, justify="right")
+
+    def cell(seconds: dict[str, float], part: str) -> str:
+        if part not in seconds:
+            return ""
+        return f"{1000 * seconds[part]:.1f}" + (f" / {1000 * seconds['host.' + part]:.1f}" if gpu else "")
+
     for (shape, precision, code, variant), r in results.items():
         if "parts_s" in r:
-            parts.add_row(shape, precision, code, variant,
-                          *(f"{1000 * r['parts_s'][p]:.1f}" if p in r["parts_s"] else "" for p in PARTS))
+            parts.add_row(shape, precision, code, variant, *(cell(r["parts_s"], p) for p in PARTS))
     console.print(parts)
 
 

@@ -84,3 +84,27 @@ def test_an_embedding_record_whose_terms_cancel_adds_at_most_c(device, dtype):
     for i in range(32):
         explicit[i].index_add_(0, ids[i], g[i].double())
     assert _worst_contribution(grads, explicit.flatten(1).norm(dim=1)) <= 1 + TOLERANCE
+
+
+@pytest.mark.parametrize("switch_on", [
+    lambda: use_tf32(torch.device("cuda"), True),
+    lambda: torch.set_float32_matmul_precision("high"),
+    lambda: setattr(torch.backends.cuda.matmul, "fp32_precision", "tf32"),
+    lambda: (setattr(torch.backends.cuda.matmul, "fp32_precision", "none"),
+             setattr(torch.backends, "fp32_precision", "tf32")),
+])
+def test_tf32_switched_on_through_any_of_torchs_settings_is_seen_by_the_allowance(switch_on):
+    """However TF32 was switched on for CUDA matmuls (the project's switch, the legacy one, the newer per-backend
+    and global `fp32_precision`), the allowance reads TF32's operand rounding, and reading it never raises (torch
+    refuses to read the legacy flag once the newer settings were used)."""
+    from sdp_core.train.precision import cuda_fp32_matmul_roundoff
+
+    saved = torch.backends.cuda.matmul.fp32_precision, torch.backends.fp32_precision
+    try:
+        use_tf32(torch.device("cuda"), False)
+        assert cuda_fp32_matmul_roundoff() == 0.0
+        switch_on()
+        assert cuda_fp32_matmul_roundoff() == 2.0**-11
+    finally:
+        torch.backends.fp32_precision = saved[1]
+        torch.backends.cuda.matmul.fp32_precision = saved[0]

@@ -81,7 +81,8 @@ class OpacusHooks:
     optimizer_mode = "hooks"
 
     def __init__(self, model: nn.Module, max_grad_norm: float, loss_scale: float = 1.0):
-        self.module = wrap_model(model, self.optimizer_mode, batch_first=True, loss_reduction="sum")  # DPOptimizer clips
+        # DPOptimizer clips the per-sample gradients
+        self.module = wrap_model(model, self.optimizer_mode, batch_first=True, loss_reduction="sum")
         self.loss_scale = loss_scale
 
     @contextmanager
@@ -169,9 +170,11 @@ class ParameterGradients:
       fp32 numbers.
     - `clipped_sum(c)`: Σ_i c_i·G_i, formed on demand from `pieces`.
     - `per_record()`: G_i materialised ([B, *parameter shape]; only for a parameter several layers share).
-    - `pieces`: the tensors `clipped_sum` reads, records first. A record of weight 0 may hold inf or NaN there (an
-      fp16 overflow), and 0·inf is NaN in every entry of a matmul over all positions, so `BookKeeping` replaces
-      them by copies with that record's rows zeroed before any sum is formed.
+    - `pieces`: the tensors `clipped_sum` reads, records first. Under fp16 a record of weight 0 may hold inf or NaN
+      there (its pieces overflowed under the loss scale), and 0·inf is NaN in every entry of a matmul over all
+      positions, so `BookKeeping` replaces them by copies with that record's rows zeroed before any sum is formed.
+      bf16 and fp32 pieces have fp32's range: one record's gradient entries stay finite (only its squared norm, a
+      sum of squares, can overflow, and `clip_factors` gives that record weight 0).
     """
 
     squared_norms: torch.Tensor
@@ -426,10 +429,11 @@ class BookKeeping:
             norms = torch.stack([grads_of.squared_norms for grads_of in per_param.values()]).sum(0).sqrt()
             rounding = torch.stack([grads_of.rounding for grads_of in per_param.values()])
             clip = clip_factors(rounding_allowance(norms, rounding), self.max_grad_norm)
-            keep = clip > 0
-            if not keep.all():  # a record of weight 0 (a non-finite norm): no inf of its may reach a sum
-                for grads_of in per_param.values():
-                    grads_of.drop_records(keep)
+            if self.loss_scale != 1.0:  # fp16: a record's pieces can overflow, and none of its inf may be summed
+                keep = clip > 0
+                if not keep.all():  # a host sync, which a GPU pays only here: it stops launches running ahead
+                    for grads_of in per_param.values():
+                        grads_of.drop_records(keep)
             with record_function("bk.clipped_sums"):
                 for p in optimizer.params:
                     grads_of = per_param.pop(p, None)
