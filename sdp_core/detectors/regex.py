@@ -155,12 +155,50 @@ _ADDRESSES = (
     rf"(?<![\w-]){_GERMAN_STREET}(?:,?\s+\d{{5}}\s+{_PLACE})?",  # Hauptstraße 12, 10115 Berlin
     rf"(?<![\w-]){_CAP}[^\W\d_]*ring\s+\d{{1,4}}[a-z]?,?\s+\d{{5}}\s+{_PLACE}",  # Kaiserring 5, 68161 Mannheim
 )
+# Postal addresses of other countries, as comma-separated parts: a street part (a house number before or after
+# the street: "Hessstrasse 1", "rue de Mercier 93", "513, avenue de Duval", "Calle 1Y Sur # 2-9", "Strada Dinu
+# Nr. 489", "Szabadság utca 116."), up to two parts more ("35", "Etapa 8 apartamento 2"), and a postcode with its
+# place in either order or alone ("47305 Gelnhausen", "H-4569 Hetvenvég", "9000 AY Hippolytushoef", "90-457 Żory",
+# "674 39 Ústí nad Labem", "4922-838 Amora", "Posadas 3300", "Albacete, 43568", ", 415034,"), then at most one
+# or two more places ("Guayatá, Boyacá", "(SS)"). The postcode part is what makes it an address; street words of many languages
+# allow a street part without a capitalised name before its number.
+_STREET_TYPES = (
+    r"(?:(?i:rue|avenue|av\.?|boulevard|bd\.?|chemin|allée|place|impasse|quai|route|cours|calle|c/|avenida|avda\.?"
+    r"|plaza|paseo|camino|carrera|cr\.?|transversal|diagonal|ronda|travesía|via|viale|piazza|piazzale|corso|largo"
+    r"|vicolo|borgo|strada|contrada|ulica|ul\.|aleja|al\.|plac|osiedle|ulice|náměstí|třída|sokak|sokağı|cadde"
+    r"|caddesi|bulvarı|mahallesi|gatan|vägen|gränd|torget|straat|laan|plein|singel|gracht|kade|dijk|rua|travessa"
+    r"|praça|alameda|estrada|rodovia|bulevardul|strada|splaiul|calea|utca|út|körút|tér|vej|gade|veien|gata"
+    r"|katu|tie|kuja|cesta|ulica|trg|H\.No\.|house\s+no\.?|flat|studio|apartment|unit)|R\.|Cl\.)"
+)
+_MONTH_NAME = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*"
+_PLACE_WORD = r"[A-ZÀ-ÖØ-Þ][^\W\d_]*(?:['’-][^\W\d_]+)*"
+_PLACE_LINK = r"(?:an der|am|an|im|in|nad|pod|sur|sous|lès|les|de|del|la|le|do|da|dos|das|di|en|upon|on|och|bei)"
+_INTL_PLACE = rf"(?!{_MONTH_NAME}\b){_PLACE_WORD}(?:[ \t-]+(?:{_PLACE_LINK}[ \t-]+)*{_PLACE_WORD}){{0,4}}(?:[ \t]*(?:\([A-Z]{{2}}\)|/[ \t]*[A-Z]{{2}}))?"
+_POSTCODE = r"(?:[A-Z]{1,2}-)?(?:\d{2}-\d{3}|\d{3}[ ]\d{2}|\d{4}-\d{3}|\d{4}[ ]?[A-Z]{2}|\d{4,6})(?![\w-])"
+_HOUSE_NUMBER = r"(?:(?:N[°º]|Nr\.|No\.|\#)[ \t]*)?\d{1,5}[a-zA-Zª]?(?:[ \t]*[/-][ \t]*\d{1,4}[a-zA-Z]?)?\.?"
+_STREET_PART = (
+    rf"(?:\d{{1,5}}[a-zA-Z]?,?[ \t]+{_STREET_TYPES}[^,\n.;:!?]{{1,40}}"  # 513, avenue de Duval
+    rf"|{_STREET_TYPES}(?:[ \t]+[^,\n;:!?()]{{1,40}}?)?(?:[ \t]+{_HOUSE_NUMBER}(?:[ \t]+[A-Za-zÀ-ÿ.]+(?:[ \t]+\d{{1,4}})?){{0,3}})?"
+    rf"|{_PLACE_WORD}(?:[ \t-]+(?:{_PLACE_LINK}|na|u|ulica|utca|cesta|{_PLACE_WORD})){{0,4}}[ \t]+{_HOUSE_NUMBER})"
+)
+_MORE_PART = r"(?:[\w.°º#/-]+(?:[ \t]+[\w.°º#/-]+){0,3})"
+_INTL_ADDRESS = (
+    rf"(?<![\w-])(?:{_STREET_PART})(?:,[ \t]*{_MORE_PART}){{0,2}},[ \t]*"
+    rf"(?:{_POSTCODE}[ \t]+{_INTL_PLACE}|{_INTL_PLACE}(?:,[ \t]*|[ \t]+)\d{{4,6}}(?![\w-])|\d{{5,6}}(?![\w-])"
+    rf"|[A-Z]{{1,2}}\d[A-Z\d]?\s\d[A-Z]{{2}}(?![\w-]))"
+    rf"(?:,[ \t]*{_INTL_PLACE}){{0,2}}(?=[ \t]*(?:[.;)\n]|$)|[^,\w])"
+)
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?"
 _DATE = (
     rf"(?:\d{{1,2}}[./-]\d{{1,2}}[./-]\d{{2,4}}|\d{{4}}-\d{{1,2}}-\d{{1,2}}|\d{{1,2}}[ -]{_MONTH}[ -]\d{{4}}"
     rf"|{_MONTH} \d{{1,2}},? \d{{4}})"
 )
-_DATE_OF_BIRTH = rf"(?i:\b(?:DOB|D\.O\.B\.?|date of birth|born(?: on)?))\s*:?\s*(?P<secret>{_DATE})(?!\w)"
+# The cue of a date of birth in English, French, Spanish, Italian and German: born, né(e) le, nacido el, nato il,
+# geboren am, date de naissance, fecha de nacimiento, data di nascita, Geburtsdatum.
+_DOB_CUE = (r"(?i:\b(?:DOB|D\.O\.B\.?|date of birth|birth ?date|born(?: on)?|n[ée]e?(?: le)?|date de naissance"
+            r"|nacid[oa](?: el)?|fecha de nacimiento|nat[oa](?: il)?|data di nascita|geboren(?: am)?|geb\."
+            r"|geburtsdatum))")
+_DATE_OF_BIRTH = rf"{_DOB_CUE}\s*:?\s*(?P<secret>{_DATE})(?!\w)"
 
 # A handle after `@` (not an address's domain, a decorator (`@app.route(`, `@property` above a `def`) or a dotted name) or after a
 # `user:` / `username=` / `login:` cue: @octocat, (gh: @coreygirard), user: jdoe_42.
@@ -208,6 +246,7 @@ BUILTIN_PATTERNS: dict[str, PatternSpec] = {
             *_US_ADDRESSES,
             *_ADDRESSES,
             _UK_POSTCODE,
+            _INTL_ADDRESS,
             _DATE_OF_BIRTH,
         )
     ),
