@@ -52,10 +52,12 @@ def luhn_valid(candidate: str) -> bool:
 
 @dataclass(frozen=True)
 class PatternSpec:
-    """One built-in policy: its patterns and an optional validator of the matched string."""
+    """One built-in policy: its patterns, an optional validator of the matched string, and patterns of text that
+    stays in the clear (a match inside one of them is dropped)."""
 
     patterns: tuple[str, ...]
     validator: Callable[[str], bool] | None = None
+    clear: tuple[str, ...] = ()
 
 
 # Boundaries: a secret must not continue into a word character or a dash (so `604-87647-5938` is one order
@@ -133,7 +135,7 @@ _CODE = (
 _SPACED_CODE = r"(?<![\w-])[A-Z]{1,3}\d{0,2}(?=(?: ?\d){5})(?: \d{2,4}){2,6}(?: [A-Z])?(?![\w-])"
 _PHONES = (
     # international: +44 20 7946 0958, +44 (0)161 496 0123, +1-415-555-0132
-    rf"(?<![\w+])\+\d{{1,3}}(?:[ .-]?\(0\))?(?:[ .-]?\(?\d{{1,5}}\)?){{2,6}}{_EXTENSION}{_NUM_R}",
+    rf"(?<![\w+])\+(?=(?:[ .()-]{{0,4}}\d){{7}})\d{{1,3}}(?:[ .-]?\(0\))?(?:[ .-]?\(?\d{{1,5}}\)?){{2,6}}{_EXTENSION}{_NUM_R}",
     # an area code in parentheses or before a slash: (415) 555-0132, (05178) 12865, 030/1234567
     rf"(?<![\w(/])(?:\(\d{{2,5}}\)\s?\d{{3,}}|0\d{{1,4}}/\d{{5,}})(?:[ -]\d{{2,}})*{_EXTENSION}{_NUM_R}",
 )
@@ -217,6 +219,15 @@ _FACILITIES = (
     rf"(?<![\w-])(?:St\.?[ \t]+)?{_NAME_WORD}-(?:Krankenhaus|Klinik|Klinikum|Hospital)(?![\w-])",
 )
 
+# What `identifier` leaves in the clear whatever its shape: references to bugs, issues and tickets, alone or in lists
+# ("Closes: #1035654, #1029751", "LP: #2012345", "ticket 48213"), a time with its zone offset ("16:11:37 +0200"),
+# and the names of algorithms, encodings and standards (AES-256, SHA-512, UTF-8, ISO-8859-1, RFC 5322).
+_REFERENCE = (r"(?i:\b(?:closes|fixes|fixed|resolves|bugs?|issues?|tickets?|lp|pr|gh|cve|debian[ \t]+bug)\b[ \t]*:?[ \t]*)"
+              r"#?\d+(?:[ \t]*(?:,|and)[ \t]*#?\d+)*")
+_ZONE_OFFSET = r"\b\d{1,2}:\d{2}(?::\d{2})?(?:[ \t]+\d{4})?[ \t]*[+-](?:[01]\d|2[0-3])[0-5]\d\b"
+_STANDARD = r"\b(?:AES|SHA|MD|RSA|DSA|ECDSA|ED|ISO|IEC|IEEE|UTF|RFC|PEP|IPv|CRC|DES|HMAC|PBKDF)[-_ ]?\d+(?:[-:]\d+)*\b"
+IDENTIFIER_CLEAR = (_REFERENCE, _ZONE_OFFSET, _STANDARD)
+
 BUILTIN_PATTERNS: dict[str, PatternSpec] = {
     "digits": PatternSpec((r"\d+",)),
     "phone": PatternSpec(
@@ -248,7 +259,8 @@ BUILTIN_PATTERNS: dict[str, PatternSpec] = {
             _UK_POSTCODE,
             _INTL_ADDRESS,
             _DATE_OF_BIRTH,
-        )
+        ),
+        clear=IDENTIFIER_CLEAR,
     ),
 }
 
@@ -256,14 +268,16 @@ BUILTIN_PATTERNS: dict[str, PatternSpec] = {
 class RegexPolicy(Policy):
     """Spans matched by any of `patterns` (the `secret` group when present), labelled with the policy name."""
 
-    def __init__(self, name: str, patterns: Sequence[str], validator: Callable[[str], bool] | None = None):
+    def __init__(self, name: str, patterns: Sequence[str], validator: Callable[[str], bool] | None = None,
+                 clear: Sequence[str] = ()):
         self.name = name
         self._validator = validator
         try:
             self._compiled = tuple(re.compile(p) for p in patterns)
+            self._clear = tuple(re.compile(p) for p in clear)
         except re.error as e:
             raise UserError(f"invalid regex for policy {name!r}: {e}") from None
-        self.version = version_hash(REGEX_CODE_VERSION, *patterns, validator.__name__ if validator else "")
+        self.version = version_hash(REGEX_CODE_VERSION, *patterns, validator.__name__ if validator else "", *clear)
 
     def _spans(self, text: str) -> list[Span]:
         out = []
@@ -273,6 +287,9 @@ class RegexPolicy(Policy):
                 start, end = m.span(group)
                 if end > start and (self._validator is None or self._validator(text[start:end])):
                     out.append(Span(start, end, self.name))
+        if out and self._clear:
+            clear = [m.span() for pattern in self._clear for m in pattern.finditer(text)]
+            out = [s for s in out if not any(a <= s.start and s.end <= b for a, b in clear)]
         return normalise_spans(out)
 
     def detect(self, texts: Sequence[str]) -> list[list[Span]]:
@@ -281,4 +298,4 @@ class RegexPolicy(Policy):
 
 def builtin_regex_policy(name: str) -> RegexPolicy:
     spec = BUILTIN_PATTERNS[name]
-    return RegexPolicy(name, spec.patterns, spec.validator)
+    return RegexPolicy(name, spec.patterns, spec.validator, spec.clear)
