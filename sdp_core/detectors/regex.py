@@ -197,7 +197,7 @@ _DATE = (
 )
 # The cue of a date of birth in English, French, Spanish, Italian and German: born, né(e) le, nacido el, nato il,
 # geboren am, date de naissance, fecha de nacimiento, data di nascita, Geburtsdatum.
-_DOB_CUE = (r"(?i:\b(?:DOB|D\.O\.B\.?|date of birth|birth ?date|born(?: on)?|n[ée]e?(?: le)?|date de naissance"
+_DOB_CUE = (r"(?i:\b(?:DOB|D\.O\.B\.?|date of birth|birth ?date|born(?: on)?|n[ée]e?(?:\(e\))?(?: le)?|date de naissance"
             r"|nacid[oa](?: el)?|fecha de nacimiento|nat[oa](?: il)?|data di nascita|geboren(?: am)?|geb\."
             r"|geburtsdatum))")
 _DATE_OF_BIRTH = rf"{_DOB_CUE}\s*:?\s*(?P<secret>{_DATE})(?!\w)"

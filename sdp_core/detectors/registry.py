@@ -30,6 +30,7 @@ from typing import Callable
 
 from sdp_core.config import DetectorConfig
 from sdp_core.detectors.base import Policy, union
+from sdp_core.detectors.identifiers import LibraryIdentifierPolicy
 from sdp_core.detectors.names import PersonNamePolicy
 from sdp_core.detectors.regex import BUILTIN_PATTERNS, RegexPolicy, builtin_regex_policy
 from sdp_core.detectors.spacy_tiers import TIERS, SpacyTierPolicy
@@ -38,11 +39,11 @@ from sdp_core.errors import UserError
 PolicyFactory = Callable[[DetectorConfig], Policy]
 
 CUSTOMERSIM_POLICY = "phone,email,order_number,tracking_number,address,low_entity,proper_nouns"
-GENERAL_POLICY = "identifier,credit_card,username,facility,person_name"
+GENERAL_POLICY = "identifier,library_id,credit_card,username,facility,person_name"
 
 
 def _conservative(config: DetectorConfig) -> Policy:
-    names = ["high_entity", "proper_nouns", "person_name", *BUILTIN_PATTERNS, *config.patterns]
+    names = ["high_entity", "proper_nouns", "person_name", "library_id", *BUILTIN_PATTERNS, *config.patterns]
     return union([get_policy(n, config) for n in names])
 
 
@@ -50,6 +51,7 @@ POLICIES: dict[str, PolicyFactory] = {
     **{name: (lambda config, name=name: builtin_regex_policy(name)) for name in BUILTIN_PATTERNS},
     **{name: (lambda config, name=name: SpacyTierPolicy(name, config.spacy_model)) for name in TIERS},
     "person_name": lambda config: PersonNamePolicy(config.spacy_model),
+    "library_id": lambda config: LibraryIdentifierPolicy(),
     "customersim": lambda config: get_policy(CUSTOMERSIM_POLICY, config),
     "general": lambda config: get_policy(GENERAL_POLICY, config),
     "conservative": _conservative,
