@@ -21,6 +21,7 @@ Built-in patterns and their decisions:
 | address         | US street address: building number, one to four capitalised words, a USPS street suffix (plural allowed), optional Apt/Suite/Unit, optional `City, ST 12345`; PO boxes; APO/FPO/DPO military addresses |
 | username        | a handle after `@` (not an address, decorator or dotted name) or after `user:`, `username=`, `login:`, `handle:` |
 | facility        | a health facility by its head noun: `Grahambury General Hospital`, `St Daniel's Hospital`, `Klinikum Waldmünchen`, `St. Hans-Rudolf-Krankenhaus` |
+| strict_extra    | what `strict` adds to `general`: dates with a day (numeric, or with a month name in English, French, Spanish, Italian, German), card and account number endings ("card ending 4821"), organisations by their legal form (`GmbH`, `S.L.`, `d.o.o.`), URLs, IP addresses |
 | identifier      | identifier shapes for data of unknown formats: 5+ digits; digit groups joined by `-`, `.` or space (3+ groups of 2+ digits, or 7+ digits, not two years or a range of round numbers); upper-case codes with 3+ digits in 6+ characters or 2+ in 8+ (not ICD-10 codes); capitals before spaced digit groups (`QQ 12 34 56 C`); `+` international and area-code phones; email; US, UK (with postcode) and German street addresses; UK postcodes; a date after DOB / date of birth / born. Leaves small numbers, doses, vitals, decimals, `12,500`, `E11.9`, `500mg`, `12/05/2024`, other calendar dates (`2024-03-12`), bug, issue and PR numbers (`bug #18423`, `GH-18426`) |
 """
 
@@ -228,6 +229,32 @@ _ZONE_OFFSET = r"\b\d{1,2}:\d{2}(?::\d{2})?(?:[ \t]+\d{4})?[ \t]*[+-](?:[01]\d|2
 _STANDARD = r"\b(?:AES|SHA|MD|RSA|DSA|ECDSA|ED|ISO|IEC|IEEE|UTF|RFC|PEP|IPv|CRC|DES|HMAC|PBKDF)[-_ ]?\d+(?:[-:]\d+)*\b"
 IDENTIFIER_CLEAR = (_REFERENCE, _ZONE_OFFSET, _STANDARD)
 
+# What the `strict` policy adds to `general` (HIPAA Safe Harbor, 45 CFR 164.514(b)(2)): every date but a year
+# alone, numeric or with a month name of five languages; a fragment of a card or account number ("card ending 4821",
+# "last four digits 1234"); URLs and IP addresses; every postcode-like number before a place.
+_MONTH_NAMES = (r"(?i:jan(?:uary|vier|uar)?|feb(?:ruary|ruar)?|f[ée]vrier|mar(?:ch|s|zo)?|märz|apr(?:il|ile)?|avril|"
+                r"abril|may|mai|mayo|maggio|jun(?:e|i)?|juin|junio|giugno|jul(?:y|i)?|juillet|julio|luglio|aug(?:ust)?|"
+                r"ao[uû]t|agosto|sep(?:t(?:ember)?)?|septembre|septiembre|settembre|oct(?:ober)?|oktober|octobre|"
+                r"octubre|ottobre|nov(?:ember)?|novembre|noviembre|dec(?:ember)?|dezember|d[ée]cembre|diciembre|"
+                r"dicembre|enero|gennaio|febrero|febbraio|marzo|aprile)\.?")
+_STRICT_DATES = (
+    rf"(?<![\w./-])(?:\d{{1,2}}[./-]\d{{1,2}}[./-]\d{{2,4}}|\d{{4}}-\d{{1,2}}-\d{{1,2}})(?![\w/-]|\.\d)",
+    rf"\b\d{{1,2}}(?:st|nd|rd|th|er|\.)?[ \t]+(?:de[ \t]+)?{_MONTH_NAMES}(?:[ \t]+(?:de[ \t]+)?\d{{4}})?\b",
+    rf"\b{_MONTH_NAMES}[ \t]+\d{{1,2}}(?:st|nd|rd|th)?(?:,?[ \t]+\d{{4}})?\b",
+)
+_CARD_FRAGMENT = (r"(?i:\b(?:ending(?:[ \t]+(?:in|with))?|last[ \t]+(?:4|four)(?:[ \t]+digits)?|ends[ \t]+(?:in|with)"
+                  r"|se[ \t]+termine[ \t]+par|terminada[ \t]+en|che[ \t]+termina[ \t]+con|endet[ \t]+auf)[ \t:]*)"
+                  r"(?P<secret>\d{2,6})\b")
+# An organisation by its legal form: "Müller GmbH", "Dizdar j.d.o.o.", "Hermanos Marín S.L.N.E", "Kennedy, Moore and
+# Gregory Ltd", "Nowak Sp. z o.o.".
+_LEGAL_FORM = (r"(?:GmbH(?:[ \t]+&[ \t]+Co\.?[ \t]+KG)?|AG|KG|OHG|e\.V\.|S\.?A\.?S?|S\.?L\.?(?:N\.?E\.?|U\.?)?|SARL|S\.?p\.?A\.?"
+               r"|S\.?r\.?l\.?|S\.?N\.?C\.?|Ltda?\.?|LLC|LLP|Inc\.?|PLC|plc|Corp\.?|[jd]\.?o\.?o\.?|d\.d\.|s\.?r\.?o\.?|a\.s\.|k\.s\."
+               r"|v\.o\.s\.|Sp\.[ \t]+z[ \t]+o\.o\.|S\.A\.|A\.Ş\.|AB|ASA?|Oy|Oyj|B\.V\.|N\.V\.|BV|NV|CV|ApS|A/S|Kft\.?|Zrt\.?|Bt\.)")
+_ORGANISATION = (rf"(?<![\w-])[A-ZÀ-ÖØ-Þ][^\W\d_]*(?:['’-][^\W\d_]+)*(?:,?[ \t]+(?:(?:and|und|et|y|e|&)[ \t]+)?"
+                 rf"[A-ZÀ-ÖØ-Þ][^\W\d_]*(?:['’-][^\W\d_]+)*){{0,4}}[ \t]+{_LEGAL_FORM}(?![\w])")
+_URL = r"\b(?:https?://|www\.)[^\s<>\"')]+"
+_IP = r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)(?![\w.])"
+
 BUILTIN_PATTERNS: dict[str, PatternSpec] = {
     "digits": PatternSpec((r"\d+",)),
     "phone": PatternSpec(
@@ -246,6 +273,7 @@ BUILTIN_PATTERNS: dict[str, PatternSpec] = {
     "id": PatternSpec((r"(?<![\w.,])\d{6,}(?!\w|[.,]\d)",)),
     "address": PatternSpec(_US_ADDRESSES),
     "username": PatternSpec(_USERNAMES),
+    "strict_extra": PatternSpec((*_STRICT_DATES, _CARD_FRAGMENT, _ORGANISATION, _URL, _IP)),
     "facility": PatternSpec(_FACILITIES),
     "identifier": PatternSpec(
         (
