@@ -25,6 +25,9 @@ from typing import Sequence
 
 from sdp_core.data.records import Span
 from sdp_core.detectors.base import Policy, normalise_spans, version_hash
+from sdp_core.detectors.regex import IDENTIFIER_CLEAR
+
+_CLEAR = tuple(re.compile(p) for p in IDENTIFIER_CLEAR)  # bug references, zone offsets, standards: as `identifier`
 
 IDENTIFIERS_CODE_VERSION = "1"
 PHONE_REGION = "DE"  # national numbers are read as this region writes them; international ones need no region
@@ -89,7 +92,8 @@ class LibraryIdentifierPolicy(Policy):
                 out.append(Span(m.start(), m.start() + len(value), "national_id"))
             elif vat.is_valid(value):
                 out.append(Span(m.start(), m.start() + len(value), "vat"))
-        return normalise_spans(out)
+        clear = [m.span() for pattern in _CLEAR for m in pattern.finditer(text)]
+        return normalise_spans(s for s in out if not any(a <= s.start and s.end <= b for a, b in clear))
 
     def detect(self, texts: Sequence[str]) -> list[list[Span]]:
         return [self._spans(t) for t in texts]
