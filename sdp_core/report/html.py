@@ -28,6 +28,7 @@ from sdp_core.report.tables import (
     cost_table,
     counts_line,
     detector_table,
+    recall_estimate_table,
     fmt,
     format_epsilon,
     front_note,
@@ -213,6 +214,15 @@ def render(a: Analysis, plots: list[Plot], cost: SweepCost, claims: list[ClaimRe
                                 "gold share is text Redacted, JFT's phase 1 and CRT's public set lose to false "
                                 "positives. Recall against gold spans with 95 % Wilson intervals where the data has "
                                 "them."))
+    estimate = recall_estimate_table(a)
+    if estimate.rows:
+        method = next((t.detector["recall_estimate"].get("method", "") for t in sweep.trials
+                       if isinstance((t.detector or {}).get("recall_estimate"), dict)), "")
+        sections.append(Section("recall-estimate", "Detector recall without gold spans", _table(estimate),
+                                f"The data has no gold spans, so recall per secret type is estimated ({e(method)}). "
+                                "It cannot see secrets in formats the generators lack, types the policy does not "
+                                "claim, or secrets that are no value of a type: a person's review of sampled records "
+                                "(sdp-sweep detect --review) is the measure to trust."))
     notes = "".join(f"<li>{e(n)}</li>" for n in cost.notes)
     counted = ("<p>Trials counted, each with what it is charged:</p>" + _table(charges_table(a, cost.charges))
                if cost.charges else "")
