@@ -36,7 +36,7 @@ def _validate_args(p: argparse.ArgumentParser) -> None:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from sdp_core.config.loading import validate_file
+    from sdp_core.sweep.preflight import validate_file  # the sweep layer: its sampling rules, data sizes
 
     failed = 0
     for f in args.files:

@@ -23,14 +23,13 @@ from sdp_core import __version__
 from sdp_core.attacks import canary_exposures, empirical_epsilon, membership_inference
 from sdp_core.config.trial import TrialConfig
 from sdp_core.data.canaries import CanaryPlan
-from sdp_core.errors import UserError
 from sdp_core.io import atomic_write_json
 from sdp_core.mechanisms import MechanismPlan, TrialData, get_plan
 from sdp_core.mechanisms.base import tokens_per_row
 from sdp_core.metrics import utility_metrics
 from sdp_core.models import build_model
 from sdp_core.models.checkpoint import save_model
-from sdp_core.preparation import PreparedData, data_key, prepare_trial_data
+from sdp_core.preparation import PreparedData, prepare_trial_data
 from sdp_core.row import TrialRow
 from sdp_core.tensors import LMData, model_device, record_losses
 from sdp_core.text.encode import encode
@@ -174,29 +173,6 @@ NOISE_SOURCES = {
     False: "secret: seeded from the OS entropy pool per phase, never stored",
     True: "reproducible from the published trial seed (privacy.reproducible_noise): the DP guarantee does not hold",
 }
-
-
-def prepare_shared(trials: list[TrialConfig]) -> dict[str, PreparedData]:
-    """The data the trials of a sweep share, prepared once per distinct data setting (`data_key`), with each
-    mechanism's plan made once so its own detection (CRT's conservative policy) is cached before the trials start.
-    A setting whose preparation fails is left out: its trials prepare it themselves and report the problem."""
-    prepared: dict[str, PreparedData] = {}
-    planned: set[tuple[str, str]] = set()
-    failed: set[str] = set()
-    for cfg in trials:
-        key = data_key(cfg)
-        if key in failed:
-            continue
-        try:
-            if key not in prepared:
-                prepared[key] = prepare_trial_data(cfg)
-            if (key, cfg.mechanism.name) not in planned:
-                planned.add((key, cfg.mechanism.name))
-                get_plan(cfg.mechanism.name)(prepared[key].data, cfg)
-        except UserError:  # includes PrivacyError: the trial itself records it
-            if key not in prepared:
-                failed.add(key)
-    return prepared
 
 
 def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool = False,

@@ -1,9 +1,10 @@
-"""Reading config files: trials, search spaces and sweeps from YAML (with `--set` overrides), and validation."""
+"""Reading config files: trials, search spaces and sweeps from YAML (with `--set` overrides), each checked on its own.
+
+What needs the sweep layer (its sampling rules, the data sizes every trial needs) is checked by `sweep.preflight`."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import yaml
 from pydantic import BaseModel
@@ -104,47 +105,10 @@ def load_sweep_config(path: str | Path, overrides: list[str] = ()) -> SweepConfi
     return sweep
 
 
-def resolve_sweep(path: str | Path, overrides: list[str] = ()) -> SweepConfig:
-    """The sweep with overrides applied and its search space inlined (what `OUT/sweep.yaml` stores), after every
-    check that needs no data: `load_sweep_config`, then every mechanism's trial at both ends of every range."""
-    from sdp_core.sweep.space import check_space  # the sweep layer's sampling rules
-
-    cfg = load_sweep_config(path, overrides)
-    if cfg.experiments is not None:  # a grid: every arm was validated as a trial on loading
-        return cfg
-    space = load_search_space(cfg.search_space, Path(path).parent)
-    check_space(cfg, space, str(path))
-    return cfg.model_copy(update={"search_space": space})
-
-
 def arm_trial_config(sweep: SweepConfig, arm: str, seed: int) -> TrialConfig:
     """The trial of one grid arm and seed: `base` with the arm's settings, named `<arm>-s<seed>`."""
     settings = {**sweep.experiments[arm].set, "name": f"{arm}-s{seed}", "seed": seed}
     return parse_model(TrialConfig, apply_settings(sweep.base.model_dump(mode="json"), settings))
-
-
-def detect_kind(data: Any) -> str:
-    """Which config a YAML mapping is, for `sdp-sweep validate`: sweep, search space or trial."""
-    if isinstance(data, dict) and ("search_space" in data or "experiments" in data):
-        return "sweep"
-    if isinstance(data, dict) and set(data) == {"parameters"}:
-        return "search_space"
-    return "trial"
-
-
-def validate_file(path: str | Path) -> str:
-    """Validate any config file; returns its kind or raises ConfigError/UserError."""
-    data = read_yaml(path)
-    kind = detect_kind(data)
-    if kind == "sweep":
-        from sdp_core.sweep.preflight import preflight  # the data sizes every trial needs
-
-        preflight(resolve_sweep(path), str(path), elsewhere=False)
-    elif kind == "search_space":
-        parse_model(SearchSpace, data, str(path))
-    else:
-        load_trial_config(path)
-    return kind
 
 
 def dump_yaml(model: BaseModel) -> str:

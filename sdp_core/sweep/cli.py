@@ -12,11 +12,10 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
-from sdp_core.config.loading import resolve_sweep
 from sdp_core.config.sweep import SweepConfig
 from sdp_core.errors import UserError
 from sdp_core.row import TRIAL_STATES
-from sdp_core.sweep.preflight import preflight
+from sdp_core.sweep.preflight import preflight, resolve_sweep
 from sdp_core.sweep.store import SweepStore
 
 

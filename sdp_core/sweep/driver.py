@@ -53,9 +53,10 @@ from sdp_core.errors import PrivacyError, UserError
 from sdp_core.logs import configure_logging
 from sdp_core.sweep.space import MECHANISM_PARAM, sample, sweep_number, trial_config_dict, trial_id
 from sdp_core.sweep.store import SweepStore
-from sdp_core.preparation import PreparedData, data_key
+from sdp_core.mechanisms import get_plan
+from sdp_core.preparation import PreparedData, data_key, prepare_trial_data
 from sdp_core.row import TrialRow
-from sdp_core.trial import TrainingProgress, prepare_shared, run_trial
+from sdp_core.trial import TrainingProgress, run_trial
 
 MAX_RETRIES = 2
 """A trial whose Ray worker dies (killed, out of memory, node lost) is re-run from the start this many times
@@ -375,8 +376,31 @@ def grace_period(cfg: SweepConfig) -> int:
     return max(1, (cfg.base.training.max_steps or 40) // 4)
 
 
+def prepare_shared(trials: list[TrialConfig]) -> dict[str, PreparedData]:
+    """The data the trials of a sweep share, prepared once per distinct data setting (`data_key`), with each
+    mechanism's plan made once so its own detection (CRT's conservative policy) is cached before the trials start.
+    A setting whose preparation fails is left out: its trials prepare it themselves and report the problem."""
+    prepared: dict[str, PreparedData] = {}
+    planned: set[tuple[str, str]] = set()
+    failed: set[str] = set()
+    for cfg in trials:
+        key = data_key(cfg)
+        if key in failed:
+            continue
+        try:
+            if key not in prepared:
+                prepared[key] = prepare_trial_data(cfg)
+            if (key, cfg.mechanism.name) not in planned:
+                planned.add((key, cfg.mechanism.name))
+                get_plan(cfg.mechanism.name)(prepared[key].data, cfg)
+        except UserError:  # includes PrivacyError: the trial itself records it
+            if key not in prepared:
+                failed.add(key)
+    return prepared
+
+
 def prepare_once(trials: list[dict], processes: int | None) -> dict[str, ray.ObjectRef]:
-    """The trials' shared data, prepared once here before they start (`trial.prepare_shared`), detection split over
+    """The trials' shared data, prepared once here before they start (`prepare_shared`), detection split over
     `processes` (default: this machine's CPUs), and put in Ray's object store by `data_key`: every trial, on any
     node, reads it from there instead of preparing it again."""
     from rich.console import Console

@@ -1,5 +1,9 @@
 """Pre-flight: what no trial of a sweep could get past, found before Ray starts (`sdp-sweep run`, `validate`).
 
+`resolve_sweep` loads a sweep file (`config.loading`) and checks it against the sweep layer's sampling rules
+(`space.check_space`); `preflight` then checks its trials against the data's sizes; `validate_file` runs what
+applies to any config file.
+
 A sweep's trials lie between the extremes of its search space (`space.end_configs`) or are its grid's arms. For each
 distinct data block the split sizes are known from the config (generated sources: `n_train`, ...) or read from the
 data (a file: its records, less the validation and test sets held out of it); every trial is then checked against
@@ -12,12 +16,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from sdp_core.config.base import parse_model
 from sdp_core.config.data import DataConfig
-from sdp_core.config.loading import arm_trial_config
+from sdp_core.config.loading import arm_trial_config, load_search_space, load_sweep_config, load_trial_config
 from sdp_core.config.sweep import SearchSpace, SweepConfig
 from sdp_core.config.trial import TrialConfig
+from sdp_core.data.loaders import hf_local_path
+from sdp_core.data.prepare import load_splits
 from sdp_core.errors import ConfigError
+from sdp_core.io import read_yaml
+from sdp_core.sweep.space import check_space, end_configs
 
 GENERATED = ("customersim", "clinic", "synthetic_classification")
 
@@ -33,9 +43,6 @@ class SplitSizes:
     def of(cls, data: DataConfig, elsewhere: bool) -> "SplitSizes | None":
         """The record counts of `data`'s splits before canaries. With `elsewhere` off, None for data that is not on
         this machine (a hub name, a missing file: a sweep meant for a cluster)."""
-        from sdp_core.data.loaders import hf_local_path
-        from sdp_core.data.prepare import load_splits
-
         if data.source in GENERATED:
             return cls(data.n_train, data.n_validation, data.n_test, "data.n_train")
         local = Path(data.path) if data.source == "file" else hf_local_path(data.hf_name)
@@ -50,10 +57,19 @@ class SplitSizes:
         return cls(len(splits.train), len(splits.validation), len(splits.test), held)
 
 
+def resolve_sweep(path: str | Path, overrides: list[str] = ()) -> SweepConfig:
+    """The sweep with overrides applied and its search space inlined (what `OUT/sweep.yaml` stores), after every
+    check that needs no data: `load_sweep_config`, then every mechanism's trial at both ends of every range."""
+    cfg = load_sweep_config(path, overrides)
+    if cfg.experiments is not None:  # a grid: every arm was validated as a trial on loading
+        return cfg
+    space = load_search_space(cfg.search_space, Path(path).parent)
+    check_space(cfg, space, str(path))
+    return cfg.model_copy(update={"search_space": space})
+
+
 def sweep_trials(cfg: SweepConfig) -> list[TrialConfig]:
     """The trials that bound the sweep: every grid arm, or every mechanism at both ends of every range."""
-    from sdp_core.sweep.space import end_configs
-
     if cfg.experiments is not None:
         return [arm_trial_config(cfg, arm, 0) for arm in cfg.experiments]
     assert isinstance(cfg.search_space, SearchSpace), "resolve the sweep first (its search space inlined)"
@@ -89,3 +105,26 @@ def preflight(cfg: SweepConfig, where: str, elsewhere: bool = True) -> None:
             problems += [p for p in trial_problems(trial, sizes[key]) if p not in problems]
     if problems:
         raise ConfigError(problems, where)
+
+
+def detect_kind(data: Any) -> str:
+    """Which config a YAML mapping is, for `sdp-sweep validate`: sweep, search space or trial."""
+    if isinstance(data, dict) and ("search_space" in data or "experiments" in data):
+        return "sweep"
+    if isinstance(data, dict) and set(data) == {"parameters"}:
+        return "search_space"
+    return "trial"
+
+
+def validate_file(path: str | Path) -> str:
+    """Validate any config file (a sweep also against the data on this machine); returns its kind or raises
+    ConfigError/UserError."""
+    data = read_yaml(path)
+    kind = detect_kind(data)
+    if kind == "sweep":
+        preflight(resolve_sweep(path), str(path), elsewhere=False)
+    elif kind == "search_space":
+        parse_model(SearchSpace, data, str(path))
+    else:
+        load_trial_config(path)
+    return kind
