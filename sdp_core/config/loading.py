@@ -9,7 +9,8 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel
 
-from sdp_core.config.base import apply_overrides, apply_settings, did_you_mean, known_keys, parse_model
+from sdp_core.config.base import (apply_overrides, apply_settings, did_you_mean, known_keys, parse_model,
+                                  parse_override)
 from sdp_core.config.metrics import METRICS, NEEDS, unknown_metric
 from sdp_core.config.sweep import SearchSpace, SweepConfig
 from sdp_core.config.trial import TrialConfig
@@ -22,6 +23,7 @@ def load_trial_config(path: str | Path | None, overrides: list[str] = ()) -> Tri
     data = {} if data is None else data
     if not isinstance(data, dict):
         raise ConfigError([f"(top level): expected a mapping, got {type(data).__name__}"], str(path))
+    check_overrides(TrialConfig, overrides)
     return parse_model(TrialConfig, apply_overrides(data, list(overrides)), str(path) if path else "--set")
 
 
@@ -61,18 +63,33 @@ def metric_problems(sweep: SweepConfig) -> list[str]:
     return problems
 
 
-def setting_path_problem(path: str) -> str | None:
-    """Why dotted `path` is no setting of a trial config (its first unknown part, with the closest known key of
-    that block), or None. Mapping-valued settings (`detector.patterns.<name>`) take any key below them."""
+def setting_path_problem(path: str, config: type[TrialConfig | SweepConfig] = TrialConfig) -> str | None:
+    """Why dotted `path` is no setting of a `config` (its first unknown part, with the closest known key of that
+    block), or None. Mapping-valued settings (`detector.patterns.<name>`) take any key below them."""
     parts = path.split(".")
     for depth, part in enumerate(parts):
-        known = known_keys(TrialConfig, parts[:depth])
+        known = known_keys(config, parts[:depth])
         if not known:
             return None
         if part not in known:
-            block = ".".join(parts[:depth]) or "a trial config"
+            block = ".".join(parts[:depth]) or ("a sweep" if config is SweepConfig else "a trial config")
             return f"no setting {part!r} in {block}{did_you_mean(part, known)}"
     return None
+
+
+def check_overrides(config: type[TrialConfig | SweepConfig], overrides: list[str]) -> None:
+    """Raise a ConfigError that blames `--set` for an assignment to no setting of `config`; on a sweep, a trial's
+    setting is named with the `base.` it needs."""
+    problems = []
+    for assignment in overrides:
+        key = ".".join(parse_override(assignment)[0])
+        problem = setting_path_problem(key, config)
+        if problem and config is SweepConfig and not setting_path_problem(key, TrialConfig):
+            problem = f"a sweep's trial settings are under base: --set base.{assignment.strip()}"
+        if problem:
+            problems.append(f"{assignment}: {problem}")
+    if problems:
+        raise ConfigError(problems, "--set")
 
 
 def space_problems(space: SearchSpace) -> list[str]:
@@ -86,6 +103,7 @@ def load_sweep_config(path: str | Path, overrides: list[str] = ()) -> SweepConfi
     data = read_yaml(path)
     if not isinstance(data, dict):
         raise ConfigError([f"(top level): expected a mapping, got {type(data).__name__}"], str(path))
+    check_overrides(SweepConfig, overrides)
     sweep = parse_model(SweepConfig, apply_overrides(data, list(overrides)), str(path))
     problems = metric_problems(sweep)
     if sweep.experiments is None:

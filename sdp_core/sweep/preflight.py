@@ -15,8 +15,9 @@ batch larger than the training set would make every private step the whole data.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from sdp_core.config.base import parse_model
 from sdp_core.config.data import DataConfig
@@ -25,7 +26,7 @@ from sdp_core.config.sweep import SearchSpace, SweepConfig
 from sdp_core.config.trial import TrialConfig
 from sdp_core.data.loaders import hf_local_path
 from sdp_core.data.prepare import load_splits
-from sdp_core.errors import ConfigError
+from sdp_core.errors import ConfigError, DataError
 from sdp_core.io import read_yaml
 from sdp_core.sweep.space import check_space, end_configs
 
@@ -68,27 +69,39 @@ def resolve_sweep(path: str | Path, overrides: list[str] = ()) -> SweepConfig:
     return cfg.model_copy(update={"search_space": space})
 
 
-def sweep_trials(cfg: SweepConfig) -> list[TrialConfig]:
-    """The trials that bound the sweep: every grid arm, or every mechanism at both ends of every range."""
+def sweep_trials(cfg: SweepConfig) -> list[tuple[str | None, TrialConfig]]:
+    """The trials that bound the sweep, each with its grid arm: every arm, or every mechanism at both ends of every
+    range (arm None)."""
     if cfg.experiments is not None:
-        return [arm_trial_config(cfg, arm, 0) for arm in cfg.experiments]
+        return [(arm, arm_trial_config(cfg, arm, 0)) for arm in cfg.experiments]
     assert isinstance(cfg.search_space, SearchSpace), "resolve the sweep first (its search space inlined)"
-    return end_configs(cfg, cfg.search_space)
+    return [(None, trial) for trial in end_configs(cfg, cfg.search_space)]
 
 
-def trial_problems(trial: TrialConfig, sizes: SplitSizes) -> list[str]:
-    """Why `trial` cannot run on data of these sizes (one line each, with the setting to change)."""
+def sweep_setting(cfg: SweepConfig, arm: str | None, path: str) -> str:
+    """Where in sweep `cfg` a trial's setting `path` is set, as a path to change: the search space's parameter, the
+    grid arm's `set:` (when it sets `path` or a block holding it), else `base.`."""
+    if arm is not None and any(path == key or path.startswith(key + ".") for key in cfg.experiments[arm].set):
+        return f"experiments.{arm}.set.{path}"
+    if isinstance(cfg.search_space, SearchSpace) and path in cfg.search_space.parameters:
+        return f"search_space.{path}"
+    return f"base.{path}"
+
+
+def trial_problems(trial: TrialConfig, sizes: SplitSizes, setting: Callable[[str], str]) -> list[str]:
+    """Why `trial` cannot run on data of these sizes (one line each, naming the setting to change as `setting` gives
+    its path)."""
     problems = []
     n = sizes.train
     if trial.data.canaries is not None:
         c = trial.data.canaries
         if c.count * c.repeats > n:
-            problems.append(f"data.canaries: {c.count} canaries x {c.repeats} repeats need {c.count * c.repeats} "
-                            f"training records; the data has {n} ({sizes.how}): lower data.canaries.count or "
-                            "repeats, or use more data")
+            problems.append(f"{setting('data.canaries')}: {c.count} canaries x {c.repeats} repeats need "
+                            f"{c.count * c.repeats} training records; the data has {n} ({sizes.how}): lower "
+                            f"{setting('data.canaries.count')} or {setting('data.canaries.repeats')}, or use more data")
     if trial.training.batch_size > n:
-        problems.append(f"training.batch_size: the expected batch of {trial.training.batch_size} is more than the {n} "
-                        f"training records ({sizes.how}): every private step would be the whole data")
+        problems.append(f"{setting('training.batch_size')}: the expected batch of {trial.training.batch_size} is more "
+                        f"than the {n} training records ({sizes.how}): every private step would be the whole data")
     return problems
 
 
@@ -97,12 +110,17 @@ def preflight(cfg: SweepConfig, where: str, elsewhere: bool = True) -> None:
     (or the DataError of unusable data). `elsewhere` off (`validate`) leaves out data not on this machine."""
     sizes: dict[str, SplitSizes | None] = {}
     problems: list[str] = []
-    for trial in sweep_trials(cfg):
+    for arm, trial in sweep_trials(cfg):
         key = trial.data.model_dump_json()
         if key not in sizes:
-            sizes[key] = SplitSizes.of(trial.data, elsewhere)
-        if sizes[key] is not None:
-            problems += [p for p in trial_problems(trial, sizes[key]) if p not in problems]
+            try:
+                sizes[key] = SplitSizes.of(trial.data, elsewhere)
+            except DataError as e:  # its advice names a trial's setting; a sweep sets it under base
+                raise DataError(e.message.replace("--set data.", "--set base.data."), e.where) from None
+        found = sizes[key]
+        if found is not None:
+            setting = partial(sweep_setting, cfg, arm)
+            problems += [p for p in trial_problems(trial, found, setting) if p not in problems]
     if problems:
         raise ConfigError(problems, where)
 
