@@ -202,10 +202,14 @@ def front_note(a: Analysis) -> str:
 
 
 def evaluation_unit(a: Analysis) -> str:
-    """The one unit every mechanism's utility is measured on."""
-    data = a.sweep.config.base.data
+    """The one unit every mechanism's utility is measured on, with the validation records the trials counted in
+    their data (a file's own, not the generator's `n_validation`)."""
+    counts = sorted({n for t in a.sweep.trials if isinstance(n := (t.detector.get("records") or {}).get("validation"),
+                                                                  int)})
+    records = ("validation records" if not counts else f"{counts[0]:,} validation records" if len(counts) == 1
+               else f"{counts[0]:,}–{counts[-1]:,} validation records")
     return (f"Every mechanism's {metric_label(a.utility.metric)} is measured on the same unit: whole held-out records "
-            f"({data.n_validation} validation records, rows of up to {data.max_length} tokens), whatever unit it "
+            f"({records}, rows of up to {a.sweep.config.base.data.max_length} tokens), whatever unit it "
             "trains on (CRT trains its sentence units inside their records).")
 
 
