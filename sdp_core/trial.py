@@ -27,7 +27,7 @@ from sdp_core.io import atomic_write_json
 from sdp_core.mechanisms import MechanismPlan, TrialData, get_plan
 from sdp_core.mechanisms.base import tokens_per_row
 from sdp_core.metrics import utility_metrics
-from sdp_core.models import build_model
+from sdp_core.models import build_model, parameter_counts
 from sdp_core.models.checkpoint import save_model
 from sdp_core.preparation import PreparedData, prepare_trial_data
 from sdp_core.row import TrialRow
@@ -234,7 +234,7 @@ def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool
                  "not_covered": not_covered(cfg, plan)},
         ledger=plan.ledger.to_dict(), mechanism=plan.details, phases=[s.to_dict() for s in phase_stats],
         canaries=canary_plan.summary() if canary_plan else None, attacks=attacks,
-        detector=prepared.detector,
+        detector=prepared.detector, model=parameter_counts(model),
         timings={k: round(v, 3) for k, v in timings.items()}, versions=versions(),
     )
     if out_dir is not None:
