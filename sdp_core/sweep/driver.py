@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
+import sys
 import time
 from functools import partial
 from pathlib import Path
@@ -405,9 +407,14 @@ def prepare_once(trials: list[dict], processes: int | None) -> dict[str, ray.Obj
     node, reads it from there instead of preparing it again."""
     from rich.console import Console
 
-    with (Console(stderr=True).status("preparing the sweep's data once (detection, tokenizer, plans)"),
-          detection_processes(processes or len(os.sched_getaffinity(0)))):
+    what, start = "preparing the sweep's data once (detection, tokenizer, plans)", time.perf_counter()
+    logged = not sys.stdout.isatty()  # a log file gets lines where a terminal gets a spinner
+    if logged:
+        print(what, flush=True)
+    with (Console(stderr=True).status(what), detection_processes(processes or len(os.sched_getaffinity(0)))):
         prepared = prepare_shared([parse_model(TrialConfig, t) for t in trials])
+    if logged:
+        print(f"data prepared in {time.perf_counter() - start:.0f} s; the trials start", flush=True)
     return {key: ray.put(data) for key, data in prepared.items()}
 
 
@@ -462,6 +469,21 @@ def trial_resources(config: dict, resources: ResourcesConfig) -> tune.PlacementG
     return tune.PlacementGroupFactory([trial])
 
 
+class InterruptionNotes(logging.Filter):
+    """Tune's notes on a Ctrl-C name Tune's own API (`Tuner.restore(...)`) and list the unfinished trials; the sweep
+    says itself how to continue (`sdp-sweep resume DIR`, `sweep.cli.closing_lines`). They are dropped, and the first
+    is replaced by one plain line of ours."""
+
+    STOPPING = "stopping: the trials running now are not recorded and run again on resume (Ctrl-C again: at once)"
+    NOTES = ("Stop signal received", "Experiment has been interrupted", "Trials did not complete")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message.startswith(self.NOTES[0]):
+            print(self.STOPPING, file=sys.stderr, flush=True)
+        return not message.startswith(self.NOTES)
+
+
 def tune_run(cfg: SweepConfig, store: SweepStore, search: TrialSearch,
              scheduler: TrialScheduler | None, num_samples: int, callbacks: list | None,
              prepared: dict[str, ray.ObjectRef]) -> None:
@@ -480,6 +502,9 @@ def tune_run(cfg: SweepConfig, store: SweepStore, search: TrialSearch,
         run_config=tune.RunConfig(name=f"attempt-{attempt}", storage_path=str(store.tune_dir), verbose=0,
                                   callbacks=callbacks or [], failure_config=tune.FailureConfig(max_failures=MAX_RETRIES)),
     )
+    notes = logging.getLogger("ray.tune.tune")
+    if not any(isinstance(f, InterruptionNotes) for f in notes.filters):
+        notes.addFilter(InterruptionNotes())
     tuner.fit()
     if search.write_error is not None:
         raise search.write_error
