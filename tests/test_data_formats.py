@@ -12,7 +12,7 @@ import pytest
 
 from sdp_core.config import DataConfig
 from sdp_core.data.loaders import load_records
-from sdp_core.data.prepare import load_splits
+from sdp_core.data.splits import load_splits
 from sdp_core.errors import DataError
 from tests.conftest import run_cli, run_main
 

@@ -26,7 +26,7 @@ from sdp_core.mechanisms.base import (
     public_phase,
     within_token_budget,
 )
-from sdp_core.mechanisms.registry import register_plan
+from sdp_core.mechanisms.registry import register_mechanism
 from sdp_core.preparation import TrialData
 from sdp_core.privacy import PrivacyLedger, light_noise_epsilon
 from sdp_core.privacy.light_noise import REAL_SAMPLE_RATES, at_real_rates, with_formal_bound
@@ -116,4 +116,4 @@ def jft(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
                                                    "missing_rate_source": source, "light_noise": report})
 
 
-register_plan("jft", jft)
+register_mechanism("jft", jft)

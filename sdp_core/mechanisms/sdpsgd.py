@@ -62,7 +62,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from sdp_core.config.trial import TrialConfig
 from sdp_core.errors import UserError
 from sdp_core.mechanisms.base import MechanismPlan, calibrate, within_token_budget
-from sdp_core.mechanisms.registry import register_plan
+from sdp_core.mechanisms.registry import register_mechanism
 from sdp_core.preparation import TrialData
 from sdp_core.privacy import PrivacyLedger
 from sdp_core.tensors import LMData
@@ -357,4 +357,4 @@ def sdpsgd(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
     return MechanismPlan(phases, ledger, details, derived)
 
 
-register_plan("sdpsgd", sdpsgd)
+register_mechanism("sdpsgd", sdpsgd)

@@ -55,7 +55,7 @@ from sdp_core.errors import PrivacyError, UserError
 from sdp_core.logs import configure_logging
 from sdp_core.sweep.space import MECHANISM_PARAM, sample, sweep_number, trial_config_dict, trial_id
 from sdp_core.sweep.store import SweepStore
-from sdp_core.mechanisms import get_plan
+from sdp_core.mechanisms import get_mechanism
 from sdp_core.preparation import PreparedData, data_key, prepare_trial_data
 from sdp_core.row import TrialRow
 from sdp_core.trial import TrainingProgress, run_trial
@@ -394,7 +394,7 @@ def prepare_shared(trials: list[TrialConfig]) -> dict[str, PreparedData]:
                 prepared[key] = prepare_trial_data(cfg)
             if (key, cfg.mechanism.name) not in planned:
                 planned.add((key, cfg.mechanism.name))
-                get_plan(cfg.mechanism.name)(prepared[key].data, cfg)
+                get_mechanism(cfg.mechanism.name)(prepared[key].data, cfg)
         except UserError:  # includes PrivacyError: the trial itself records it
             if key not in prepared:
                 failed.add(key)

@@ -25,7 +25,7 @@ from sdp_core.config.loading import arm_trial_config, load_search_space, load_sw
 from sdp_core.config.sweep import SearchSpace, SweepConfig
 from sdp_core.config.trial import TrialConfig
 from sdp_core.data.loaders import hf_local_path
-from sdp_core.data.prepare import load_splits
+from sdp_core.data.splits import load_splits
 from sdp_core.errors import ConfigError, DataError
 from sdp_core.io import read_yaml
 from sdp_core.sweep.space import check_space, end_configs

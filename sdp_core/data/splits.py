@@ -6,7 +6,7 @@ import random
 from typing import Callable
 
 from sdp_core.config import DataConfig
-from sdp_core.data.canaries import CanaryPlan, insert_canaries
+from sdp_core.data.canaries import Canaries, insert_canaries
 from sdp_core.data.classification import classification_splits
 from sdp_core.data.clinic import clinic_splits
 from sdp_core.data.customersim import customersim_splits
@@ -82,11 +82,11 @@ def load_splits(cfg: DataConfig, seed: int) -> Splits:
     return SOURCES[cfg.source](cfg, seed)
 
 
-def prepare_data(cfg: DataConfig, seed: int) -> tuple[Splits, CanaryPlan | None]:
+def splits_with_canaries(cfg: DataConfig, seed: int) -> tuple[Splits, Canaries | None]:
     """Splits with the configured canaries inserted into the training records."""
     splits = load_splits(cfg, seed)
     if cfg.canaries is None:
         return splits, None
     c = cfg.canaries
-    train, plan = insert_canaries(splits.train, c.format, c.count, c.repeats, seed, c.missed_by_detector)
-    return Splits(train, splits.validation, splits.test), plan
+    train, canaries = insert_canaries(splits.train, c.format, c.count, c.repeats, seed, c.missed_by_detector)
+    return Splits(train, splits.validation, splits.test), canaries
