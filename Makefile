@@ -10,6 +10,7 @@ TEST_WORKERS ?= logical
 .PHONY: quickstart test bench findings clean
 
 $(STAMP): pyproject.toml
+	@$(PY) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "sdp-sweep needs Python >= 3.11; $(PY) is " + sys.version.split()[0] + ": make PY=python3.11 ...")'
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
@@ -17,6 +18,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 quickstart: $(STAMP)
+	@echo "sdp-sweep is installed in $(VENV): 'source $(VENV)/bin/activate' puts it on this shell's PATH"
 	$(BIN)/sdp-sweep run sweeps/quickstart.yaml --out reports/quickstart --overwrite
 
 findings: $(STAMP)
