@@ -165,7 +165,7 @@ def main() -> None:
         if "error" in r:
             table.add_row(*shape_cells, r["error"], *[""] * 5)
             continue
-        ratio = (lambda key: f"{r[key] / reference[key]:.2f}x" if reference.get(key) else "")
+        ratio = (lambda key: f"{r[key] / reference[key]:.2f}x" if reference.get(key) else "")  # noqa: E731
         table.add_row(*shape_cells, f"{r['step_s']:.3f}", ratio("step_s"), f"{r['peak_mb']:.0f}", ratio("peak_mb"),
                       f"{r['step_extra_mb']:.0f}", ratio("step_extra_mb"))
     Console(width=220).print(table)

@@ -112,10 +112,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The CLI; of the other layers' commands only `command`'s module is imported and its arguments defined."""
     import importlib
 
-    commands = dict(COMMANDS)
-    for name, help_text, module, add, run in LAYER_COMMANDS:
+    commands: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
+                              Callable[[argparse.Namespace], int] | None]] = dict(COMMANDS)
+    for name, help_text, module, add, run_name in LAYER_COMMANDS:
         mod = importlib.import_module(module) if name == command else None
-        commands[name] = (help_text, getattr(mod, add), getattr(mod, run)) if mod else (help_text, _no_arguments, None)
+        commands[name] = ((help_text, getattr(mod, add), getattr(mod, run_name)) if mod
+                          else (help_text, _no_arguments, None))
     parser = argparse.ArgumentParser(prog="sdp-sweep", description="Train language models with selective differential "
                                      "privacy and sweep their privacy–utility trade-off on Ray.")
     parser.add_argument("-v", "--verbose", action="count", default=0,

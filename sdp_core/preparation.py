@@ -97,6 +97,7 @@ def build_tokenizer(cfg: TrialConfig, train: list[Record], train_spans: list[lis
     """A pretrained tokenizer, or a BPE trained (once per text, `cached_bpe_tokenizer`) on text with every known
     secret redacted: the training text (`tokenizer.corpus: training`) or public text (`public`)."""
     if cfg.tokenizer.kind == "pretrained":
+        assert cfg.tokenizer.name_or_path is not None, "validated: a pretrained tokenizer is named"
         return load_pretrained_tokenizer(cfg.tokenizer.name_or_path)
     if cfg.tokenizer.corpus == "public":
         train = public_records(cfg)
@@ -131,10 +132,10 @@ def prepare_trial_data(cfg: TrialConfig) -> PreparedData:
     train_spans = drop_missed(splits.train, train_spans, cfg.detector.miss_rate, cfg.data.seed)
     held_out = (("validation", splits.validation), ("test", splits.test))
     policy_spans = {"train": train_spans, **{name: detect_records(recs, policy) for name, recs in held_out}}
-    eval_spans = {name: [list(r.spans) if r.spans is not None else None for r in recs] for name, recs in held_out}
-    for name, _ in held_out:
-        if any(s is None for s in eval_spans[name]):  # unannotated data: the policy decides what is private
-            eval_spans[name] = policy_spans[name]
+    eval_spans: dict[str, list[list[Span]]] = {}
+    for name, recs in held_out:  # gold spans; in unannotated data the policy decides what is private
+        gold = [list(r.spans) for r in recs if r.spans is not None]
+        eval_spans[name] = gold if len(gold) == len(recs) else policy_spans[name]
     timings["detect"] = time.perf_counter() - t0
     log.info("%s: %d spans detected in %d of %d training records", policy.name, sum(map(len, train_spans)),
              sum(bool(s) for s in train_spans), len(splits.train))

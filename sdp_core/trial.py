@@ -101,7 +101,7 @@ def run_attacks(model, data: TrialData, canaries: Canaries | None, cfg: TrialCon
                                                      delta=p.delta, group_size=canaries.repeats)
     train = data.records.train[: ev.max_eval_records]
     if ev.mia and all(r.spans is not None for r in train) and data.test.sensitive.any():
-        members = encode([r.text for r in train], [list(r.spans) for r in train], data.tokenizer, cfg.data.max_length,
+        members = encode([r.text for r in train], [list(r.spans or ()) for r in train], data.tokenizer, cfg.data.max_length,
                          on_long=cfg.data.on_long_records)
         out["membership_inference"] = membership_inference(model, members, data.test)
     model.train()

@@ -67,6 +67,8 @@ class _GPT2:
 
 
 class _LSTM:
+    max_positions: int | None = None  # any length
+
     def __init__(self, lm: LSTMLM):
         self.lm = lm
         self.device = lm.head.weight.device

@@ -95,6 +95,14 @@ class DataConfig(Strict):
     def _source_defaults(cls, data: Any) -> Any:
         return _value_defaults(data, "source", SOURCE_DEFAULTS)
 
+    @property
+    def location(self) -> str:
+        """What the data is read from: the file (source=file) or the dataset, a hub name or local path (source=hf)."""
+        where = self.path if self.source == "file" else self.hf_name
+        if where is None:
+            raise ValueError(f"data.source {self.source} is generated: it is read from nowhere")
+        return where
+
     @model_validator(mode="after")
     def _source_needs(self) -> "DataConfig":
         if self.source == "file" and not self.path:

@@ -5,6 +5,7 @@ What needs the sweep layer (its sampling rules, the data sizes every trial needs
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
 import yaml
 from pydantic import BaseModel
@@ -18,7 +19,7 @@ from sdp_core.errors import ConfigError
 from sdp_core.io import read_yaml
 
 
-def load_trial_config(path: str | Path | None, overrides: list[str] = ()) -> TrialConfig:
+def load_trial_config(path: str | Path | None, overrides: Sequence[str] = ()) -> TrialConfig:
     data = read_yaml(path) if path else {}
     data = {} if data is None else data
     if not isinstance(data, dict):
@@ -47,7 +48,7 @@ def metric_problems(sweep: SweepConfig) -> list[str]:
         where = f"objectives.{i}.metric"
         unknown = unknown_metric(o.metric)
         metric = METRICS.get(o.metric)
-        if unknown:
+        if unknown or metric is None:
             problems.append(f"{where}: {unknown}")
         elif metric.task and metric.task != base.model.task:
             problems.append(f"{where}: {o.metric} is measured on language models only; base.model.arch "
@@ -77,7 +78,7 @@ def setting_path_problem(path: str, config: type[TrialConfig | SweepConfig] = Tr
     return None
 
 
-def check_overrides(config: type[TrialConfig | SweepConfig], overrides: list[str]) -> None:
+def check_overrides(config: type[TrialConfig | SweepConfig], overrides: Sequence[str]) -> None:
     """Raise a ConfigError that blames `--set` for an assignment to no setting of `config`; on a sweep, a trial's
     setting is named with the `base.` it needs."""
     problems = []
@@ -97,7 +98,7 @@ def space_problems(space: SearchSpace) -> list[str]:
             if (problem := setting_path_problem(path))]
 
 
-def load_sweep_config(path: str | Path, overrides: list[str] = ()) -> SweepConfig:
+def load_sweep_config(path: str | Path, overrides: Sequence[str] = ()) -> SweepConfig:
     """A sweep file with `--set` overrides, every problem found at once: its keys, its objectives' and claims'
     metrics, its search space's paths (a referenced file must exist) and its grid arms' settings."""
     data = read_yaml(path)
@@ -125,6 +126,7 @@ def load_sweep_config(path: str | Path, overrides: list[str] = ()) -> SweepConfi
 
 def arm_trial_config(sweep: SweepConfig, arm: str, seed: int) -> TrialConfig:
     """The trial of one grid arm and seed: `base` with the arm's settings, named `<arm>-s<seed>`."""
+    assert sweep.experiments is not None, "a grid sweep"
     settings = {**sweep.experiments[arm].set, "name": f"{arm}-s{seed}", "seed": seed}
     return parse_model(TrialConfig, apply_settings(sweep.base.model_dump(mode="json"), settings))
 

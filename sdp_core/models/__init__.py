@@ -51,9 +51,9 @@ def parameter_counts(model: nn.Module) -> dict[str, float]:
     """How many of the model's parameters training updates: with LoRA adapters, peft's own count
     (`get_nb_trainable_parameters`: the adapters and any trained head, against every weight of the base model);
     else the parameters that require a gradient, against all."""
-    inner = getattr(model, "model", None)
-    if hasattr(inner, "get_nb_trainable_parameters"):
-        trainable, total = inner.get_nb_trainable_parameters()
+    peft_count = getattr(getattr(model, "model", None), "get_nb_trainable_parameters", None)
+    if peft_count is not None:
+        trainable, total = peft_count()
     else:
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         total = sum(p.numel() for p in model.parameters())

@@ -145,7 +145,7 @@ def sweep_trial(config: dict, report_interval: float = 0.0, early_stopping: bool
     data in Ray's object store by `data_key`; a trial whose setting is not there prepares its own.
     """
     configure_logging()  # the driver's -v, in this worker
-    last = {"step": 0, "val_loss": None, "time": time.monotonic()}
+    last: dict[str, Any] = {"step": 0, "val_loss": None, "time": time.monotonic()}
     ledger: dict = {}  # the calibrated plan, once the mechanism has made it
 
     def report(row: TrialRow | None = None, plan: dict | None = None) -> None:
@@ -318,6 +318,7 @@ class GridSearch(TrialSearch):
 def grid_configs(cfg: SweepConfig) -> list[dict]:
     """Every trial of a grid sweep, arm by arm and seed by seed; its id is `<arm>-s<seed>`."""
     objectives = [o.metric for o in cfg.objectives]
+    assert cfg.experiments is not None, "a grid sweep"
     return [{"trial_id": f"{arm}-s{seed}", "params": {"experiment": arm, "seed": seed}, "objectives": objectives,
              "trial": arm_trial_config(cfg, arm, seed).model_dump(mode="json")}
             for arm, experiment in cfg.experiments.items() for seed in (experiment.seeds or cfg.seeds)]
@@ -418,7 +419,8 @@ def prepare_once(trials: list[dict], processes: int | None) -> dict[str, ray.Obj
     return {key: ray.put(data) for key, data in prepared.items()}
 
 
-def run_sweep(cfg: SweepConfig, space: SearchSpace, store: SweepStore, callbacks: list | None = None) -> dict[str, dict]:
+def run_sweep(cfg: SweepConfig, space: SearchSpace | str | None, store: SweepStore, callbacks: list | None = None
+              ) -> dict[str, dict]:
     """Run (or continue) the sweep in `store` until it holds exactly `num_trials` rows; Ray must be up.
 
     Returns every row by trial id.
@@ -444,8 +446,9 @@ def run_sweep(cfg: SweepConfig, space: SearchSpace, store: SweepStore, callbacks
                             cfg.prepare_processes)
     # Each mechanism's TPE seeded apart from the others' and with the trials already in its study: a resumed
     # sweep does not replay the first run's random draws.
-    for i, (mechanism, study) in enumerate(studies.items()):
+    for i, study in enumerate(studies.values()):
         study.sampler = optuna.samplers.TPESampler(seed=cfg.seed + 10_000 * i + len(study.trials))
+    assert isinstance(space, SearchSpace), "resolve the sweep first (its search space inlined)"
     search = SweepSearch(cfg, space, store, studies, orphans, stopped)
     tune_run(cfg, store, search, scheduler, remaining, callbacks, prepared)
     return store.rows()

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from sdp_core.config.base import parse_model
 from sdp_core.config.data import DataConfig
@@ -46,7 +46,7 @@ class SplitSizes:
         this machine (a hub name, a missing file: a sweep meant for a cluster)."""
         if data.source in GENERATED:
             return cls(data.n_train, data.n_validation, data.n_test, "data.n_train")
-        local = Path(data.path) if data.source == "file" else hf_local_path(data.hf_name)
+        local = Path(data.location) if data.source == "file" else hf_local_path(data.location)
         here = local is not None and local.exists()
         if not (here or elsewhere):
             return None
@@ -58,12 +58,13 @@ class SplitSizes:
         return cls(len(splits.train), len(splits.validation), len(splits.test), held)
 
 
-def resolve_sweep(path: str | Path, overrides: list[str] = ()) -> SweepConfig:
+def resolve_sweep(path: str | Path, overrides: Sequence[str] = ()) -> SweepConfig:
     """The sweep with overrides applied and its search space inlined (what `OUT/sweep.yaml` stores), after every
     check that needs no data: `load_sweep_config`, then every mechanism's trial at both ends of every range."""
     cfg = load_sweep_config(path, overrides)
     if cfg.experiments is not None:  # a grid: every arm was validated as a trial on loading
         return cfg
+    assert cfg.search_space is not None, "validated: a sweep searches or has a grid"
     space = load_search_space(cfg.search_space, Path(path).parent)
     check_space(cfg, space, str(path))
     return cfg.model_copy(update={"search_space": space})
@@ -81,7 +82,8 @@ def sweep_trials(cfg: SweepConfig) -> list[tuple[str | None, TrialConfig]]:
 def sweep_setting(cfg: SweepConfig, arm: str | None, path: str) -> str:
     """Where in sweep `cfg` a trial's setting `path` is set, as a path to change: the search space's parameter, the
     grid arm's `set:` (when it sets `path` or a block holding it), else `base.`."""
-    if arm is not None and any(path == key or path.startswith(key + ".") for key in cfg.experiments[arm].set):
+    arm_sets = cfg.experiments[arm].set if arm is not None and cfg.experiments is not None else {}
+    if any(path == key or path.startswith(key + ".") for key in arm_sets):
         return f"experiments.{arm}.set.{path}"
     if isinstance(cfg.search_space, SearchSpace) and path in cfg.search_space.parameters:
         return f"search_space.{path}"
