@@ -7,9 +7,10 @@ STAMP := $(VENV)/.installed
 # pytest-xdist processes running test files side by side (logical: one per CPU this process may use)
 TEST_WORKERS ?= logical
 
-.PHONY: quickstart test bench findings clean
+.PHONY: quickstart test lint bench findings clean
 
 $(STAMP): pyproject.toml
+	@$(PY) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "sdp-sweep needs Python >= 3.11; $(PY) is " + sys.version.split()[0] + ": make PY=python3.11 ...")'
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
@@ -17,16 +18,22 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 quickstart: $(STAMP)
+	@echo "sdp-sweep is installed in $(VENV): 'source $(VENV)/bin/activate' puts it on this shell's PATH"
 	$(BIN)/sdp-sweep run sweeps/quickstart.yaml --out reports/quickstart --overwrite
 
 findings: $(STAMP)
 	$(BIN)/sdp-sweep run sweeps/findings.yaml --out reports/findings --overwrite
 
-test: $(STAMP)
+# ruff's lint rules and mypy's types ([tool.ruff], [tool.mypy] in pyproject.toml): `make test` runs them first
+lint: $(STAMP)
+	$(BIN)/ruff check sdp_core tests benchmarks
+	$(BIN)/mypy
+
+test: lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile tests
 
 bench: $(STAMP)
 	for b in benchmarks/*.py; do $(BIN)/python -m benchmarks.$$(basename $$b .py) || exit 1; done
 
 clean:
-	rm -rf $(VENV) reports/*/ .pytest_cache
+	rm -rf $(VENV) reports/*/ .pytest_cache .cache/mypy

@@ -31,7 +31,7 @@ def pinned_sweep(path: str, overrides: list[str]):
     value pinned to the base's (a one-value space)."""
     from sdp_core.config import parse_model
     from sdp_core.config.sweep import SweepConfig
-    from sdp_core.sweep.cli import resolve_sweep
+    from sdp_core.sweep.preflight import resolve_sweep
 
     cfg = resolve_sweep(path, ["keep_models=none", *overrides])
     lr = cfg.base.training.learning_rate
@@ -55,7 +55,8 @@ def main() -> None:
     from sdp_core.config.trial import TrialConfig
     from sdp_core.sweep.space import MECHANISM_PARAM, trial_config_dict
     from sdp_core.preparation import data_key
-    from sdp_core.trial import prepare_shared, run_trial
+    from sdp_core.sweep.driver import prepare_shared
+    from sdp_core.trial import run_trial
 
     base = pinned_sweep(args.sweep, args.overrides)
     lr = {"training.learning_rate": base.base.training.learning_rate}

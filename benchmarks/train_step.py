@@ -259,7 +259,7 @@ def print_tables(results: dict[tuple[str, str, str, str], dict], args: argparse.
         if "error" in r:
             table.add_row(*cells, r["error"], *[""] * 5)
             continue
-        ratio = (lambda key: f"{r[key] / reference[key]:.2f}x" if reference.get(key) else "")
+        ratio = (lambda key: f"{r[key] / reference[key]:.2f}x" if reference.get(key) else "")  # noqa: E731
         table.add_row(*cells, f"{r['step_s']:.3f}", ratio("step_s"), f"{r['peak_mb']:.0f}", ratio("peak_mb"),
                       f"{r['step_extra_mb']:.0f}", ratio("step_extra_mb"))
     console.print(table)

@@ -11,16 +11,19 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from sdp_core.config.mechanism import MECHANISM_SETTINGS
+from sdp_core.config.trial import TrialConfig
 from sdp_core.errors import ConfigError, UserError
 from sdp_core.io import write_error
 from sdp_core.logs import configure_logging
 
 
 def _add_trial_like(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", help="JSONL / Parquet / text file to use instead of the config's data")
+    p.add_argument("--data", help="your data instead of the config's: JSONL, a CSV / TSV / Parquet table or plain "
+                   "text, by its extension (a table's text column: --set data.text_fields=[NAME])")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
                    help="override a config field (validated like the file); repeatable")
-    p.add_argument("--out", help="output directory")
+    p.add_argument("--out", help="output folder (default runs/<name>-<time>); a result already there is replaced")
 
 
 def data_overrides(args: argparse.Namespace) -> list[str]:
@@ -36,7 +39,7 @@ def _validate_args(p: argparse.ArgumentParser) -> None:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from sdp_core.config.loading import validate_file
+    from sdp_core.sweep.preflight import validate_file  # the sweep layer: its sampling rules, data sizes
 
     failed = 0
     for f in args.files:
@@ -58,6 +61,8 @@ def _validate(args: argparse.Namespace) -> int:
 def _trial_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", nargs="?", help="trial YAML (defaults to the embedded default)")
     _add_trial_like(p)
+    p.epilog = (f"The mechanism is mechanism.name: --set mechanism.name=NAME, one of {', '.join(MECHANISM_SETTINGS)} "
+                f"(default {TrialConfig().mechanism.name}); its own settings are mechanism.<setting> (docs/config.md).")
 
 
 def _trial(args: argparse.Namespace) -> int:
@@ -107,10 +112,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The CLI; of the other layers' commands only `command`'s module is imported and its arguments defined."""
     import importlib
 
-    commands = dict(COMMANDS)
-    for name, help_text, module, add, run in LAYER_COMMANDS:
+    commands: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
+                              Callable[[argparse.Namespace], int] | None]] = dict(COMMANDS)
+    for name, help_text, module, add, run_name in LAYER_COMMANDS:
         mod = importlib.import_module(module) if name == command else None
-        commands[name] = (help_text, getattr(mod, add), getattr(mod, run)) if mod else (help_text, _no_arguments, None)
+        commands[name] = ((help_text, getattr(mod, add), getattr(mod, run_name)) if mod
+                          else (help_text, _no_arguments, None))
     parser = argparse.ArgumentParser(prog="sdp-sweep", description="Train language models with selective differential "
                                      "privacy and sweep their privacy–utility trade-off on Ray.")
     parser.add_argument("-v", "--verbose", action="count", default=0,

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from transformers import PreTrainedTokenizerFast
 
 from sdp_core.config.trial import TrialConfig
-from sdp_core.data.canaries import CanaryPlan
+from sdp_core.data.canaries import Canaries
 from sdp_core.data.classification import class_labels
 from sdp_core.data.customersim import generate_customersim
 from sdp_core.data.loaders import load_records
-from sdp_core.data.prepare import prepare_data
+from sdp_core.data.splits import splits_with_canaries
 from sdp_core.data.records import Record, Span, Splits
 from sdp_core.detectors import Policy, detect_records, get_policy, masked_share
 from sdp_core.detectors.estimate import estimate_summary
@@ -57,21 +57,21 @@ class PreparedData:
     """A trial's prepared data and what the trial reports of it (counts and rates, never text)."""
 
     data: TrialData
-    canaries: CanaryPlan | None  # what was drawn and inserted, for the attacks
+    canaries: Canaries | None  # what was drawn and inserted, for the attacks
     detector: dict  # the policy, redacted share, recall where gold exists, windows, data seed and fingerprint
     timings: dict[str, float]  # seconds spent on data, detect, tokenize
 
 
-def _canary_adjusted(spans: list[list[Span]], plan: CanaryPlan | None) -> list[list[Span]]:
+def _canary_adjusted(spans: list[list[Span]], canaries: Canaries | None) -> list[list[Span]]:
     """The detector sees every canary, or (missed-secret experiments) none: canary spans added or carved out."""
-    if plan is None:
+    if canaries is None:
         return spans
     by_record: dict[int, list[Span]] = {}
-    for ins in plan.insertions:
+    for ins in canaries.insertions:
         by_record.setdefault(ins.record, []).append(ins.span)
     out = list(spans)
     for r, canary_spans in by_record.items():
-        if plan.missed_by_detector:
+        if canaries.missed_by_detector:
             out[r] = [s for s in spans[r] if not any(s.start < c.end and c.start < s.end for c in canary_spans)]
         else:
             out[r] = sorted([*spans[r], *canary_spans])
@@ -98,6 +98,7 @@ def build_tokenizer(cfg: TrialConfig, train: list[Record], train_spans: list[lis
     """A pretrained tokenizer, or a BPE trained (once per text, `cached_bpe_tokenizer`) on text with every known
     secret redacted: the training text (`tokenizer.corpus: training`) or public text (`public`)."""
     if cfg.tokenizer.kind == "pretrained":
+        assert cfg.tokenizer.name_or_path is not None, "validated: a pretrained tokenizer is named"
         return load_pretrained_tokenizer(cfg.tokenizer.name_or_path)
     if cfg.tokenizer.corpus == "public":
         train = public_records(cfg)
@@ -123,19 +124,19 @@ def prepare_trial_data(cfg: TrialConfig) -> PreparedData:
     """Records, detection, tokenizer and tokens for `cfg`; what it reads of `cfg` is what `data_key` holds."""
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    splits, plan = prepare_data(cfg.data, cfg.data.seed)
+    splits, canaries = splits_with_canaries(cfg.data, cfg.data.seed)
     timings["data"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     policy = get_policy(cfg.detector.policy, cfg.detector)
-    train_spans = _canary_adjusted(detect_records(splits.train, policy), plan)
+    train_spans = _canary_adjusted(detect_records(splits.train, policy), canaries)
     train_spans = drop_missed(splits.train, train_spans, cfg.detector.miss_rate, cfg.data.seed)
     held_out = (("validation", splits.validation), ("test", splits.test))
     policy_spans = {"train": train_spans, **{name: detect_records(recs, policy) for name, recs in held_out}}
-    eval_spans = {name: [list(r.spans) if r.spans is not None else None for r in recs] for name, recs in held_out}
-    for name, _ in held_out:
-        if any(s is None for s in eval_spans[name]):  # unannotated data: the policy decides what is private
-            eval_spans[name] = policy_spans[name]
+    eval_spans: dict[str, list[list[Span]]] = {}
+    for name, recs in held_out:  # gold spans; in unannotated data the policy decides what is private
+        gold = [list(r.spans) for r in recs if r.spans is not None]
+        eval_spans[name] = gold if len(gold) == len(recs) else policy_spans[name]
     timings["detect"] = time.perf_counter() - t0
     log.info("%s: %d spans detected in %d of %d training records", policy.name, sum(map(len, train_spans)),
              sum(bool(s) for s in train_spans), len(splits.train))
@@ -152,7 +153,7 @@ def prepare_trial_data(cfg: TrialConfig) -> PreparedData:
     labels = {name: class_labels(recs, cfg.model.num_labels, f"{name} data") if classify else None
               for name, recs in (("train", splits.train), ("validation", splits.validation), ("test", splits.test))}
     # Records longer than a row become windows (text.encode); every copy of a canary stays inside one window.
-    whole = plan.inserted_texts() if plan is not None else []
+    whole = canaries.inserted_texts() if canaries is not None else []
     train, windows = encode_windows([r.text for r in splits.train], train_spans, tokenizer, L, labels["train"],
                                     keep_whole=whole, on_long=on_long)
     data = TrialData(
@@ -173,7 +174,7 @@ def prepare_trial_data(cfg: TrialConfig) -> PreparedData:
              windows.tokens_dropped)
     detector = {**detector_summary(policy, splits, policy_spans, data), "windows": windows.to_dict(),
                 "data_seed": cfg.data.seed, "data_fingerprint": data_fingerprint(splits)}
-    return PreparedData(data, plan, detector, timings)
+    return PreparedData(data, canaries, detector, timings)
 
 
 def detector_summary(policy: Policy, splits: Splits, policy_spans: dict[str, list[list[Span]]], data: TrialData

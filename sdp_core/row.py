@@ -40,6 +40,7 @@ class TrialRow:
     canaries: dict | None = None
     attacks: dict = field(default_factory=dict)  # exposure, membership inference, empirical ε lower bound
     detector: dict = field(default_factory=dict)
+    model: dict = field(default_factory=dict)  # parameters, trainable_parameters (LoRA: peft's count), trainable_share
     timings: dict = field(default_factory=dict)
     versions: dict = field(default_factory=dict)
     error: str | None = None
@@ -67,7 +68,7 @@ class TrialRow:
             raise ValueError(f"state {data.get('state')!r} (expected one of {', '.join(TRIAL_STATES)})")
         known = {f.name: f for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
-        for name in ("config", "metrics", "privacy", "ledger", "mechanism", "attacks", "detector", "timings",
+        for name in ("config", "metrics", "privacy", "ledger", "mechanism", "attacks", "detector", "model", "timings",
                      "versions", "params", "objectives"):
             if values.get(name) is None:
                 values.pop(name, None)

@@ -11,10 +11,11 @@ import platform
 import random
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 import torch
@@ -22,15 +23,14 @@ import torch
 from sdp_core import __version__
 from sdp_core.attacks import canary_exposures, empirical_epsilon, membership_inference
 from sdp_core.config.trial import TrialConfig
-from sdp_core.data.canaries import CanaryPlan
-from sdp_core.errors import UserError
+from sdp_core.data.canaries import Canaries
 from sdp_core.io import atomic_write_json
-from sdp_core.mechanisms import MechanismPlan, TrialData, get_plan
+from sdp_core.mechanisms import MechanismPlan, TrialData, get_mechanism
 from sdp_core.mechanisms.base import tokens_per_row
 from sdp_core.metrics import utility_metrics
-from sdp_core.models import build_model
+from sdp_core.models import build_model, parameter_counts
 from sdp_core.models.checkpoint import save_model
-from sdp_core.preparation import PreparedData, data_key, prepare_trial_data
+from sdp_core.preparation import PreparedData, prepare_trial_data
 from sdp_core.row import TrialRow
 from sdp_core.tensors import LMData, model_device, record_losses
 from sdp_core.text.encode import encode
@@ -84,7 +84,7 @@ ATTACK_METRICS = [("exposure", "exposure_mean", "exposure_mean"), ("exposure", "
                   ("empirical_epsilon", "epsilon_lower_bound_per_record", "empirical_epsilon_per_record")]
 
 
-def run_attacks(model, data: TrialData, plan: CanaryPlan | None, cfg: TrialConfig) -> dict:
+def run_attacks(model, data: TrialData, canaries: Canaries | None, cfg: TrialConfig) -> dict:
     """Canary exposure (+ the one-run ε lower bound from inserted vs held-out canaries) and membership inference on
     gold secrets.
 
@@ -94,13 +94,14 @@ def run_attacks(model, data: TrialData, plan: CanaryPlan | None, cfg: TrialConfi
         return {}
     ev, p = cfg.evaluation, cfg.privacy
     out: dict = {}
-    if ev.exposure and plan is not None:
-        out["exposure"] = canary_exposures(model, data.tokenizer, plan, method=ev.exposure_method, limit=ev.exposure_limit)
+    if ev.exposure and canaries is not None:
+        out["exposure"] = canary_exposures(model, data.tokenizer, canaries, method=ev.exposure_method,
+                                           limit=ev.exposure_limit)
         out["empirical_epsilon"] = empirical_epsilon(out["exposure"]["exposures"], out["exposure"]["held_out_exposures"],
-                                                     delta=p.delta, group_size=plan.repeats)
+                                                     delta=p.delta, group_size=canaries.repeats)
     train = data.records.train[: ev.max_eval_records]
     if ev.mia and all(r.spans is not None for r in train) and data.test.sensitive.any():
-        members = encode([r.text for r in train], [list(r.spans) for r in train], data.tokenizer, cfg.data.max_length,
+        members = encode([r.text for r in train], [list(r.spans or ()) for r in train], data.tokenizer, cfg.data.max_length,
                          on_long=cfg.data.on_long_records)
         out["membership_inference"] = membership_inference(model, members, data.test)
     model.train()
@@ -176,27 +177,42 @@ NOISE_SOURCES = {
 }
 
 
-def prepare_shared(trials: list[TrialConfig]) -> dict[str, PreparedData]:
-    """The data the trials of a sweep share, prepared once per distinct data setting (`data_key`), with each
-    mechanism's plan made once so its own detection (CRT's conservative policy) is cached before the trials start.
-    A setting whose preparation fails is left out: its trials prepare it themselves and report the problem."""
-    prepared: dict[str, PreparedData] = {}
-    planned: set[tuple[str, str]] = set()
-    failed: set[str] = set()
-    for cfg in trials:
-        key = data_key(cfg)
-        if key in failed:
-            continue
-        try:
-            if key not in prepared:
-                prepared[key] = prepare_trial_data(cfg)
-            if (key, cfg.mechanism.name) not in planned:
-                planned.add((key, cfg.mechanism.name))
-                get_plan(cfg.mechanism.name)(prepared[key].data, cfg)
-        except UserError:  # includes PrivacyError: the trial itself records it
-            if key not in prepared:
-                failed.add(key)
-    return prepared
+def warn_on_delta(delta: float, n: int) -> None:
+    """δ should be well below 1/N (N training records): a δ-chance of leaking one whole record is likely."""
+    if delta >= 1 / n:
+        print(f"warning: privacy.delta = {delta:g} is not below 1/N = {1 / n:.3g} ({n} training records)",
+              file=sys.stderr)
+
+
+@contextmanager
+def timed(timings: dict[str, float], key: str) -> Iterator[None]:
+    """`timings[key]`: the seconds the block took."""
+    t0 = time.perf_counter()
+    yield
+    timings[key] = time.perf_counter() - t0
+
+
+def attack_metrics(attacks: dict) -> dict[str, float]:
+    """The attacks' numbers a trial row holds as metrics, with mean exposure's 95 % interval and random-rank floor
+    (for the front)."""
+    metrics = {metric: attacks[name][key] for name, key, metric in ATTACK_METRICS if name in attacks}
+    if (attacks.get("exposure") or {}).get("interval"):
+        metrics["exposure_mean_low"], metrics["exposure_mean_high"] = attacks["exposure"]["interval"]
+        metrics["exposure_floor"] = attacks["exposure"]["floor"]
+    return metrics
+
+
+def compute_metrics(phase_stats: list[PhaseStats], plan: MechanismPlan, timings: dict[str, float]) -> dict[str, float]:
+    """Compute of the whole trial (every phase): optimizer steps, tokens trained on (expected for a Poisson batch),
+    wall time; then of the DP phases only: steps, expected per-record gradients (q·N a batch) and seconds."""
+    private = [s for s in phase_stats if s.private]
+    return {"steps": sum(s.steps for s in phase_stats),
+            "tokens": round(sum(s.records_seen * tokens_per_row(p) for s, p in zip(phase_stats, plan.phases))),
+            "wall_seconds": timings["total"],
+            "private_steps": sum(s.steps for s in private),
+            "private_records": round(sum(s.records_seen for s in private), 1),
+            "private_seconds": sum(s.seconds for s in private),
+            "train_seconds": timings["train"]}
 
 
 def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool = False,
@@ -215,50 +231,30 @@ def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool
         timings = dict(prepared.timings)
     else:  # prepared once by the caller for every trial that shares it: no time of this trial's
         timings = dict.fromkeys(prepared.timings, 0.0)
-    data, canary_plan = prepared.data, prepared.canaries
+    data = prepared.data
     seed_everything(cfg.seed)  # after the data, which depends on data.seed alone, prepared here or not
-    n = len(data.records.train)
-    if cfg.privacy.delta >= 1 / n:  # δ should be well below 1/N: a δ-chance of leaking one whole record is likely
-        print(f"warning: privacy.delta = {cfg.privacy.delta:g} is not below 1/N = {1 / n:.3g} ({n} training records)",
-              file=sys.stderr)
-    plan = get_plan(cfg.mechanism.name)(data, cfg)
+    warn_on_delta(cfg.privacy.delta, len(data.records.train))
+    plan = get_mechanism(cfg.mechanism.name)(data, cfg)
     if on_plan is not None:
         on_plan(plan.ledger.to_dict())
-
     # A GPU when the trial has one (a sweep's `resources.gpu`); batches follow the model (train.loop.model_device).
     model = build_model(cfg.model, len(data.tokenizer), cfg.data.max_length).to(training_device())
-    t0 = time.perf_counter()
-    phase_stats = train_phases(model, plan, cfg, data.validation, show_progress, on_step)
-    timings["train"] = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    metrics = {**utility_metrics(model, data.validation, "val"), **utility_metrics(model, data.test, "test")}
-    timings["evaluate"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    attacks = run_attacks(model, data, canary_plan, cfg)
-    metrics.update({metric: attacks[name][key] for name, key, metric in ATTACK_METRICS if name in attacks})
-    if (attacks.get("exposure") or {}).get("interval"):  # the mean's 95 % interval and random-rank floor, for the front
-        metrics["exposure_mean_low"], metrics["exposure_mean_high"] = attacks["exposure"]["interval"]
-        metrics["exposure_floor"] = attacks["exposure"]["floor"]
-    timings["attacks"] = time.perf_counter() - t0
+    with timed(timings, "train"):
+        phase_stats = train_phases(model, plan, cfg, data.validation, show_progress, on_step)
+    with timed(timings, "evaluate"):
+        metrics = {**utility_metrics(model, data.validation, "val"), **utility_metrics(model, data.test, "test")}
+    with timed(timings, "attacks"):
+        attacks = run_attacks(model, data, prepared.canaries, cfg)
     timings["total"] = time.perf_counter() - start
-    # Compute of the whole trial (every phase): optimizer steps, tokens trained on (expected for a Poisson batch),
-    # wall time; then of the DP phases only: steps, expected per-record gradients (q·N a batch) and seconds.
-    metrics["steps"] = sum(s.steps for s in phase_stats)
-    metrics["tokens"] = round(sum(s.records_seen * tokens_per_row(p) for s, p in zip(phase_stats, plan.phases)))
-    metrics["wall_seconds"] = timings["total"]
-    metrics["private_steps"] = sum(s.steps for s in phase_stats if s.private)
-    metrics["private_records"] = round(sum(s.records_seen for s in phase_stats if s.private), 1)
-    metrics["private_seconds"] = sum(s.seconds for s in phase_stats if s.private)
-    metrics["train_seconds"] = timings["train"]
-
+    metrics.update(attack_metrics(attacks))
+    metrics.update(compute_metrics(phase_stats, plan, timings))
     result = TrialRow(
         name=cfg.name, state="finished", seed=cfg.seed, config=cfg.model_dump(mode="json"), metrics=metrics,
         privacy={**plan.ledger.report(), "noise": NOISE_SOURCES[cfg.privacy.reproducible_noise],
                  "not_covered": not_covered(cfg, plan)},
         ledger=plan.ledger.to_dict(), mechanism=plan.details, phases=[s.to_dict() for s in phase_stats],
-        canaries=canary_plan.summary() if canary_plan else None, attacks=attacks,
-        detector=prepared.detector,
+        canaries=prepared.canaries.summary() if prepared.canaries else None, attacks=attacks,
+        detector=prepared.detector, model=parameter_counts(model),
         timings={k: round(v, 3) for k, v in timings.items()}, versions=versions(),
     )
     if out_dir is not None:

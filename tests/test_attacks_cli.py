@@ -62,10 +62,25 @@ def test_context_scores_the_canary_where_it_was_inserted(model_dir, capsys):
     assert report["floor"] == pytest.approx(1 / math.log(2), abs=1e-3)
 
 
-def test_table_without_secrets_summarises_the_enumeration(model_dir, capsys):
+def test_without_secrets_the_enumeration_is_summarised_by_the_top_share_not_its_rank(model_dir, capsys):
+    """The most likely candidate ranks first in any model, so its exposure (log2 |R| = 13.29 bits) is not shown as
+    if it measured memorisation: its share of the probability against a uniform model's is."""
+    assert _audit(str(model_dir), "--canary", FORMAT, "--json") == 0
+    summary = json.loads(capsys.readouterr().out)["summary"]
     assert _audit(str(model_dir), "--canary", FORMAT) == 0
-    out = capsys.readouterr().out
-    assert "top candidate" in out and "13.29" in out  # log2(10^4) in the caption
+    out = " ".join(capsys.readouterr().out.split())
+    ratio = summary["top_share"] * 10**4
+    assert (f"The most likely of the 10,000 candidates (unnamed) holds {summary['top_share']:.3g} of their "
+            f"probability: {ratio:.1f} × the 0.0001 of a model indifferent to them") in out
+    assert "ranks first whatever the model" in out and "13.29" not in out
+
+
+def test_without_a_terminal_the_enumeration_prints_its_progress_by_tenths(model_dir, capsys):
+    assert _audit(str(model_dir), "--canary", FORMAT, "--secret", SECRETS[0], "--json") == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "scoring candidates: 0% (0 of 10,000)"
+    assert lines[-1].startswith("scoring candidates: 100% (10,000 of 10,000) in ")
+    assert 2 <= len(lines) <= 11
 
 
 def test_estimate_mode(model_dir, capsys):
@@ -101,3 +116,12 @@ def test_a_suffix_after_the_placeholder_is_announced_before_the_long_scoring(mod
             "model step each") in err and "--method estimate ranks against a sample instead" in err
     assert _audit(str(model_dir), "--canary", FORMAT, "--secret", SECRETS[0], "--json") == 0
     assert "note:" not in capsys.readouterr().err
+
+
+def test_loading_and_scoring_print_nothing_of_transformers(model_dir):
+    """No weights-loading bar and no deprecation notice from transformers: stderr holds the audit's own lines."""
+    from tests.conftest import run_cli
+
+    r = run_cli("audit", str(model_dir), "--canary", "My ID is {dd}", "--secret", "12", "--json")
+    assert r.returncode == 0, r.stderr
+    assert [line.split(":")[0] for line in r.stderr.splitlines()] == ["scoring candidates"] * 2, r.stderr

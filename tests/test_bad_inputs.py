@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli, run_main
+from tests.conftest import REPO, run_cli, run_main
 
 BAD = Path(__file__).resolve().parent / "bad_inputs"
 # A trial that would be cheap if it ever got past its checks.
@@ -73,7 +73,7 @@ CASES: list[tuple[str, str, list[str], str]] = [
     ("detect", "data_invalid_json.jsonl", [], "line 2: invalid JSON"),
     ("detect", "data_not_object.jsonl", [], "must be an object"),
     ("detect", "data_text_not_string.jsonl", [], "`text` must be a string, got int"),
-    ("detect", "data_missing_text.jsonl", [], "`text` must be a string, got NoneType"),
+    ("detect", "data_missing_text.jsonl", [], "keys body, subject hold text and none is named `text`"),
     ("detect", "data_span_outside.jsonl", [], "outside the text"),
     ("detect", "data_span_negative.jsonl", [], "outside the text"),
     ("detect", "data_spans_overlap.jsonl", [], "overlap"),
@@ -107,7 +107,9 @@ SET_CASES: list[tuple[list[str], str, str]] = [
     (["trial", "--set", "privacy.delta=0"], "privacy.delta", "must be > 0"),
     (["trial", "--set", "no_equals_sign"], "no_equals_sign", "key.path=value"),
     (["trial", "--set", "training.batch_size=[1, 2"], "training.batch_size", "training.batch_size"),
-    (["trial", "--set", "training.bogus=1"], "training.bogus", "unknown key"),
+    (["trial", "--set", "training.bogus=1"], "training.bogus", "no setting 'bogus' in training"),
+    (["run", str(REPO / "sweeps" / "quickstart.yaml"), "--set", "data.canaries.count=30"], "--set",
+     "a sweep's trial settings are under base: --set base.data.canaries.count=30"),
     (["trial", "--set", "mechanism.name=magic"], "magic", "mechanism"),
     (["epsilon", "--sample-rate", "0.01", "--steps", "100", "--sigma", "1", "--delta", "0"], "delta", "delta"),
     (["epsilon", "--sample-rate", "2", "--steps", "100", "--sigma", "1"], "sample", "sample"),
@@ -174,7 +176,7 @@ def test_bad_input(case, giant, tmp_path):
 def test_bad_override(case, tmp_path):
     args, named, expected = case
     out = tmp_path / "out"
-    extra = ["--out", str(out)] if args[0] == "trial" else []
+    extra = ["--out", str(out)] if args[0] in ("trial", "run") else []
     proc = run_main(*args, *extra, cwd=tmp_path)
     _assert_one_clean_line(proc, named, expected)
     assert not out.exists()

@@ -60,7 +60,7 @@ ONE_TRIAL_AT_A_TIME = """
 
     import ray
 
-    from sdp_core.sweep.cli import resolve_sweep
+    from sdp_core.sweep.preflight import resolve_sweep
     from sdp_core.sweep.driver import run_sweep
     from sdp_core.sweep.store import SweepStore
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sdp_core.sweep.cli import resolve_sweep
+from sdp_core.sweep.preflight import resolve_sweep
 from tests.conftest import REPO
 
 SST2_TRAIN = 67_349

@@ -6,7 +6,7 @@ import pytest
 
 from sdp_core.config import DataConfig
 from sdp_core.data.clinic import LABELS, clinic_splits, generate_clinic
-from sdp_core.data.prepare import load_splits
+from sdp_core.data.splits import load_splits
 from sdp_core.detectors import evaluate, get_policy
 
 CUSTOMERSIM_REGEXES = "phone,email,order_number,tracking_number,address"

@@ -10,9 +10,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from sdp_core.config import DataConfig
 from sdp_core.data.loaders import load_records
+from sdp_core.data.splits import load_splits
 from sdp_core.errors import DataError
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_main
 
 
 def _dialogs(n: int) -> list[str]:
@@ -54,6 +56,46 @@ def test_several_text_columns_are_refused_until_one_is_named(tmp_path):
                                                                             for d in _dialogs(3)]
     with pytest.raises(DataError, match="no column 'body' \\(columns: agent, customer\\)"):
         load_records(path, ["body"])
+
+
+def test_jsonl_with_its_text_under_another_key_names_the_keys_and_reads_data_text_fields(tmp_path):
+    """JSONL is read like a table when its objects have no `text` key: its one text key, or the keys
+    `data.text_fields` names (through the trial's data settings too); several text keys are refused by name."""
+    path = tmp_path / "mail.jsonl"
+    path.write_text("".join(json.dumps({"id": i, "subject": "Order", "body": d}) + "\n"
+                            for i, d in enumerate(_dialogs(20))))
+    with pytest.raises(DataError) as e:
+        load_records(path)
+    assert str(e.value) == (f"{path}: keys subject, body hold text and none is named `text`: name the text key(s) "
+                            "with --set data.text_fields=[NAME]")
+    assert [r.text for r in load_records(path, ["body"])] == _dialogs(20)
+    splits = load_splits(DataConfig(source="file", path=str(path), text_fields=["subject", "body"]), 0)
+    texts = [r.text for part in (splits.train, splits.validation, splits.test) for r in part]
+    assert sorted(texts) == sorted(f"Order\n{d}" for d in _dialogs(20))
+    one = tmp_path / "one.jsonl"
+    one.write_text("".join(json.dumps({"id": i, "message": d}) + "\n" for i, d in enumerate(_dialogs(3))))
+    assert [r.text for r in load_records(one)] == _dialogs(3)
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(json.dumps({"text": "hello"}) + "\n" + json.dumps({"body": "hi", "id": 2}) + "\n")
+    with pytest.raises(DataError, match=r"line 2: no `text` key \(keys: body, id\)"):
+        load_records(broken)
+
+
+def test_detect_takes_the_text_columns_its_refusal_asks_for(tmp_path):
+    """`detect` on a table with several text columns says how to name one, and that advice, followed, works."""
+    path = tmp_path / "chats.csv"
+    _write_table(path, ["agent", "customer"], [["Hello, how can I help?", d] for d in _dialogs(4)])
+    refused = run_main("detect", str(path), "--policy", "phone", "--no-cache")
+    assert refused.returncode == 2
+    advice = refused.stderr.split("with ")[-1].strip()  # --set data.text_fields=[NAME]
+    assert advice == "--set data.text_fields=[NAME]"
+    out = tmp_path / "out.jsonl"
+    r = run_main("detect", str(path), "--policy", "phone", "--no-cache", "--out", str(out),
+                 *advice.replace("NAME", "customer").split(" ", 1))
+    assert r.returncode == 0, r.stderr
+    assert [json.loads(line)["text"] for line in out.read_text().splitlines()] == _dialogs(4)
+    r = run_main("detect", str(path), "--set", "training.epochs=2")
+    assert r.returncode == 2 and "detect takes data.text_fields or data.label_field" in r.stderr
 
 
 def test_a_parquet_table_with_a_named_column(tmp_path):

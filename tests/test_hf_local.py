@@ -16,7 +16,7 @@ from sdp_core.config import DataConfig, parse_model
 from sdp_core.config.trial import TrialConfig
 from sdp_core.data.classification import generate_reviews
 from sdp_core.data.customersim import generate_customersim
-from sdp_core.data.prepare import hf_split_names, load_splits
+from sdp_core.data.splits import hf_split_names, load_splits
 from sdp_core.errors import DataError
 from sdp_core.text.tokenizer import train_bpe_tokenizer
 from sdp_core.trial import run_trial

@@ -1,5 +1,6 @@
-"""The import graph of `sdp_core` has no cycle, between modules or between packages: layers import downwards only (function-level imports, which the
-CLI uses to load only the running command's layer, and type-checking imports are not edges)."""
+"""The import graph of `sdp_core` has no cycle between modules, and its packages import downwards only, imports
+inside functions included (the CLI imports each command's layer inside a function, so that `--help` loads
+nothing heavy: those imports still point down). Type-checking imports (`if TYPE_CHECKING:`) are not edges."""
 
 from __future__ import annotations
 
@@ -18,16 +19,36 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def top_level_imports(path: Path) -> set[str]:
-    """Modules imported when `path` is imported: its top-level imports, outside `if TYPE_CHECKING:`."""
+def _is_type_checking(node: ast.stmt) -> bool:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def _imports(nodes: list[ast.stmt], functions: bool) -> list[ast.Import | ast.ImportFrom]:
+    """The import statements among `nodes`, outside `if TYPE_CHECKING:`; with `functions`, those inside function
+    (and class) bodies as well."""
+    out: list[ast.Import | ast.ImportFrom] = []
+    for node in nodes:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.append(node)
+        elif _is_type_checking(node):
+            out += _imports(node.orelse, functions)
+        elif functions or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                out += _imports([n for n in getattr(node, field, []) if isinstance(n, ast.AST)], functions)
+    return out
+
+
+def imported_modules(path: Path, functions: bool = False) -> set[str]:
+    """The `sdp_core` modules `path` imports: when it is imported (its top-level imports, also under `try` and `if`),
+    or, with `functions`, at any time (imports inside functions too)."""
     tree = ast.parse(path.read_text())
     this = module_name(path)
     package = this if path.name == "__init__.py" else this.rsplit(".", 1)[0]
     out: set[str] = set()
-    for node in tree.body:
+    for node in _imports(tree.body, functions):
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
+        else:
             base = node.module or ""
             if node.level:
                 base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
@@ -36,11 +57,12 @@ def top_level_imports(path: Path) -> set[str]:
     return {m for m in out if m.startswith("sdp_core")}
 
 
-def graph() -> dict[str, set[str]]:
+def graph(functions: bool = False) -> dict[str, set[str]]:
+    """Module -> the modules importing it runs (with `functions`: it may import at any time)."""
     modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
     edges: dict[str, set[str]] = {}
     for name, path in modules.items():
-        targets = {m for m in top_level_imports(path) if m in modules and m != name}
+        targets = {m for m in imported_modules(path, functions) if m in modules and m != name}
         # importing a.b.c runs a/__init__ and a/b/__init__ first
         targets |= {".".join(t.split(".")[:i]) for t in targets for i in range(2, len(t.split(".")))}
         if "." in name.removeprefix("sdp_core"):
@@ -50,6 +72,8 @@ def graph() -> dict[str, set[str]]:
 
 
 def test_sdp_core_imports_form_no_cycle():
+    """Between modules, what importing one runs (a package's `__init__` may import a submodule inside a function to
+    keep an optional dependency out of its import: that is no cycle, and the package test below sees it)."""
     edges, state, path = graph(), {}, []
 
     def visit(node: str) -> None:
@@ -70,11 +94,11 @@ def test_sdp_core_imports_form_no_cycle():
 
 
 def test_packages_import_downwards_only():
-    """Between the packages too there is no circle: a layer never imports one that imports it back (for example
-    config never imports data, which reads the config)."""
+    """Between the packages there is no circle, imports inside functions included: a layer never imports one that
+    imports it back (for example config never imports data, which reads the config, nor the sweep layer)."""
     package = lambda module: module.split(".")[1] if "." in module else module  # noqa: E731
     edges: dict[str, set[str]] = {}
-    for source, targets in graph().items():
+    for source, targets in graph(functions=True).items():
         edges.setdefault(package(source), set()).update(package(t) for t in targets if package(t) != package(source))
 
     def reaches(start: str) -> set[str]:
@@ -96,3 +120,17 @@ def test_config_and_report_load_no_training_stack():
             "print(sorted(m for m in ('torch', 'transformers', 'opacus', 'ray', 'spacy') if m in sys.modules))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert loaded.stdout.strip() == "[]"
+
+
+def test_imports_inside_functions_are_edges(tmp_path, monkeypatch):
+    """The graph sees an import inside a function, inside a method and under `try`, and no `if TYPE_CHECKING:` one."""
+    source = tmp_path / "mod.py"
+    source.write_text("from typing import TYPE_CHECKING\n"
+                      "if TYPE_CHECKING:\n    from sdp_core import report\n"
+                      "try:\n    import sdp_core.errors\nexcept ImportError:\n    pass\n"
+                      "def f():\n    from sdp_core.sweep import space\n"
+                      "class C:\n    def g(self):\n        import sdp_core.trial\n")
+    monkeypatch.setitem(globals(), "module_name", lambda path: "sdp_core.mod")  # a file outside the package
+    assert imported_modules(source) == {"sdp_core.errors"}
+    assert imported_modules(source, functions=True) == {"sdp_core.errors", "sdp_core.sweep", "sdp_core.sweep.space",
+                                                        "sdp_core.trial"}

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from sdp_core.config.loading import load_sweep_config
-from sdp_core.data.prepare import prepare_data
+from sdp_core.data.splits import splits_with_canaries
 from tests.conftest import REPO, run_cli
 
 pytestmark = pytest.mark.slow
@@ -32,12 +32,12 @@ MIN_SECRET_CHARS = 4  # shorter gold spans ("Al", "12") occur as ordinary words 
 
 def gold_secrets(data_cfg, seed: int) -> set[str]:
     """Every gold secret of the run's data (train with its canaries, validation, test)."""
-    splits, plan = prepare_data(data_cfg, seed)
+    splits, canaries = splits_with_canaries(data_cfg, seed)
     secrets = {s for split in (splits.train, splits.validation, splits.test) for r in split for s in r.secrets()}
-    members = {s for s, inserted in zip(plan.secrets, plan.inserted) if inserted}
+    members = {s for s, inserted in zip(canaries.secrets, canaries.inserted) if inserted}
     assert members <= secrets  # inserted canary values are gold spans of their records
     # Held-out canaries are never in the data, and must not leak either: the audit ranks them against the inserted.
-    return {s for s in secrets | set(plan.secrets) if len(s.strip()) >= MIN_SECRET_CHARS}
+    return {s for s in secrets | set(canaries.secrets) if len(s.strip()) >= MIN_SECRET_CHARS}
 
 
 def written_files(*roots: Path) -> list[Path]:

@@ -11,7 +11,7 @@ from peft import PeftModel
 from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
 from sdp_core.config.model import ModelConfig
-from sdp_core.models import build_model
+from sdp_core.models import build_model, parameter_counts
 from sdp_core.models.checkpoint import load_model, save_model
 from sdp_core.tensors import record_losses
 from sdp_core.train.loop import DPStep, Phase, StepContext, make_optimizer
@@ -122,6 +122,23 @@ def test_a_lora_classifier_keeps_its_trained_head(tmp_path):
         hf = AutoModelForSequenceClassification.from_pretrained(tmp_path)
         torch.testing.assert_close(load_model(tmp_path)[0](ids), model(ids), rtol=1e-4, atol=1e-4)
         assert hf.config.num_labels == 3
+
+
+def lora_parameters(n_layer: int, n_embd: int, rank: int) -> int:
+    """LoRA on GPT-2's c_attn (d_in = n_embd, d_out = 3 n_embd): A is rank × d_in and B is d_out × rank per layer."""
+    return n_layer * rank * (n_embd + 3 * n_embd)
+
+
+def test_a_lora_model_counts_its_trainable_parameters():
+    """The trainable count of a LoRA GPT-2 is the adapters' (Hu et al. 2022's r·(d_in + d_out) per adapted matrix),
+    against every weight; a model without adapters trains all of its own."""
+    model = build_model(ModelConfig(arch="gpt2", preset="gpt2-tiny", adapter={"rank": 4}), VOCAB, 16)
+    adapters = lora_parameters(2, 128, 4)
+    base = sum(p.numel() for p in build_model(ModelConfig(arch="gpt2", preset="gpt2-tiny"), VOCAB, 16).parameters())
+    assert parameter_counts(model) == {"parameters": base + adapters, "trainable_parameters": adapters,
+                                       "trainable_share": adapters / (base + adapters)}
+    full = parameter_counts(build_model(ModelConfig(arch="gpt2", preset="gpt2-tiny"), VOCAB, 16))
+    assert full == {"parameters": base, "trainable_parameters": base, "trainable_share": 1.0}
 
 
 def test_an_lstm_has_no_adapter():

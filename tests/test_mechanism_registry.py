@@ -11,7 +11,7 @@ from sdp_core.config import MECHANISM_SETTINGS, MechanismSettings, parse_model, 
 from sdp_core.config.sweep import SweepConfig
 from sdp_core.config.trial import TrialConfig
 from sdp_core.errors import ConfigError
-from sdp_core.mechanisms import PLANS, MechanismPlan, TrialData, register_plan
+from sdp_core.mechanisms import MECHANISMS, MechanismPlan, TrialData, register_mechanism
 from sdp_core.mechanisms.base import calibrate, private_phase
 from sdp_core.report import build_report
 from sdp_core.sweep.store import SweepStore
@@ -43,9 +43,9 @@ def halfdp(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
 @pytest.fixture
 def half_dp():
     register_settings(HalfDPConfig)
-    register_plan("halfdp", halfdp)
+    register_mechanism("halfdp", halfdp)
     yield
-    PLANS.pop("halfdp"), MECHANISM_SETTINGS.pop("halfdp")
+    MECHANISMS.pop("halfdp"), MECHANISM_SETTINGS.pop("halfdp")
 
 
 def test_a_mechanism_registered_in_a_test_file_trains_and_shows_in_the_report(half_dp, tmp_path):

@@ -255,7 +255,7 @@ def test_every_private_segment_releases_a_noised_state_that_the_next_segment_sta
     assert stats.steps == 2 and stats.losses == []  # no loss of a private batch leaves the loop
     releases = calls["release"]
     assert [out[0].shape[1] for _, out, *_ in releases] == [4, 2] * 2  # rows having private slot 1, then 2
-    for state, (h, c), clip, sigma in releases:
+    for state, (h, c), _clip, sigma in releases:
         assert sigma > 0
         before = torch.cat([state[0], state[1]], 2)
         noised = torch.cat([h, c], 2)

@@ -14,7 +14,7 @@ from sdp_core.config import parse_model
 from sdp_core.config.trial import TrialConfig
 from sdp_core.detectors import detect_records, get_policy
 from sdp_core.errors import UserError
-from sdp_core.mechanisms import PLANS
+from sdp_core.mechanisms import MECHANISMS
 from sdp_core.mechanisms.atdp import rise_reset_multipliers
 from sdp_core.mechanisms.crt import line_units
 from sdp_core.mechanisms.jft import LightNoiseLedger
@@ -53,7 +53,7 @@ def _texts(data, lm) -> list[str]:
 
 
 def test_jft_phase1_holds_no_detected_secret(trial_data):
-    plan = PLANS["jft"](trial_data, _with(name="jft"))
+    plan = MECHANISMS["jft"](trial_data, _with(name="jft"))
     phase1, phase2 = plan.phases
     assert not phase1.private and phase2.private
     policy = get_policy(BASE.detector.policy, BASE.detector)
@@ -69,7 +69,7 @@ def test_jft_phase1_holds_no_detected_secret(trial_data):
 
 def test_crt_never_mixes_public_and_private_records(trial_data):
     d = trial_data
-    plan = PLANS["crt"](d, _with(name="crt"))
+    plan = MECHANISMS["crt"](d, _with(name="crt"))
     cfg = BASE.detector
     flags = get_policy(f"{cfg.policy},{cfg.conservative_policy}", cfg)
     for phase in plan.phases:
@@ -88,7 +88,7 @@ def test_crt_trains_lines_in_their_records_and_public_steps_see_no_private_line(
     """The public rows are the records with each private line (flagged by π or π_c, or holding a later copy of a
     sentence: `duplicate_spans` over the lines in order) replaced by one `<mask>`, checked line by line."""
     d = trial_data
-    plan = PLANS["crt"](d, _with(name="crt"))
+    plan = MECHANISMS["crt"](d, _with(name="crt"))
     cfg = BASE.detector
     flags = get_policy(f"{cfg.policy},{cfg.conservative_policy}", cfg)
     lines_in_order = [line for r in d.records.train for line in r.text.split("\n") if line.strip()]
@@ -120,11 +120,11 @@ def test_token_budget_shortens_every_phase_alike_and_sigma_follows(trial_data):
 
     for mechanism in ({"name": "crt"}, {"name": "jft"}, {"name": "jft", "phase1_mode": "light_noise"},
                       {"name": "dpsgd"}, {"name": "redacted"}):
-        free = PLANS[mechanism["name"]](
+        free = MECHANISMS[mechanism["name"]](
             trial_data, _configured(mechanism=mechanism, training={**BASE.training.model_dump(),
                                                                    "max_steps": None, "epochs": 2}))
         planned = sum(map(tokens, free.phases))
-        capped = PLANS[mechanism["name"]](
+        capped = MECHANISMS[mechanism["name"]](
             trial_data, _configured(mechanism=mechanism, training={**BASE.training.model_dump(),
                                                                    "max_steps": None, "epochs": 2,
                                                                    "max_tokens": int(planned / 3)}))
@@ -163,7 +163,7 @@ def _upper_95(k: int, n: int) -> float:
 
 def test_crt_gamma_and_delta2_are_shares_of_secrets_at_their_upper_bounds(trial_data):
     d = trial_data
-    plan = PLANS["crt"](d, _with(name="crt"))
+    plan = MECHANISMS["crt"](d, _with(name="crt"))
     missed, missed_by_both, n = _crt_misses(d)
     assert missed > 0 and missed_by_both == 0  # the test's policy misses names; π_c catches them
     bayes = plan.details["bayesian_confidentiality"]
@@ -180,7 +180,7 @@ def test_crt_gamma_and_delta2_are_shares_of_secrets_at_their_upper_bounds(trial_
 def test_crt_confidentiality_does_not_hold_when_a_secret_escapes_both_policies(trial_data):
     weak = {**BASE.detector.model_dump(mode="json"), "conservative_policy": "phone"}
     cfg = _configured(mechanism={"name": "crt"}, detector=weak)
-    plan = PLANS["crt"](trial_data, cfg)
+    plan = MECHANISMS["crt"](trial_data, cfg)
     missed, missed_by_both, n = _crt_misses(trial_data, cfg.detector)
     assert missed_by_both > 0  # names: neither the test's policy nor a phone-only π_c masks them
     report = plan.ledger.report()
@@ -195,7 +195,7 @@ def test_crt_confidentiality_does_not_hold_when_a_secret_escapes_both_policies(t
 def test_jft_light_noise_is_an_estimate_beside_its_formal_bound(trial_data):
     pld_accounting = {**BASE.privacy.model_dump(mode="json"), "accountant": "pld"}
     cfg = _configured(mechanism={"name": "jft", "phase1_mode": "light_noise"}, privacy=pld_accounting)
-    plan = PLANS["jft"](trial_data, cfg)
+    plan = MECHANISMS["jft"](trial_data, cfg)
     report = plan.ledger.report()["plan"]
     assert report["guarantee"] == "empirical estimate" and 0.995 * 3 <= report["epsilon"] <= 3
     formal = report["formal"]
@@ -224,13 +224,13 @@ def test_crt_with_no_private_records_is_a_clear_error(trial_data):
     plain = Splits([Record(t) for t in lines], [], [])
     d = type(trial_data)(**{**trial_data.__dict__, "records": plain, "train_spans": [[] for _ in range(4)]})
     with pytest.raises(UserError, match="no private records"):
-        PLANS["crt"](d, _with(name="crt"))
+        MECHANISMS["crt"](d, _with(name="crt"))
 
 
 def test_atdp_gradient_is_the_weighted_sum_of_token_gradients(trial_data):
     from sdp_core.models.gpt2 import build_gpt2
 
-    plan = PLANS["atdp"](trial_data, _with(name="atdp", w=0.3))
+    plan = MECHANISMS["atdp"](trial_data, _with(name="atdp", w=0.3))
     data = plan.phases[0].data
     w = data.weights[0]
     assert torch.allclose(w[w > 0].unique(), torch.tensor([0.3, 1.0]))
@@ -259,7 +259,7 @@ def test_atdp_sigma_schedule_rises_resets_and_is_what_the_ledger_composes(trial_
     assert m.count(1.0) >= 2 and max(m) <= 2.0  # at least one reset, never above the ceiling
     cfg = _configured(mechanism={"name": "atdp", "escalation": 1.3, "jitter": 0.1, "ceiling": 2.0},
                       training={**BASE.training.model_dump(mode="json"), "epochs": 6, "max_steps": None})
-    plan = PLANS["atdp"](trial_data, cfg)
+    plan = MECHANISMS["atdp"](trial_data, cfg)
     phase = plan.phases[-1]
     expected = rise_reset_multipliers(6, 1.3, 0.1, 2.0, cfg.seed)
     sigma0 = phase.sigmas[0]
@@ -269,7 +269,7 @@ def test_atdp_sigma_schedule_rises_resets_and_is_what_the_ledger_composes(trial_
 
 def test_atdp_weight_outside_the_unit_interval_is_rejected(trial_data):
     with pytest.raises(UserError, match=r"outside \(0, 1\]"):
-        PLANS["atdp"](trial_data, _with(name="atdp", r_target=0.05))
+        MECHANISMS["atdp"](trial_data, _with(name="atdp", r_target=0.05))
 
 
 @pytest.mark.parametrize("mechanism", [

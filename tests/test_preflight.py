@@ -6,7 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from sdp_core.config import parse_model
+from sdp_core.config.loading import load_sweep_config
+from sdp_core.config.sweep import SearchSpace, SweepConfig
 from sdp_core.sweep.cli import closing_lines
+from sdp_core.sweep.preflight import preflight, resolve_sweep, sweep_setting
 from tests.conftest import REPO, run_main
 
 
@@ -22,9 +26,36 @@ def test_quickstart_on_200_records_fails_before_ray_with_the_canary_arithmetic(t
     # 200 records, 10 % each held out for validation and test: 160 train; 1000 canaries x 1 repeat need 1000.
     assert r.returncode == 2 and not out.exists() and r.stdout == ""
     assert r.stderr.splitlines() == [
-        f"error: {REPO}/sweeps/quickstart.yaml: data.canaries: 1000 canaries x 1 repeats need 1000 training records; "
-        "the data has 160 (of 200 records, validation and test each 10% held out): lower data.canaries.count or repeats, or "
-        "use more data"]
+        f"error: {REPO}/sweeps/quickstart.yaml: base.data.canaries: 1000 canaries x 1 repeats need 1000 training "
+        "records; the data has 160 (of 200 records, validation and test each 10% held out): lower "
+        "base.data.canaries.count or base.data.canaries.repeats, or use more data"]
+
+
+def test_the_advice_of_a_refusal_works_when_followed_and_a_trial_setting_on_a_sweep_blames_set(tmp_path):
+    """`--set data.canaries.count=N` on a sweep is no sweep setting: the line blames `--set` (not the sweep file)
+    and gives the `base.` form, which, with the refusal's own advice, gets past the check."""
+    data, out = _chats(tmp_path / "chats.jsonl", 200), tmp_path / "out"
+    sweep = str(REPO / "sweeps" / "quickstart.yaml")
+    r = run_main("run", sweep, "--data", str(data), "--out", str(out), "--set", "data.canaries.count=100")
+    assert r.returncode == 2 and not out.exists()
+    assert r.stderr.splitlines() == ["error: --set: data.canaries.count=100: a sweep's trial settings are under "
+                                     "base: --set base.data.canaries.count=100"]
+    fixed = r.stderr.split("--set ")[-1].strip()
+    cfg = resolve_sweep(sweep, ["base.data.source=file", f"base.data.path={data}", fixed])
+    preflight(cfg, sweep)  # 100 canaries fit the 160 training records
+    assert cfg.base.data.canaries.count == 100
+
+
+def test_a_sweep_refusal_names_the_search_space_or_grid_arm_that_sets_the_value():
+    sweep = load_sweep_config(REPO / "sweeps" / "quickstart.yaml")
+    space = SearchSpace(parameters={"training.batch_size": {"type": "choice", "values": [16, 400]}})
+    searched = sweep.model_copy(update={"search_space": space})
+    assert sweep_setting(searched, None, "training.batch_size") == "search_space.training.batch_size"
+    assert sweep_setting(searched, None, "data.canaries.count") == "base.data.canaries.count"
+    grid = parse_model(SweepConfig, {"name": "grid", "objectives": [{"metric": "val_perplexity", "mode": "min"}],
+                                     "experiments": {"few": {"set": {"data.canaries": {"count": 5}}}}})
+    assert sweep_setting(grid, "few", "data.canaries.count") == "experiments.few.set.data.canaries.count"
+    assert sweep_setting(grid, "few", "training.batch_size") == "base.training.batch_size"
 
 
 def test_fewer_canaries_fit_and_a_batch_larger_than_the_data_is_refused(tmp_path):
@@ -34,7 +65,7 @@ def test_fewer_canaries_fit_and_a_batch_larger_than_the_data_is_refused(tmp_path
                      {"parameters": {"training.batch_size": {"type": "choice", "values": [16, 400]}}}))
     assert r.returncode == 2 and not out.exists()
     (line,) = r.stderr.splitlines()
-    assert line.endswith("training.batch_size: the expected batch of 400 is more than the 160 training records "
+    assert line.endswith(": search_space.training.batch_size: the expected batch of 400 is more than the 160 training records "
                          "(of 200 records, validation and test each 10% held out): every private step would be the "
                          "whole data")
 

@@ -4,6 +4,7 @@ a privacy objective that says when it did not separate the trials, the audit's b
 
 from __future__ import annotations
 
+import json
 import re
 import statistics
 from pathlib import Path
@@ -170,6 +171,18 @@ def test_summary_names_the_evaluation_unit_and_the_per_mechanism_spread(tmp_path
     assert f"median {statistics.median(ppl):.1f}" in summary
     assert "Mechanisms by their best val perplexity" in summary
     assert "fixed number of trials, so the random-K random-search bound of Papernot & Steinke" in summary
+
+
+def test_the_evaluation_unit_counts_the_validation_records_the_trials_had(tmp_path):
+    """A file's validation set is what the trials held out of it (5 here), not the generator's n_validation."""
+    sweep_dir = write_synthetic_sweep(tmp_path / "s", 8)
+    assert load_sweep(sweep_dir).config.base.data.n_validation != 5
+    for path in (sweep_dir / "trials").glob("*.json"):
+        row = json.loads(path.read_text())
+        row["detector"]["records"] = {"train": 40, "validation": 5, "test": 5}
+        path.write_text(json.dumps(row))
+    summary = (build_report(sweep_dir) / "summary.md").read_text()
+    assert "whole held-out records (5 validation records, rows of up to 192 tokens)" in summary
 
 
 def test_sigma_is_one_number_when_every_private_epoch_has_it_else_per_phase():

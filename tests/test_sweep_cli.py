@@ -146,3 +146,48 @@ def test_cluster_config_with_fractional_resources_is_rejected():
     config["available_node_types"]["worker_gpu"]["resources"]["CPU"] = 0.5
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(config, schema)
+
+
+def test_a_ctrl_c_prints_the_sweeps_own_line_not_tunes_restore_advice(capsys, caplog):
+    """Tune's own SIGINT handler announces the stop, and Tune's run ends with `Tuner.restore(...)` advice: both give
+    way to the sweep's line (its closing lines then say `sdp-sweep resume DIR`); other warnings pass."""
+    import logging
+
+    from ray.tune.tune import _setup_signal_catching
+
+    from sdp_core.sweep.driver import InterruptionNotes
+
+    logger = logging.getLogger("ray.tune.tune")
+    notes = InterruptionNotes()
+    logger.addFilter(notes)
+    original = signal.getsignal(signal.SIGINT)
+    try:
+        _setup_signal_catching()
+        signal.getsignal(signal.SIGINT)(signal.SIGINT, None)  # what Ctrl-C calls: Tune's handler
+        logger.warning('Experiment has been interrupted, but the most recent state was saved.\nResume experiment '
+                       'with: Tuner.restore(path="/x", trainable=...)')
+        logger.error("Trials did not complete: %s", ["trial_0001"])
+        logger.warning("another warning")
+    finally:
+        logger.removeFilter(notes)
+        signal.signal(signal.SIGINT, original)
+    assert [r.getMessage() for r in caplog.records if r.name == "ray.tune.tune"] == ["another warning"]
+    assert capsys.readouterr().err.splitlines() == [InterruptionNotes.STOPPING]
+
+
+def test_without_a_terminal_the_live_view_prints_a_line_per_trial_started(tmp_path, capsys):
+    """`make quickstart > log`: the log shows each trial starting, not only minutes later when one finishes."""
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from sdp_core.sweep.live import LiveView
+    from sdp_core.sweep.store import SweepStore
+
+    view = LiveView(SweepStore(tmp_path / "out"), 4, console=Console(file=io.StringIO()))
+    trial = SimpleNamespace(config={"trial_id": "trial_0001", "trial": {"mechanism": {"name": "jft"}},
+                                    "params": {"mechanism.name": "jft", "training.learning_rate": 0.00241}})
+    with view:
+        view.on_trial_start(0, [], trial)
+    assert capsys.readouterr().out == "trial_0001 started: jft learning_rate=0.00241\n"

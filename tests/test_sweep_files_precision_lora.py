@@ -15,6 +15,7 @@ from sdp_core.config.trial import TrialConfig
 from sdp_core.sweep.space import trial_config_dict
 from sdp_core.trial import run_trial
 from conftest import REPO, run_main
+from test_lora import lora_parameters
 
 
 @pytest.mark.parametrize("sweep_file,params", [
@@ -38,6 +39,9 @@ def test_sweep_file_trial_runs_end_to_end_and_its_model_loads(sweep_file, params
     else:
         assert (model_dir / "adapter" / "adapter_config.json").is_file()
         assert json.loads((model_dir / "adapter" / "adapter_config.json").read_text())["r"] == 4
+        counted = json.loads((tmp_path / "result.json").read_text())["model"]
+        assert counted["trainable_parameters"] == lora_parameters(2, 128, 4)  # gpt2-tiny: 2 layers of width 128
+        assert counted["trainable_share"] == counted["trainable_parameters"] / counted["parameters"] < 0.1
     audit = run_main("audit", str(model_dir), "--canary", "My ID is {dddddd}", "--context", "USR: ",
                      "--secret", "123456", "--json")
     assert audit.returncode == 0, audit.stderr

@@ -71,7 +71,7 @@ def test_dialog_windows_start_at_line_starts():
     tok = tokenizer()
     records = generate_customersim(60, 6)
     data = encode([r.text for r in records], [list(r.spans) for r in records], tok, 64)
-    for r, record in enumerate(records):
+    for r in range(len(records)):
         windows = _rows(data, r)
         for w in windows[1:]:  # every later window opens with a speaker tag: the cut was at a line start
             assert tok.convert_ids_to_tokens(w[0]) in ("SYS:", "USR:")

@@ -82,7 +82,7 @@ def test_dp_noise_is_secret_while_the_seed_fixes_everything_else(dpsgd_result, t
 
 def test_a_trial_is_the_same_whether_it_prepared_the_data_or_was_given_the_sweeps(tmp_path):
     """A sweep prepares each data setting once and hands it to its trials: that changes nothing a trial computes."""
-    from sdp_core.trial import prepare_shared
+    from sdp_core.sweep.driver import prepare_shared
 
     nodp = lambda seed: parse_model(TrialConfig, small_trial_dict(seed=seed, mechanism={"name": "nodp"}))  # noqa: E731
     fresh = run_trial(nodp(1), tmp_path / "fresh")
@@ -121,7 +121,7 @@ def test_tokenizer_vocabulary_holds_no_gold_secret():
 
 @pytest.mark.parametrize("args,problem", [
     (["--set", "privacy.target_epsilon=0"], "privacy.target_epsilon: must be > 0"),
-    (["--set", "training.bogus=1"], "training.bogus: unknown key"),
+    (["--set", "training.bogus=1"], "--set: training.bogus=1: no setting 'bogus' in training"),
 ])
 def test_bad_trial_config_is_one_line_exit_2(args, problem):
     proc = run_main("trial", *args)
@@ -171,13 +171,13 @@ def test_trials_of_one_sweep_see_the_same_data_and_canaries():
 
 
 def test_dp_report_says_the_tokenizer_is_not_covered_unless_it_learns_from_public_text():
-    from sdp_core.mechanisms import PLANS
+    from sdp_core.mechanisms import MECHANISMS
     from sdp_core.trial import not_covered
 
     for corpus, covered in (("training", False), ("public", True)):
         cfg = parse_model(TrialConfig, small_trial_dict(mechanism={"name": "dpsgd"}, tokenizer={"corpus": corpus}))
         data = prepare_trial_data(cfg).data
-        caveats = not_covered(cfg, PLANS["dpsgd"](data, cfg))
+        caveats = not_covered(cfg, MECHANISMS["dpsgd"](data, cfg))
         assert any("number of training records" in c for c in caveats)
         assert covered == (not any("tokenizer" in c for c in caveats))
         if corpus == "public":  # learnt from other dialogs: no training secret in its vocabulary
@@ -191,7 +191,7 @@ def test_long_records_become_windows_and_a_dp_report_says_epsilon_is_per_window(
     window, and a DP report says a record of w windows is protected as a group of w. At the default length a row
     is a record. `refuse` turns a long record into one clear error."""
     from sdp_core.errors import UserError
-    from sdp_core.mechanisms import get_plan
+    from sdp_core.mechanisms import get_mechanism
     from sdp_core.trial import not_covered
 
     canaries = {"canaries": {"format": "My ID is {dddd}", "count": 20, "repeats": 2}}
@@ -203,7 +203,7 @@ def test_long_records_become_windows_and_a_dp_report_says_epsilon_is_per_window(
         windows = detector["windows"]
         assert windows["tokens_dropped"] == 0 and windows["rows"] == len(data.train) and windows["records"] == 200
         assert (windows["windows_per_record_max"] > 1) == split and (windows["records_split"] > 40) == split
-        assert any("windows" in c for c in not_covered(cfg, get_plan("dpsgd")(data, cfg))) == split
+        assert any("windows" in c for c in not_covered(cfg, get_mechanism("dpsgd")(data, cfg))) == split
         tok = data.tokenizer
         rows = [tok.decode(ids[ids != tok.pad_token_id]) for ids in data.train.input_ids]
         for k, inserted in enumerate(plan.inserted):

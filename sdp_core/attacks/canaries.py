@@ -1,8 +1,8 @@
-"""Exposure of the canaries of a trial's plan (Carlini et al. 2019; Shi et al. 2022, §5.1.1).
+"""Exposure of a trial's canaries (Carlini et al. 2019; Shi et al. 2022, §5.1.1).
 
-One enumeration (or sample) ranks every drawn canary of the plan: the inserted ones (members) and the held-out ones
+One enumeration (or sample) ranks every drawn canary: the inserted ones (members) and the held-out ones
 (non-members, never in the data), which the one-run ε audit ranks them against (`audit.empirical_epsilon`).
-Each canary is scored in the context it was trained in: the record start and `CanaryPlan.context`.
+Each canary is scored in the context it was trained in: the record start and `Canaries.context`.
 
 Every mean exposure comes with its resolution: the random-rank `floor` (`exposure.exposure_floor`, ≈ 1.44 bits:
 what a canary the model has not memorised gets on average, so an exposure near it is not a leak) and a 95 %
@@ -22,7 +22,7 @@ from transformers import PreTrainedTokenizerBase
 from sdp_core.attacks.candidates import default_context
 from sdp_core.attacks.estimate import estimate_exposures
 from sdp_core.attacks.exposure import Progress, exposure_floor, rank_secrets, score_space
-from sdp_core.data.canaries import CanaryPlan
+from sdp_core.data.canaries import Canaries
 from sdp_core.errors import UserError
 
 
@@ -40,34 +40,34 @@ def mean_interval(values: Sequence[float], confidence: float = 0.95, low: float 
     return [float(max(low, x.mean() - half)), float(min(high, x.mean() + half))]
 
 
-def canary_exposures(model: nn.Module, tokenizer: PreTrainedTokenizerBase, plan: CanaryPlan,
+def canary_exposures(model: nn.Module, tokenizer: PreTrainedTokenizerBase, canaries: Canaries,
                      method: Literal["exact", "estimate"] = "exact", limit: int = 1_000_000, *,
                      context: str | None = None, sample_size: int = 10_000, seed: int = 0, batch_size: int = 1024,
                      progress: Progress | None = None) -> dict:
-    """Exposure of every canary of `plan`, exactly (trie enumeration, spaces up to `limit`) or estimated.
+    """Exposure of every canary of `canaries`, exactly (trie enumeration, spaces up to `limit`) or estimated.
 
     Returns `method`, `format`, `space_size`, `max_exposure` (log2 |R|), `floor` (expected exposure of a random
-    rank), `count` (canaries drawn), `inserted`, `repeats`, `exposures` (the inserted canaries', plan order),
+    rank), `count` (canaries drawn), `inserted`, `repeats`, `exposures` (the inserted canaries', in drawing order),
     `exposure_mean`, `interval` (95 % t-interval of that mean within [0, log2 |R|]; None below two canaries), `exposure_max`,
     `held_out_exposures` and `held_out_mean` (the canaries never inserted), and for `estimate` the skew-normal `fit`.
-    `context` overrides the scoring context (default: `<eos>` + the plan's context).
+    `context` overrides the scoring context (default: `<eos>` + the canaries' context).
     """
     if method not in ("exact", "estimate"):
         raise UserError(f"exposure method must be exact or estimate, not {method!r}")
-    fmt = plan.format
-    context = default_context(tokenizer, plan.context) if context is None else context
+    fmt = canaries.format
+    context = default_context(tokenizer, canaries.context) if context is None else context
     out: dict = {"method": method, "format": fmt.template, "space_size": fmt.space_size,
                  "max_exposure": math.log2(fmt.space_size), "floor": exposure_floor(fmt.space_size),
-                 "count": len(plan.secrets), "inserted": sum(plan.inserted), "repeats": plan.repeats}
+                 "count": len(canaries.secrets), "inserted": sum(canaries.inserted), "repeats": canaries.repeats}
     if method == "exact":
         scores = score_space(model, tokenizer, fmt, context=context, batch_size=batch_size, limit=limit,
                              progress=progress)
-        results = rank_secrets(scores, fmt, plan.secrets)
+        results = rank_secrets(scores, fmt, canaries.secrets)
     else:
-        results, out["fit"] = estimate_exposures(model, tokenizer, fmt, plan.secrets, context=context,
+        results, out["fit"] = estimate_exposures(model, tokenizer, fmt, canaries.secrets, context=context,
                                                  sample_size=sample_size, seed=seed, batch_size=batch_size)
-    members = [r["exposure"] for r, inserted in zip(results, plan.inserted) if inserted]
-    held_out = [r["exposure"] for r, inserted in zip(results, plan.inserted) if not inserted]
+    members = [r["exposure"] for r, inserted in zip(results, canaries.inserted) if inserted]
+    held_out = [r["exposure"] for r, inserted in zip(results, canaries.inserted) if not inserted]
     out["exposures"], out["held_out_exposures"] = members, held_out
     out["exposure_mean"] = float(np.mean(members)) if members else None
     out["interval"] = mean_interval(members, low=0.0, high=out["max_exposure"])  # exposure lies in [0, log2 |R|]

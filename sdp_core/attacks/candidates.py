@@ -38,7 +38,7 @@ class CandidateTokens:
 
 def default_context(tokenizer: PreTrainedTokenizerBase, lead: str = "") -> str:
     """What precedes a canary: a record start (`<eos>` acts as BOS), then `lead`, the text the canary follows in
-    its record (`CanaryPlan.context`: a dialog's speaker tag and a space, or a space in prose)."""
+    its record (`Canaries.context`: a dialog's speaker tag and a space, or a space in prose)."""
     return (tokenizer.eos_token or "") + lead
 
 

@@ -39,14 +39,11 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _exact_scores(args: argparse.Namespace, model, tokenizer, fmt: CanaryFormat):
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from sdp_core.progress import count_progress
 
-    columns = (TextColumn("enumerating candidates"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("", total=fmt.space_size)
+    with count_progress("scoring candidates", fmt.space_size) as advance:
         return score_space(model, tokenizer, fmt, context=default_context(tokenizer, args.context),
-                           batch_size=args.batch_size, limit=args.limit, progress=lambda n: bar.advance(task, n))
+                           batch_size=args.batch_size, limit=args.limit, progress=advance)
 
 
 def run_audit(args: argparse.Namespace) -> int:
@@ -103,11 +100,15 @@ def _print_table(out: dict) -> None:
     if "exposures" in out:
         table.add_row("mean", "", f"{out['exposure_mean']:.2f}")
         table.add_row("max", "", f"{out['exposure_max']:.2f}", end_section=True)
-    if "summary" in out:
-        s = out["summary"]
-        table.add_row("top candidate (unnamed)", "", f"{s['top_exposure']:.2f}")
-        table.add_row("  its probability share", "", f"{s['top_share']:.3g} (uniform {s['uniform_share']:.1g})")
-        table.add_row("  lead over the 2nd (bits)", "", f"{s['top_gap_bits']:.2f}")
     table.caption = (f"max possible exposure log2|R| = {out['max_exposure']:.2f}; a random rank's "
                      f"{out['floor']:.2f}")
-    Console().print(table)
+    console = Console()
+    if "exposures" in out:
+        console.print(table)
+    if "summary" in out:  # the most likely candidate ranks first whatever the model: its share, not its rank, tells
+        s = out["summary"]
+        console.print(f"The most likely of the {out['space_size']:,} candidates (unnamed) holds {s['top_share']:.3g} of "
+                      f"their probability: {s['top_share'] / s['uniform_share']:.1f} × the {s['uniform_share']:.1g} of "
+                      f"a model indifferent to them, {s['top_gap_bits']:.2f} bits ahead of the next. Being the most "
+                      "likely, it ranks first whatever the model; a share near 1 × uniform means none is singled out.",
+                      highlight=False)

@@ -8,11 +8,12 @@ head is kept apart from the body so that only the positions that are scored pay 
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Protocol
 
 import torch
 from torch import nn
-from transformers import DynamicCache
+from transformers import DynamicCache, GPT2Model
 
 from sdp_core.errors import UserError
 from sdp_core.models.gpt2 import GPT2LM
@@ -36,6 +37,11 @@ class SteppableLM(Protocol):
     def head(self, hidden: torch.Tensor) -> torch.Tensor: ...
 
 
+CACHE = "cache" if "cache" in inspect.signature(GPT2Model.forward).parameters else "past_key_values"
+"""What the installed transformers calls the key/value cache, in and out of a forward (`past_key_values` before
+its rename, which the new name's releases still take with a deprecation notice on every audit)."""
+
+
 class _GPT2:
     def __init__(self, lm: GPT2LM):
         self.body, self.lm_head = lm.model.transformer, lm.model.lm_head
@@ -45,7 +51,7 @@ class _GPT2:
     def prefill(self, ids: torch.Tensor, keep: int, cache: bool) -> tuple[torch.Tensor, Any]:
         b, t = ids.shape
         out = self.body(input_ids=ids, position_ids=torch.arange(t, device=ids.device).repeat(b, 1), use_cache=cache)
-        state = ([(layer.keys, layer.values) for layer in out.past_key_values.layers], t) if cache else None
+        state = ([(layer.keys, layer.values) for layer in getattr(out, CACHE).layers], t) if cache else None
         return out.last_hidden_state[:, t - keep :], state
 
     def step(self, state: Any, rows: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, Any]:
@@ -53,7 +59,7 @@ class _GPT2:
         past = DynamicCache(ddp_cache_data=[(k[rows], v[rows]) for k, v in kv])
         n = len(tokens)
         out = self.body(input_ids=tokens[:, None], position_ids=torch.full((n, 1), t, device=tokens.device),
-                        past_key_values=past, use_cache=True)
+                        use_cache=True, **{CACHE: past})
         return out.last_hidden_state[:, 0], ([(layer.keys, layer.values) for layer in past.layers], t + 1)
 
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -61,6 +67,8 @@ class _GPT2:
 
 
 class _LSTM:
+    max_positions: int | None = None  # any length
+
     def __init__(self, lm: LSTMLM):
         self.lm = lm
         self.device = lm.head.weight.device

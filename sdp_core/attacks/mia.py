@@ -88,6 +88,7 @@ def membership_inference(model: nn.Module, member_data: LMData, nonmember_data: 
             raise UserError("membership inference needs sensitive tokens (secrets) in both member and non-member data")
         score = nll
         if reference == "zlib":
+            assert tokenizer is not None, "the zlib reference decodes the secrets' tokens"
             entropy = np.array([8 * len(zlib.compress(tokenizer.decode(t).encode("utf-8"))) for t in tokens])
             score = nll / entropy
         sides.append((nll, -score))  # attack score: higher = more likely a member

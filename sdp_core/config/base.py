@@ -41,7 +41,7 @@ _MESSAGES = {
 }
 
 
-def _subclasses(cls: type) -> list[type]:
+def _subclasses(cls: type[BaseModel]) -> list[type[BaseModel]]:
     return [cls] + [s for sub in cls.__subclasses__() for s in _subclasses(sub)]
 
 

@@ -66,12 +66,13 @@ class DataConfig(Strict):
     hf_name: str | None = Field(None, description="for source=hf: a hub name (`wikitext-2-raw-v1`, `glue/sst2`, ...) "
                                 "or a local path: a `save_to_disk` folder, or Parquet / Arrow / JSON(L) files (one "
                                 "file, or a folder of shards named by split)")
-    text_fields: list[str] | None = Field(None, min_length=1, description="source=hf or a table file (CSV, TSV, "
-                                          "Parquet): the columns joined by a newline into a record's text; default: "
-                                          "the hub dataset's own (glue/qnli: question, sentence), else `text`, else a "
-                                          "table's one text column (several: refused until named)")
-    label_field: str = Field("label", min_length=1, description="source=hf or a table file: the column of integer "
-                             "class labels (read when the data has it)")
+    text_fields: list[str] | None = Field(None, min_length=1, description="source=hf, a table file (CSV, TSV, "
+                                          "Parquet) or JSONL: the columns (JSONL: keys) joined by a newline into a "
+                                          "record's text; default: the hub dataset's own (glue/qnli: question, "
+                                          "sentence), else `text`, else the one column holding text (several: "
+                                          "refused until named)")
+    label_field: str = Field("label", min_length=1, description="source=hf, a table file or JSONL: the column (key) "
+                             "of integer class labels (read when the data has it)")
     splits: SplitNames = Field(default_factory=SplitNames, description="source=hf: split names")
     # The generator's own default is 10,000 / 1,000 / 1,000 dialogs; a trial's embedded default is smaller so a
     # DP-SGD trial (detection, tokenizer, training, evaluation) fits in ~3 minutes on 2 CPU cores.
@@ -93,6 +94,14 @@ class DataConfig(Strict):
     @classmethod
     def _source_defaults(cls, data: Any) -> Any:
         return _value_defaults(data, "source", SOURCE_DEFAULTS)
+
+    @property
+    def location(self) -> str:
+        """What the data is read from: the file (source=file) or the dataset, a hub name or local path (source=hf)."""
+        where = self.path if self.source == "file" else self.hf_name
+        if where is None:
+            raise ValueError(f"data.source {self.source} is generated: it is read from nowhere")
+        return where
 
     @model_validator(mode="after")
     def _source_needs(self) -> "DataConfig":

@@ -1,14 +1,17 @@
-"""Reading config files: trials, search spaces and sweeps from YAML (with `--set` overrides), and validation."""
+"""Reading config files: trials, search spaces and sweeps from YAML (with `--set` overrides), each checked on its own.
+
+What needs the sweep layer (its sampling rules, the data sizes every trial needs) is checked by `sweep.preflight`."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Sequence
 
 import yaml
 from pydantic import BaseModel
 
-from sdp_core.config.base import apply_overrides, apply_settings, did_you_mean, known_keys, parse_model
+from sdp_core.config.base import (apply_overrides, apply_settings, did_you_mean, known_keys, parse_model,
+                                  parse_override)
 from sdp_core.config.metrics import METRICS, NEEDS, unknown_metric
 from sdp_core.config.sweep import SearchSpace, SweepConfig
 from sdp_core.config.trial import TrialConfig
@@ -16,11 +19,12 @@ from sdp_core.errors import ConfigError
 from sdp_core.io import read_yaml
 
 
-def load_trial_config(path: str | Path | None, overrides: list[str] = ()) -> TrialConfig:
+def load_trial_config(path: str | Path | None, overrides: Sequence[str] = ()) -> TrialConfig:
     data = read_yaml(path) if path else {}
     data = {} if data is None else data
     if not isinstance(data, dict):
         raise ConfigError([f"(top level): expected a mapping, got {type(data).__name__}"], str(path))
+    check_overrides(TrialConfig, overrides)
     return parse_model(TrialConfig, apply_overrides(data, list(overrides)), str(path) if path else "--set")
 
 
@@ -44,7 +48,7 @@ def metric_problems(sweep: SweepConfig) -> list[str]:
         where = f"objectives.{i}.metric"
         unknown = unknown_metric(o.metric)
         metric = METRICS.get(o.metric)
-        if unknown:
+        if unknown or metric is None:
             problems.append(f"{where}: {unknown}")
         elif metric.task and metric.task != base.model.task:
             problems.append(f"{where}: {o.metric} is measured on language models only; base.model.arch "
@@ -60,18 +64,33 @@ def metric_problems(sweep: SweepConfig) -> list[str]:
     return problems
 
 
-def setting_path_problem(path: str) -> str | None:
-    """Why dotted `path` is no setting of a trial config (its first unknown part, with the closest known key of
-    that block), or None. Mapping-valued settings (`detector.patterns.<name>`) take any key below them."""
+def setting_path_problem(path: str, config: type[TrialConfig | SweepConfig] = TrialConfig) -> str | None:
+    """Why dotted `path` is no setting of a `config` (its first unknown part, with the closest known key of that
+    block), or None. Mapping-valued settings (`detector.patterns.<name>`) take any key below them."""
     parts = path.split(".")
     for depth, part in enumerate(parts):
-        known = known_keys(TrialConfig, parts[:depth])
+        known = known_keys(config, parts[:depth])
         if not known:
             return None
         if part not in known:
-            block = ".".join(parts[:depth]) or "a trial config"
+            block = ".".join(parts[:depth]) or ("a sweep" if config is SweepConfig else "a trial config")
             return f"no setting {part!r} in {block}{did_you_mean(part, known)}"
     return None
+
+
+def check_overrides(config: type[TrialConfig | SweepConfig], overrides: Sequence[str]) -> None:
+    """Raise a ConfigError that blames `--set` for an assignment to no setting of `config`; on a sweep, a trial's
+    setting is named with the `base.` it needs."""
+    problems = []
+    for assignment in overrides:
+        key = ".".join(parse_override(assignment)[0])
+        problem = setting_path_problem(key, config)
+        if problem and config is SweepConfig and not setting_path_problem(key, TrialConfig):
+            problem = f"a sweep's trial settings are under base: --set base.{assignment.strip()}"
+        if problem:
+            problems.append(f"{assignment}: {problem}")
+    if problems:
+        raise ConfigError(problems, "--set")
 
 
 def space_problems(space: SearchSpace) -> list[str]:
@@ -79,12 +98,13 @@ def space_problems(space: SearchSpace) -> list[str]:
             if (problem := setting_path_problem(path))]
 
 
-def load_sweep_config(path: str | Path, overrides: list[str] = ()) -> SweepConfig:
+def load_sweep_config(path: str | Path, overrides: Sequence[str] = ()) -> SweepConfig:
     """A sweep file with `--set` overrides, every problem found at once: its keys, its objectives' and claims'
     metrics, its search space's paths (a referenced file must exist) and its grid arms' settings."""
     data = read_yaml(path)
     if not isinstance(data, dict):
         raise ConfigError([f"(top level): expected a mapping, got {type(data).__name__}"], str(path))
+    check_overrides(SweepConfig, overrides)
     sweep = parse_model(SweepConfig, apply_overrides(data, list(overrides)), str(path))
     problems = metric_problems(sweep)
     if sweep.experiments is None:
@@ -104,47 +124,11 @@ def load_sweep_config(path: str | Path, overrides: list[str] = ()) -> SweepConfi
     return sweep
 
 
-def resolve_sweep(path: str | Path, overrides: list[str] = ()) -> SweepConfig:
-    """The sweep with overrides applied and its search space inlined (what `OUT/sweep.yaml` stores), after every
-    check that needs no data: `load_sweep_config`, then every mechanism's trial at both ends of every range."""
-    from sdp_core.sweep.space import check_space  # the sweep layer's sampling rules
-
-    cfg = load_sweep_config(path, overrides)
-    if cfg.experiments is not None:  # a grid: every arm was validated as a trial on loading
-        return cfg
-    space = load_search_space(cfg.search_space, Path(path).parent)
-    check_space(cfg, space, str(path))
-    return cfg.model_copy(update={"search_space": space})
-
-
 def arm_trial_config(sweep: SweepConfig, arm: str, seed: int) -> TrialConfig:
     """The trial of one grid arm and seed: `base` with the arm's settings, named `<arm>-s<seed>`."""
+    assert sweep.experiments is not None, "a grid sweep"
     settings = {**sweep.experiments[arm].set, "name": f"{arm}-s{seed}", "seed": seed}
     return parse_model(TrialConfig, apply_settings(sweep.base.model_dump(mode="json"), settings))
-
-
-def detect_kind(data: Any) -> str:
-    """Which config a YAML mapping is, for `sdp-sweep validate`: sweep, search space or trial."""
-    if isinstance(data, dict) and ("search_space" in data or "experiments" in data):
-        return "sweep"
-    if isinstance(data, dict) and set(data) == {"parameters"}:
-        return "search_space"
-    return "trial"
-
-
-def validate_file(path: str | Path) -> str:
-    """Validate any config file; returns its kind or raises ConfigError/UserError."""
-    data = read_yaml(path)
-    kind = detect_kind(data)
-    if kind == "sweep":
-        from sdp_core.sweep.preflight import preflight  # the data sizes every trial needs
-
-        preflight(resolve_sweep(path), str(path), elsewhere=False)
-    elif kind == "search_space":
-        parse_model(SearchSpace, data, str(path))
-    else:
-        load_trial_config(path)
-    return kind
 
 
 def dump_yaml(model: BaseModel) -> str:

@@ -2,11 +2,11 @@
 
 A mechanism is known by its settings class (its `mechanism:` block of a trial config, plus the facts a report
 states about it: display name, colour, notion, caveat). This module imports no torch, so configs validate and
-reports render without the training stack; `sdp_core.mechanisms` registers each mechanism's plan (what it trains)
+reports render without the training stack; `sdp_core.mechanisms` registers each mechanism (what it trains)
 against a name registered here (as transformers' `configuration_*.py` sits under its `modeling_*.py`).
 
-A new mechanism: a `MechanismSettings` subclass passed to `register_settings`, and its plan passed to
-`sdp_core.mechanisms.register_plan`.
+A new mechanism: a `MechanismSettings` subclass passed to `register_settings`, and its mechanism passed to
+`sdp_core.mechanisms.register_mechanism`.
 """
 
 from __future__ import annotations

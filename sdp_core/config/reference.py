@@ -55,10 +55,10 @@ def _section(annotation: Any, path: str) -> tuple[type[BaseModel], str] | None:
     origin, args = get_origin(annotation), get_args(annotation)
     if isinstance(annotation, type) and issubclass(annotation, BaseModel) and annotation is not MechanismSettings:
         return annotation, f"{path}."
-    if origin is dict and len(args) == 2 and _section(args[1], "") is not None:
-        return _section(args[1], "")[0], f"{path}.<name>."
-    if origin is list and args and _section(args[0], "") is not None:
-        return _section(args[0], "")[0], f"{path}[]."
+    if origin is dict and len(args) == 2 and (section := _section(args[1], "")) is not None:
+        return section[0], f"{path}.<name>."
+    if origin is list and args and (section := _section(args[0], "")) is not None:
+        return section[0], f"{path}[]."
     if origin in (Union, types.UnionType):
         return next((found for a in args if (found := _section(a, path)) is not None), None)
     return None

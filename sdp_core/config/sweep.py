@@ -19,6 +19,15 @@ class Distribution(Strict):
     high: float | None = None
     values: list[Any] | None = None
 
+    @property
+    def ends(self) -> tuple[Any, Any]:
+        """The least and the greatest value a sample takes: a range's low and high, a choice's first and last."""
+        if self.type == "choice":
+            assert self.values, "validated: a choice has values"
+            return self.values[0], self.values[-1]
+        assert self.low is not None and self.high is not None, "validated: a range has low and high"
+        return self.low, self.high
+
     @model_validator(mode="after")
     def _bounds(self) -> "Distribution":
         if self.type == "choice":
@@ -101,7 +110,10 @@ class Claim(Strict):
         return self
 
     def arm_names(self) -> list[str]:
-        return [self.lower, self.higher] if self.kind == "less" else list(self.arms)
+        if self.kind == "less":
+            assert self.lower is not None and self.higher is not None, "validated: kind less names both arms"
+            return [self.lower, self.higher]
+        return list(self.arms)
 
 
 class ResourcesConfig(Strict):
@@ -148,13 +160,13 @@ class SweepConfig(Strict):
         try:
             arms = [a if isinstance(a, dict) else {} for a in data["experiments"].values()]
             seeds = data.get("seeds", [0, 1, 2])
-            base = data.get("base") if isinstance(data.get("base"), dict) else {}
+            base: dict = data["base"] if isinstance(data.get("base"), dict) else {}
             names = [str((apply_settings(base, a["set"]) if isinstance(a.get("set"), dict) else base)
                          .get("mechanism", {}).get("name", "dpsgd")) for a in arms]
             count = sum(len(a.get("seeds") or seeds) for a in arms)
         except (AttributeError, TypeError):  # malformed arms: the field validators report them, one line each
             return data
-        derived = {"num_trials": max(count, 1), "mechanisms": list(dict.fromkeys(names)) or ["dpsgd"],
+        derived: dict[str, Any] = {"num_trials": max(count, 1), "mechanisms": list(dict.fromkeys(names)) or ["dpsgd"],
                    "search_space": None}
         # A stored sweep.yaml repeats the derived values; a hand-written one that sets them otherwise is wrong.
         same = lambda k: (set(data[k]) == set(derived[k]) if k == "mechanisms" and isinstance(data[k], list)  # noqa: E731

@@ -26,7 +26,7 @@ class TrialConfig(Strict):
     detector: DetectorConfig = Field(default_factory=DetectorConfig)
     tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
-    mechanism: SerializeAsAny[MechanismSettings] = Field(default_factory=lambda: settings_class("dpsgd")())
+    mechanism: SerializeAsAny[MechanismSettings] = Field(default_factory=lambda: settings_class("dpsgd").model_validate({}))
     privacy: PrivacyConfig = Field(default_factory=PrivacyConfig)
     training: TrainingConfig = Field(default_factory=TrainingConfig)
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)

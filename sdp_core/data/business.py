@@ -248,7 +248,7 @@ def generate_business(n: int, seed: int | str, split: Split = "heldout") -> list
     split, the rest in French, Spanish, Italian and German; each record's `meta` names its locale and language."""
     fakes = _fakes(split, seed)
     rng = random.Random(f"business-{split}-{seed}")
-    records = []
+    records: list[Record] = []
     while len(records) < n:
         language: Language = "en" if rng.random() < 0.5 else rng.choice(("fr", "es", "it", "de"))
         locale = rng.choice(LOCALES[split][language])

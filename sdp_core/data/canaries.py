@@ -9,7 +9,7 @@ A canary follows the data's own format (`data.structure`): in dialog data it is 
 the opening line (`USR: My ID is 123456` in CustomerSim), in prose a sentence (`My ID is 123456.`) after a sentence
 end and a space. Either way the tokens just before the secret are the same wherever it sits (a speaker tag is one
 special token; a byte-level BPE attaches the space to the next word), so the exposure is scored after the record
-start and `CanaryPlan.context` (`USR: `, or a space), the context it was trained in.
+start and `Canaries.context` (`USR: `, or a space), the context it was trained in.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from sdp_core.data.structure import SENTENCE_END, answering_speaker, speaker_tag
 
 @dataclass(frozen=True)
 class Insertion:
-    canary: int  # index into CanaryPlan.secrets
+    canary: int  # index into Canaries.secrets
     record: int  # index of the training record that holds it
     span: Span  # where the secret itself sits in that record's final text
 
 
 @dataclass(frozen=True)
-class CanaryPlan:
+class Canaries:
     """What was drawn and inserted where: part of every trial result (secret values are kept out of reports)."""
 
     format: CanaryFormat
@@ -91,7 +91,7 @@ def _prose_place(text: str, sentence: str, rng: random.Random) -> tuple[str, int
 
 
 def insert_canaries(records: list[Record], template: str, count: int, repeats: int, seed: int,
-                    missed_by_detector: bool = False) -> tuple[list[Record], CanaryPlan]:
+                    missed_by_detector: bool = False) -> tuple[list[Record], Canaries]:
     """Draw `count` distinct canaries; insert each with probability 1/2, `repeats` times, into seeded records.
 
     A canary joins dialog data as a line of the answering speaker at a seeded line boundary, prose as a sentence at
@@ -112,17 +112,17 @@ def insert_canaries(records: list[Record], template: str, count: int, repeats: i
     inserted = tuple(rng.random() < 0.5 for _ in secrets)
     tags = speaker_tags(r.text for r in records)
     context = answering_speaker((r.text for r in records), tags) + " " if tags else " "
-    plan = CanaryPlan(fmt, tuple(secrets), inserted, repeats, context, missed_by_detector=missed_by_detector)
+    canaries = Canaries(fmt, tuple(secrets), inserted, repeats, context, missed_by_detector=missed_by_detector)
     members = [k for k, i in enumerate(inserted) if i]
     targets = rng.sample(range(len(records)), len(members) * repeats)
-    place = _dialog_place if plan.dialog else _prose_place
-    lead = len(context) if plan.dialog else 0  # characters of the inserted text before the rendered format
+    place = _dialog_place if canaries.dialog else _prose_place
+    lead = len(context) if canaries.dialog else 0  # characters of the inserted text before the rendered format
     out = list(records)
     insertions = []
     for k, record_index in enumerate(targets):
         canary = members[k // repeats]
         record = out[record_index]
-        piece = plan.text(canary)
+        piece = canaries.text(canary)
         text, offset = place(record.text, piece, rng)
         shift = len(text) - len(record.text)
         start = offset + lead + len(fmt.prefix)
@@ -130,4 +130,4 @@ def insert_canaries(records: list[Record], template: str, count: int, repeats: i
         moved = [Span(s.start + shift, s.end + shift, s.label) if s.start >= offset else s for s in record.spans or ()]
         out[record_index] = Record(text=text, spans=tuple(sorted(moved + [span])), label=record.label, meta=record.meta)
         insertions.append(Insertion(canary, record_index, span))
-    return out, replace(plan, insertions=tuple(insertions))
+    return out, replace(canaries, insertions=tuple(insertions))

@@ -81,9 +81,11 @@ def classification_splits(n_train: int = 2_000, n_validation: int = 200, n_test:
 
 def class_labels(records: list[Record], num_labels: int, where: str) -> list[int]:
     """Each record's class id, checked to lie in [0, num_labels): a classifier cannot train on unlabelled data."""
+    labels = []
     for i, r in enumerate(records):
         if r.label is None:
             raise DataError(f"record {i} has no class label (a classifier needs labelled data)", where)
         if not 0 <= r.label < num_labels:
             raise DataError(f"record {i} has label {r.label}, outside 0..{num_labels - 1} (model.num_labels)", where)
-    return [r.label for r in records]
+        labels.append(r.label)
+    return labels

@@ -105,7 +105,7 @@ def generate_dialog(fake: Faker, rng: random.Random) -> Record:
     return d.record()
 
 
-def generate_customersim(n: int, seed: int) -> list[Record]:
+def generate_customersim(n: int, seed: int | str) -> list[Record]:
     """`n` dialogs, the same for the same seed."""
     fake = Faker("en_US")
     fake.seed_instance(seed)

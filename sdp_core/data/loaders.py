@@ -2,7 +2,8 @@
 local `save_to_disk` folder or Parquet / Arrow / JSON(L) files, which need no hub).
 
 A table's text is its `text` column, or the columns `data.text_fields` names (joined by a newline), or else its
-one column of text; a table with several text columns and none named is refused. Plain text is one record per
+one column of text; a table with several text columns and none named is refused. JSONL is read the same way, its
+keys as columns, when `data.text_fields` is set or its objects have no `text` key. Plain text is one record per
 blank-line-separated block when the file has a blank line, else one record per line (`load_text`).
 
 Every loader returns `list[Record]` (a HF dataset: per split, `hf_records`); bad data (missing, empty, binary,
@@ -69,25 +70,40 @@ def _read_text(path: Path) -> str:
         raise DataError(f"invalid UTF-8 at byte {e.start}", str(path)) from None
 
 
-def load_jsonl(path: Path) -> list[Record]:
-    records = []
+def load_jsonl(path: Path, text_fields: list[str] | None = None, label_field: str = "label") -> list[Record]:
+    """One record per line: `{"text", "spans"?, "label"?}`; with `text_fields` set, or when no object has a `text`
+    key, the objects are rows of a table whose columns are their keys (`table_records`)."""
+    lines: list[tuple[int, Any]] = []
     for i, line in enumerate(_read_text(path).splitlines(), 1):
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            lines.append((i, json.loads(line)))
         except json.JSONDecodeError as e:
             raise DataError(f"line {i}: invalid JSON ({e.msg})", str(path)) from None
-        records.append(record_from_mapping(obj, f"{path}: line {i}"))
-    return records
+    for i, obj in lines:
+        if not isinstance(obj, dict):
+            raise DataError(f"line {i}: a record must be an object with `text`, got {type(obj).__name__}", str(path))
+    with_text = [i for i, obj in lines if "text" in obj]
+    if text_fields is None and label_field == "label" and len(with_text) == len(lines):
+        return [record_from_mapping(obj, f"{path}: line {i}") for i, obj in lines]
+    if text_fields is None and with_text:  # some objects have the key: the others are broken, not another format
+        i, obj = next((i, obj) for i, obj in lines if "text" not in obj)
+        raise DataError(f"line {i}: no `text` key (keys: {', '.join(map(str, obj)) or 'none'})", str(path))
+    keys = list(dict.fromkeys(key for _, obj in lines for key in obj))
+    return table_records([obj for _, obj in lines], keys, str(path), text_fields, label_field,
+                         [f"line {i}" for i, _ in lines], column="key")
 
 
-def _text_columns(rows: list[dict], columns: list[str], text_fields: list[str] | None, where: str) -> list[str]:
-    """The columns a table's text is in: `text_fields`, else `text`, else its one column holding text."""
+def _text_columns(rows: list[dict], columns: list[str], text_fields: list[str] | None, where: str,
+                  column: str = "column") -> list[str]:
+    """The columns a table's text is in: `text_fields`, else `text`, else its one column holding text. `column` is
+    what the messages call a column (a JSONL object's "key")."""
     if text_fields:
         missing = next((f for f in text_fields if f not in columns), None)
         if missing is not None:
-            raise DataError(f"no column {missing!r} (columns: {', '.join(columns)}); set data.text_fields", where)
+            raise DataError(f"no {column} {missing!r} ({column}s: {', '.join(columns)}); name the text {column}(s) "
+                            "with --set data.text_fields=[NAME]", where)
         return list(text_fields)
     if "text" in columns:
         return ["text"]
@@ -95,8 +111,9 @@ def _text_columns(rows: list[dict], columns: list[str], text_fields: list[str] |
              and any(isinstance(r.get(c), str) and r[c].strip() for r in rows)
              and not all(_is_number(r.get(c)) for r in rows if r.get(c) not in (None, ""))]
     if len(texts) != 1:
-        found = f"columns {', '.join(texts)} hold text" if texts else "no column holds text"
-        raise DataError(f"{found} and none is named `text`: name the text column(s) with "
+        found = (f"{column}s {', '.join(texts)} hold text" if texts
+                 else f"no {column} holds text ({column}s: {', '.join(columns) or 'none'})")
+        raise DataError(f"{found} and none is named `text`: name the text {column}(s) with "
                         "--set data.text_fields=[NAME]", where)
     return texts
 
@@ -112,16 +129,19 @@ def _is_number(value: Any) -> bool:
 
 
 def table_records(rows: list[dict], columns: list[str], where: str, text_fields: list[str] | None = None,
-                  label_field: str = "label") -> list[Record]:
+                  label_field: str = "label", row_names: list[str] | None = None, column: str = "column"
+                  ) -> list[Record]:
     """One record per row whose text is not blank: the text columns (`_text_columns`) joined by a newline, the
-    `label_field` column as an integer class label, and `spans` (when the text is the one `text` column)."""
-    fields = _text_columns(rows, columns, text_fields, where)
+    `label_field` column as an integer class label, and `spans` (when the text is the one `text` column). Messages
+    name a row by `row_names` (default `row <i>`) and a column as `column`."""
+    fields = _text_columns(rows, columns, text_fields, where, column)
+    names = row_names or [f"row {i}" for i in range(len(rows))]
     records = []
-    for i, row in enumerate(rows):
+    for name, row in zip(names, rows):
         parts = [row.get(f) for f in fields]
         bad = next((f for f, v in zip(fields, parts) if v is not None and not isinstance(v, str)), None)
         if bad is not None:
-            raise DataError(f"row {i}: column {bad!r} holds {type(row[bad]).__name__}, not text", where)
+            raise DataError(f"{name}: {column} {bad!r} holds {type(row[bad]).__name__}, not text", where)
         text = "\n".join(p for p in parts if p)
         if not text.strip():
             continue
@@ -129,7 +149,7 @@ def table_records(rows: list[dict], columns: list[str], where: str, text_fields:
         if isinstance(label, str):  # CSV cells are strings
             label = int(label) if label.strip().lstrip("-").isdigit() else (None if not label.strip() else label)
         spans = row.get("spans") if fields == ["text"] else None
-        records.append(record_from_mapping({"text": text, "spans": spans, "label": label}, f"{where}: row {i}"))
+        records.append(record_from_mapping({"text": text, "spans": spans, "label": label}, f"{where}: {name}"))
     return records
 
 
@@ -173,8 +193,8 @@ def load_text(path: Path) -> list[Record]:
 
 
 LOADERS: dict[str, Callable[..., list[Record]]] = {
-    ".jsonl": lambda path, *_: load_jsonl(path),
-    ".json": lambda path, *_: load_jsonl(path),
+    ".jsonl": load_jsonl,
+    ".json": load_jsonl,
     ".parquet": load_parquet,
     ".csv": load_csv,
     ".tsv": load_csv,

@@ -25,12 +25,14 @@ Records are cut at line boundaries to at most `max_chars` characters, deduplicat
 
 from __future__ import annotations
 
+import email.message
 import email.utils
 import importlib.metadata
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from sdp_core.data.records import Record, Span
 
@@ -149,10 +151,15 @@ HEADER_FIELDS = ("Name", "Version", "Summary", "Home-page", "Author", "Author-em
                  "Maintainer-email", "License", "Project-URL")  # fmt: skip
 
 
+def _metadata(dist: importlib.metadata.Distribution) -> email.message.Message:
+    """A distribution's metadata, as the email message it is (its typed protocol has no `get`)."""
+    return cast(email.message.Message, dist.metadata)
+
+
 def metadata_drafts(dists: Iterable[importlib.metadata.Distribution], max_chars: int = MAX_CHARS) -> Iterator[_Draft]:
     """One record per distribution: its header fields, then the long description up to `max_chars`."""
     for dist in dists:
-        meta = dist.metadata
+        meta = _metadata(dist)
         name = meta.get("Name")
         if not name:
             continue
@@ -169,7 +176,7 @@ def metadata_drafts(dists: Iterable[importlib.metadata.Distribution], max_chars:
                 elif key in ("Author", "Maintainer"):
                     values.update(dict.fromkeys(_names(value), "name"))
                     values.update(_addresses(value))
-        body = (meta.get_payload() or meta.get("Description") or "").strip()
+        body = str(meta.get_payload() or meta.get("Description") or "").strip()  # one part: a string
         text = "\n".join(header)
         if body:
             text += "\n\n" + next(_chunks(body.splitlines(), max(0, max_chars - len(text))), "")
@@ -272,12 +279,12 @@ def debian_drafts(files: Iterable[Path], max_chars: int = MAX_CHARS) -> Iterator
 def _licence_files(dist: importlib.metadata.Distribution) -> list[Path]:
     files = [f for f in dist.files or () if ".dist-info" in str(f) and re.search(r"(?i)licen[cs]e|copying|notice",
                                                                                   f.name)]
-    return [Path(dist.locate_file(f)) for f in files if Path(dist.locate_file(f)).is_file()]
+    return [Path(str(dist.locate_file(f))) for f in files if Path(str(dist.locate_file(f))).is_file()]
 
 
 def _authors_files(dist: importlib.metadata.Distribution) -> list[Path]:
     files = [f for f in dist.files or () if ".dist-info" in str(f) and f.name.upper().startswith("AUTHORS")]
-    return [Path(dist.locate_file(f)) for f in files if Path(dist.locate_file(f)).is_file()]
+    return [Path(str(dist.locate_file(f))) for f in files if Path(str(dist.locate_file(f))).is_file()]
 
 
 def build_realtext(
@@ -287,8 +294,8 @@ def build_realtext(
     copyright files under `debian_doc` (skipped when absent or None). Each record's `meta` names its source and
     origin (distribution, file and piece)."""
     seen: dict[str, importlib.metadata.Distribution] = {}
-    for dist in importlib.metadata.distributions(**({"path": paths} if paths is not None else {})):
-        name = (dist.metadata.get("Name") or "").lower().replace("_", "-")
+    for dist in importlib.metadata.distributions() if paths is None else importlib.metadata.distributions(path=paths):
+        name = (_metadata(dist).get("Name") or "").lower().replace("_", "-")
         if name and name not in seen:
             seen[name] = dist
     dists = [seen[n] for n in sorted(seen)]

@@ -11,8 +11,11 @@ from __future__ import annotations
 import argparse
 import json
 
-from sdp_core.config import DetectorConfig, parse_model
+from sdp_core.config import DataConfig, DetectorConfig, parse_model, parse_override
 from sdp_core.errors import UserError
+
+DATA_SETTINGS = ("text_fields", "label_field")
+"""The data settings `detect --set` takes: which columns (or JSONL keys) hold the text and the label."""
 
 
 def _pattern(value: str) -> tuple[str, str]:
@@ -24,15 +27,29 @@ def _pattern(value: str) -> tuple[str, str]:
 
 def add_detect_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = DetectorConfig()
-    parser.add_argument("data", help="JSONL (with optional gold `spans`), Parquet or plain-text file")
+    parser.add_argument("data", help="JSONL (with optional gold `spans`), CSV / TSV / Parquet table or plain-text file")
     parser.add_argument("--policy", default=defaults.policy, help=f"policy name or union a,b (default {defaults.policy})")
     parser.add_argument("--out", help="write one JSONL line per record: text, redacted, spans")
     parser.add_argument("--show", type=int, default=0, metavar="N", help="print N redacted examples")
     parser.add_argument("--pattern", type=_pattern, action="append", default=[], metavar="NAME=REGEX",
                         help="a user regex policy (repeatable); use NAME in --policy")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="data.text_fields=[NAME]",
+                        help="the columns (JSONL: keys) holding the text, data.text_fields=[NAME, ...], or the label, "
+                        "data.label_field=NAME; repeatable")
     parser.add_argument("--spacy-model", default=defaults.spacy_model)
     parser.add_argument("--cache-dir", help="detection cache (default $SDP_CACHE_DIR/detections or ~/.cache/sdp-sweep/detections)")
     parser.add_argument("--no-cache", action="store_true", help="neither read nor write the detection cache")
+
+
+def data_config(path: str, overrides: list[str]) -> DataConfig:
+    """The data file with the `--set data.<setting>=...` assignments `detect` takes (`DATA_SETTINGS`)."""
+    settings = {}
+    for assignment in overrides:
+        key, value = parse_override(assignment)
+        if len(key) != 2 or key[0] != "data" or key[1] not in DATA_SETTINGS:
+            raise UserError(f"--set {assignment!r}: detect takes " + " or ".join(f"data.{s}" for s in DATA_SETTINGS))
+        settings[key[1]] = value
+    return parse_model(DataConfig, {"source": "file", "path": path, **settings}, "--set")
 
 
 def run_detect(args: argparse.Namespace) -> int:
@@ -48,7 +65,8 @@ def run_detect(args: argparse.Namespace) -> int:
     config = parse_model(DetectorConfig, {"policy": args.policy, "patterns": dict(args.pattern),
                                           "spacy_model": args.spacy_model}, "--pattern")
     policy = get_policy(config.policy, config)
-    records = load_records(args.data)
+    data = data_config(args.data, args.overrides)
+    records = load_records(args.data, data.text_fields, data.label_field)
     detected = detect_records(records, policy, args.cache_dir, use_cache=not args.no_cache, progress=True)
     texts = [r.text for r in records]
     redacted = [redact(t, s) for t, s in zip(texts, detected)]

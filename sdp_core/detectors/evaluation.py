@@ -181,13 +181,13 @@ def evaluate(
     label_found: Counter = Counter()
     for record, spans, offs in zip(records, detected, _offsets(records, offsets)):
         det = token_mask(offs, spans, record.text)
-        gold = token_mask(offs, record.spans, record.text)
+        gold = token_mask(offs, record.spans or (), record.text)
         n_tokens += len(offs)
         gold_n += int(gold.sum())
         det_n += int(det.sum())
         hit_n += int((gold & det).sum())
         by_label: dict[str, list[Span]] = defaultdict(list)
-        for s, found in zip(record.spans, _masked(record.text, record.spans, spans)):
+        for s, found in zip(record.spans or (), _masked(record.text, record.spans or (), spans)):
             by_label[s.label].append(s)
             label_secrets[s.label] += 1
             label_found[s.label] += found
@@ -213,7 +213,7 @@ def evaluate(
         secrets=Rate.of(sum(label_found.values()), sum(label_secrets.values()), confidence),
         per_label=per_label,
         masked_chars=masked_share(texts, detected, confidence),
-        gold_chars=masked_share(texts, [r.spans for r in records], confidence),
+        gold_chars=masked_share(texts, [r.spans or () for r in records], confidence),
     )
 
 

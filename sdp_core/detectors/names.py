@@ -170,7 +170,9 @@ def cued_names(text: str) -> list[Span]:
     for field in FIELD.finditer(text):
         line_start = field.start("body")
         for line in field.group("body").split("\n"):
-            starts.append((_LINE_LEAD.match(text, line_start).end(), 2, True))
+            lead = _LINE_LEAD.match(text, line_start)
+            assert lead is not None  # every part of it is optional: it matches, if only the empty string
+            starts.append((lead.end(), 2, True))
             line_start += len(line) + 1
     out = []
     for pos, min_words, is_list in starts:

@@ -238,7 +238,7 @@ _MONTH_NAMES = (r"(?i:jan(?:uary|vier|uar)?|feb(?:ruary|ruar)?|f[ée]vrier|mar(?
                 r"octubre|ottobre|nov(?:ember)?|novembre|noviembre|dec(?:ember)?|dezember|d[ée]cembre|diciembre|"
                 r"dicembre|enero|gennaio|febrero|febbraio|marzo|aprile)\.?")
 _STRICT_DATES = (
-    rf"(?<![\w./-])(?:\d{{1,2}}[./-]\d{{1,2}}[./-]\d{{2,4}}|\d{{4}}-\d{{1,2}}-\d{{1,2}})(?![\w/-]|\.\d)",
+    r"(?<![\w./-])(?:\d{1,2}[./-]\d{1,2}[./-]\d{2,4}|\d{4}-\d{1,2}-\d{1,2})(?![\w/-]|\.\d)",
     rf"\b\d{{1,2}}(?:st|nd|rd|th|er|\.)?[ \t]+(?:de[ \t]+)?{_MONTH_NAMES}(?:[ \t]+(?:de[ \t]+)?\d{{4}})?\b",
     rf"\b{_MONTH_NAMES}[ \t]+\d{{1,2}}(?:st|nd|rd|th)?(?:,?[ \t]+\d{{4}})?\b",
 )

@@ -63,9 +63,17 @@ def _conservative(config: DetectorConfig) -> Policy:
     return union([get_policy(n, config) for n in names])
 
 
+def _regex_factory(name: str) -> PolicyFactory:
+    return lambda config: builtin_regex_policy(name)
+
+
+def _tier_factory(name: str) -> PolicyFactory:
+    return lambda config: SpacyTierPolicy(name, config.spacy_model)
+
+
 POLICIES: dict[str, PolicyFactory] = {
-    **{name: (lambda config, name=name: builtin_regex_policy(name)) for name in BUILTIN_PATTERNS},
-    **{name: (lambda config, name=name: SpacyTierPolicy(name, config.spacy_model)) for name in TIERS},
+    **{name: _regex_factory(name) for name in BUILTIN_PATTERNS},
+    **{name: _tier_factory(name) for name in TIERS},
     "person_name": lambda config: PersonNamePolicy(config.spacy_model),
     "library_id": lambda config: LibraryIdentifierPolicy(),
     "customersim": lambda config: get_policy(CUSTOMERSIM_POLICY, config),
@@ -98,7 +106,7 @@ def get_policy(name: str, config: DetectorConfig | None = None) -> Policy:
     parts = [p.strip() for p in name.split(",")]
     if not all(parts):
         raise UserError(f"policy {name!r} has an empty name in its union")
-    policies = []
+    policies: list[Policy] = []
     for part in parts:
         if part in user:
             policies.append(user[part])

@@ -23,7 +23,7 @@ from sdp_core.config.trial import TrialConfig
 from sdp_core.errors import UserError
 from sdp_core.mechanisms.base import MechanismPlan, calibrate, private_phase, public_phase
 from sdp_core.mechanisms.jft import jft_phases
-from sdp_core.mechanisms.registry import register_plan
+from sdp_core.mechanisms.registry import register_mechanism
 from sdp_core.preparation import TrialData
 from sdp_core.tensors import LMData
 
@@ -94,4 +94,4 @@ def atdp(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
     return MechanismPlan(phases, ledger, details, derived)
 
 
-register_plan("atdp", atdp)
+register_mechanism("atdp", atdp)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import Sequence
 
 from sdp_core.config.trial import TrialConfig
 from sdp_core.privacy import GaussianEvent, PrivacyLedger, calibrate_noise, get_notion
@@ -73,7 +74,7 @@ def phase_events(phase: Phase, mechanism: str, touches: str, sample_rate_factor:
 
 
 def calibrate(phases: list[Phase], cfg: TrialConfig, notion: str, touches: str = "all",
-              fixed: list[GaussianEvent] = (), target_epsilon: float | None = None, sample_rate_factor: float = 1.0
+              fixed: Sequence[GaussianEvent] = (), target_epsilon: float | None = None, sample_rate_factor: float = 1.0
               ) -> tuple[list[Phase], PrivacyLedger]:
     """Scale every private phase's relative σ so the whole trial spends `target_epsilon` (default: the config's).
 

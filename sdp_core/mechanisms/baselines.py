@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sdp_core.config.trial import TrialConfig
 from sdp_core.mechanisms.base import MechanismPlan, calibrate, private_phase, public_phase, within_token_budget
-from sdp_core.mechanisms.registry import register_plan
+from sdp_core.mechanisms.registry import register_mechanism
 from sdp_core.preparation import TrialData
 from sdp_core.privacy import PrivacyLedger
 
@@ -29,6 +29,6 @@ def redacted(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
     return MechanismPlan(phases, ledger, {"guarantee": "epsilon_s = 0 for detected secrets only; none for missed"})
 
 
-register_plan("nodp", nodp)
-register_plan("dpsgd", dpsgd)
-register_plan("redacted", redacted)
+register_mechanism("nodp", nodp)
+register_mechanism("dpsgd", dpsgd)
+register_mechanism("redacted", redacted)

@@ -33,7 +33,7 @@ from sdp_core.detectors import detect_records, get_policy
 from sdp_core.detectors.evaluation import evaluate
 from sdp_core.errors import UserError
 from sdp_core.mechanisms.base import MechanismPlan, calibrate, private_phase, public_phase
-from sdp_core.mechanisms.registry import register_plan
+from sdp_core.mechanisms.registry import register_mechanism
 from sdp_core.preparation import TrialData
 from sdp_core.privacy import PrivacyLedger, bayesian_confidentiality_report, crt_gamma_delta2
 from sdp_core.privacy.confidentiality import confidentiality_claim
@@ -134,4 +134,4 @@ def crt(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
     return MechanismPlan(phases, ledger, details)
 
 
-register_plan("crt", crt)
+register_mechanism("crt", crt)

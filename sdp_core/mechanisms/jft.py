@@ -26,7 +26,7 @@ from sdp_core.mechanisms.base import (
     public_phase,
     within_token_budget,
 )
-from sdp_core.mechanisms.registry import register_plan
+from sdp_core.mechanisms.registry import register_mechanism
 from sdp_core.preparation import TrialData
 from sdp_core.privacy import PrivacyLedger, light_noise_epsilon
 from sdp_core.privacy.light_noise import REAL_SAMPLE_RATES, at_real_rates, with_formal_bound
@@ -83,7 +83,10 @@ def estimated_missing_rate(d: TrialData, m: JFTConfig):
 
 def jft_phases(d: TrialData, cfg: TrialConfig, m: JFTConfig, prefix: str = "") -> list[Phase]:
     """Phase 1 (public: direct or screened) then phase 2 (private, relative σ): JFT's layout before calibration."""
-    phase1_data = screened_subset(d, m.audit_path, cfg.data.max_length) if m.phase1_mode == "screened" else d.train_redacted
+    phase1_data = d.train_redacted
+    if m.phase1_mode == "screened":
+        assert m.audit_path is not None, "validated: screened needs audit_path"
+        phase1_data = screened_subset(d, m.audit_path, cfg.data.max_length)
     return [public_phase(f"{prefix}phase1", phase1_data, cfg, m.phase1_epochs),
             private_phase(f"{prefix}phase2", d.train, cfg, cfg.training.epochs)]
 
@@ -116,4 +119,4 @@ def jft(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
                                                    "missing_rate_source": source, "light_noise": report})
 
 
-register_plan("jft", jft)
+register_mechanism("jft", jft)

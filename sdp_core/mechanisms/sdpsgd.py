@@ -59,9 +59,10 @@ from opacus.distributed import DifferentiallyPrivateDistributedDataParallel as D
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from sdp_core.config.mechanism import SDPSGDConfig
 from sdp_core.config.trial import TrialConfig
 from sdp_core.mechanisms.base import MechanismPlan, calibrate, within_token_budget
-from sdp_core.mechanisms.registry import register_plan
+from sdp_core.mechanisms.registry import register_mechanism
 from sdp_core.preparation import TrialData
 from sdp_core.privacy import PrivacyLedger
 from sdp_core.tensors import LMData
@@ -243,6 +244,7 @@ class SelectiveStep:
         self.lm = ctx.model.module if isinstance(ctx.model, DPDDP) else ctx.model
 
     def __call__(self, batch: LMData, sigma: float) -> None:
+        assert self.phase.segments is not None, "a selective phase has its segment table"
         k = self.phase.segments.private_segments
         sigma_grad, sigma_hidden = split_sigma(sigma, k, self.phase.hidden_noise_ratio)
         bounds = segment_table(batch, k).bounds
@@ -317,12 +319,12 @@ class SelectiveStep:
 
 def selective_phase(name: str, data: LMData, segments: SegmentTable, cfg: TrialConfig, epochs: int) -> SelectivePhase:
     """The uncalibrated phase: relative σ_batch multipliers 1.0; private only if some row has a private segment."""
-    t = cfg.training
+    t, m = cfg.training, cfg.mechanism
+    assert isinstance(m, SDPSGDConfig)
     return SelectivePhase(name, data, private=segments.private_segments > 0, epochs=epochs,
                           batch_size=t.batch_size, sigmas=(1.0,) * epochs, max_grad_norm=cfg.privacy.max_grad_norm,
                           max_steps=t.private_max_steps or t.max_steps, segments=segments,
-                          hidden_clip=cfg.mechanism.hidden_clip or cfg.privacy.max_grad_norm,
-                          hidden_noise_ratio=cfg.mechanism.hidden_noise_ratio)
+                          hidden_clip=m.hidden_clip or cfg.privacy.max_grad_norm, hidden_noise_ratio=m.hidden_noise_ratio)
 
 
 def sdpsgd(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
@@ -354,4 +356,4 @@ def sdpsgd(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
     return MechanismPlan(phases, ledger, details, derived)
 
 
-register_plan("sdpsgd", sdpsgd)
+register_mechanism("sdpsgd", sdpsgd)

@@ -47,5 +47,18 @@ def build_model(cfg: ModelConfig, vocab_size: int, max_length: int) -> nn.Module
     return model
 
 
-__all__ = ["build_model", "GPT2LM", "LSTMLM", "RobertaClassifier", "GPT2_PRESETS", "LSTM_PRESETS", "ROBERTA_PRESETS",
+def parameter_counts(model: nn.Module) -> dict[str, float]:
+    """How many of the model's parameters training updates: with LoRA adapters, peft's own count
+    (`get_nb_trainable_parameters`: the adapters and any trained head, against every weight of the base model);
+    else the parameters that require a gradient, against all."""
+    peft_count = getattr(getattr(model, "model", None), "get_nb_trainable_parameters", None)
+    if peft_count is not None:
+        trainable, total = peft_count()
+    else:
+        trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        total = sum(p.numel() for p in model.parameters())
+    return {"parameters": total, "trainable_parameters": trainable, "trainable_share": trainable / total}
+
+
+__all__ = ["build_model", "parameter_counts", "GPT2LM", "LSTMLM", "RobertaClassifier", "GPT2_PRESETS", "LSTM_PRESETS", "ROBERTA_PRESETS",
            "MODEL_BUILDERS"]

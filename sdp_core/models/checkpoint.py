@@ -12,20 +12,18 @@ records the project's model settings and data shape, so `load_model` rebuilds th
 from __future__ import annotations
 
 import json
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from peft import PeftModel
 from torch import nn
 from transformers import GPT2LMHeadModel, PreTrainedTokenizerFast, RobertaForSequenceClassification
-from transformers.utils import logging as hf_logging
 
 from sdp_core.config import ModelConfig
 from sdp_core.errors import UserError
 from sdp_core.io import atomic_write_json
 from sdp_core.models.gpt2 import GPT2LM
 from sdp_core.models.lstm import LSTMLM
+from sdp_core.models.quiet import no_progress_bars
 from sdp_core.models.roberta import RobertaClassifier
 from sdp_core.text.tokenizer import load_saved_tokenizer, save_tokenizer
 
@@ -33,23 +31,11 @@ META, ADAPTER = "model.json", "adapter"
 HF_CLASSES = {"gpt2": GPT2LMHeadModel, "roberta": RobertaForSequenceClassification}
 
 
-@contextmanager
-def _no_progress_bars() -> Iterator[None]:
-    """transformers' own bar for writing weight shards stays out of a trial's output (which shows its own)."""
-    enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if enabled:
-            hf_logging.enable_progress_bar()
-
-
 def save_model(directory: str | Path, model: nn.Module, tokenizer: PreTrainedTokenizerFast, cfg: ModelConfig,
                max_length: int) -> Path:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    with _no_progress_bars():
+    with no_progress_bars():
         _save_weights(directory, model, cfg)
     save_tokenizer(tokenizer, directory)
     atomic_write_json(directory / META, {"model": cfg.model_dump(mode="json"), "vocab_size": len(tokenizer),
@@ -82,7 +68,8 @@ def load_model(directory: str | Path) -> tuple[nn.Module, PreTrainedTokenizerFas
         if cfg.arch == "lstm":
             model = LSTMLM.from_pretrained(directory)
         else:
-            inner = HF_CLASSES[cfg.arch].from_pretrained(directory)
+            with no_progress_bars():
+                inner = HF_CLASSES[cfg.arch].from_pretrained(directory)
             if cfg.adapter is not None and not cfg.adapter.merge:
                 inner = PeftModel.from_pretrained(inner, directory / ADAPTER).merge_and_unload()
             model = (GPT2LM(inner) if cfg.arch == "gpt2" else RobertaClassifier(inner, inner.config.pad_token_id))

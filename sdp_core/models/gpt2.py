@@ -7,6 +7,7 @@ from torch import nn
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from sdp_core.errors import UserError
+from sdp_core.models.quiet import no_progress_bars
 
 # GPT-2's activation `gelu_new` (tanh approximation) as torch's one fused kernel instead of HF's five elementwise
 # ops: the same function, a gpt2-tiny CPU step about 5 % faster.
@@ -43,7 +44,8 @@ def build_gpt2(preset: str | None, name_or_path: str | None, vocab_size: int, ma
         try:
             config = GPT2Config.from_pretrained(name_or_path)
             config.activation_function = FUSED_GELU.get(config.activation_function, config.activation_function)
-            model = GPT2LMHeadModel.from_pretrained(name_or_path, config=config)
+            with no_progress_bars():
+                model = GPT2LMHeadModel.from_pretrained(name_or_path, config=config)
         except (OSError, ValueError) as e:
             raise UserError(f"cannot load model {name_or_path!r}: {str(e).splitlines()[0]}") from None
         resize_for_tokenizer(model, vocab_size)

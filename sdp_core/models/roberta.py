@@ -12,6 +12,7 @@ from torch import nn
 from transformers import RobertaConfig, RobertaForSequenceClassification
 
 from sdp_core.errors import UserError
+from sdp_core.models.quiet import no_progress_bars
 from sdp_core.models.gpt2 import resize_for_tokenizer
 from sdp_core.text.tokenizer import PAD, SPECIAL_TOKENS
 
@@ -48,7 +49,8 @@ def build_roberta(preset: str | None, name_or_path: str | None, vocab_size: int,
     """A pretrained RoBERTa (by hub name or path, with its own tokenizer's pad id) or a preset one from scratch."""
     if name_or_path:
         try:
-            model = RobertaForSequenceClassification.from_pretrained(name_or_path, num_labels=num_labels)
+            with no_progress_bars():
+                model = RobertaForSequenceClassification.from_pretrained(name_or_path, num_labels=num_labels)
         except (OSError, ValueError) as e:
             raise UserError(f"cannot load model {name_or_path!r}: {str(e).splitlines()[0]}") from None
         pad = model.config.pad_token_id

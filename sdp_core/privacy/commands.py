@@ -30,6 +30,7 @@ def epsilon_command(
     if (sigma is None) == (target_epsilon is None):
         raise UserError("give exactly one of --sigma (to compute ε) or --target-epsilon (to calibrate σ)")
     if sigma is None:
+        assert target_epsilon is not None  # exactly one of the two is given
         sigma = calibrate_noise([(sample_rate, steps)], target_epsilon, delta, accountant, relation=relation)
     event = GaussianEvent(sample_rate, sigma, steps, phase="dpsgd", mechanism="dpsgd")
     return account(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import replace
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Self
 
 from sdp_core.errors import PrivacyError
 from sdp_core.privacy.accountants import get_accountant
@@ -105,6 +105,7 @@ class PrivacyLedger:
 
     def _report(self, events: list[GaussianEvent], relation: str | None = None) -> dict[str, Any]:
         if self.notion == BAYESIAN:
+            assert self.gamma is not None and self.delta2 is not None, "a Bayesian ledger has γ and δ2"
             return bayesian_confidentiality_report(
                 events, self.delta, self.accountant, self.gamma, self.delta2, relation=relation
             )
@@ -143,7 +144,7 @@ class PrivacyLedger:
         return data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "PrivacyLedger":
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
         if data.get("format") != LEDGER_FORMAT:
             raise PrivacyError(f"not a privacy ledger (expected format {LEDGER_FORMAT!r}, got {data.get('format')!r})")
         try:

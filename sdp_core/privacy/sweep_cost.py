@@ -146,7 +146,7 @@ def random_search_cost(
         raise PrivacyError(f"mean number of trials must be >= 1, got {mean_trials}")
     if not trial_events:
         raise PrivacyError("no trial schedule given")
-    eta = math.inf if distribution == "poisson" else float(shape)
+    eta = math.inf if shape is None else float(shape)  # Poisson: no shape (checked above), η = ∞
     rdp = RDPAccountant()
     one_run = np.max([rdp.curve(events, relation) for events in trial_events], axis=0)
     search = _compute_rdp_repeat_and_select(rdp.orders, one_run, mean_trials, eta)

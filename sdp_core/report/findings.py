@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from typing import Sequence
 
 from scipy.stats import spearmanr
 
@@ -90,20 +91,22 @@ def _less(claim: Claim, lower: float, higher: float) -> bool:
 
 def check_claim(sweep: Sweep, claim: Claim) -> ClaimResult:
     arms = [arm_values(sweep, a, claim.metric) for a in claim.arm_names()]
+    experiments = sweep.config.experiments
+    assert experiments is not None, "claims are a grid sweep's"
     for a in arms:
-        planned = sweep.config.experiments[a.arm].seeds or sweep.config.seeds
+        planned = experiments[a.arm].seeds or sweep.config.seeds
         if len(a.values) < len(planned):
             return ClaimResult(claim, arms, None, f"{a.arm} has {len(a.values)} of its {len(planned)} seeds finished "
                                                   "with this metric")
+    means = [m for a in arms if (m := a.mean) is not None]  # every arm has its seeds (above)
     if claim.kind == "less":
-        lo, hi = arms
+        (lo, hi), (lo_mean, hi_mean) = arms, means
         seeds = sorted(set(lo.values) & set(hi.values))
         agree = sum(_less(claim, lo.values[s], hi.values[s]) for s in seeds)
-        held = bool(_less(claim, lo.mean, hi.mean))
-        ratio = f"; ratio {fmt(lo.mean / hi.mean)}" if claim.ratio is not None and hi.mean else ""
-        return ClaimResult(claim, arms, held, f"difference of means {fmt(hi.mean - lo.mean)} (needs > {fmt(claim.by)})"
+        held = bool(_less(claim, lo_mean, hi_mean))
+        ratio = f"; ratio {fmt(lo_mean / hi_mean)}" if claim.ratio is not None and hi_mean else ""
+        return ClaimResult(claim, arms, held, f"difference of means {fmt(hi_mean - lo_mean)} (needs > {fmt(claim.by)})"
                            f"{ratio}; {agree}/{len(seeds)} seeds agree")
-    means = [a.mean for a in arms]
     rho = float(spearmanr(range(len(means)), means).statistic) if len(set(means)) > 1 else 0.0
     monotone = all(b >= a for a, b in zip(means, means[1:]))
     return ClaimResult(claim, arms, monotone and rho > 0,
@@ -114,7 +117,7 @@ def check_claims(sweep: Sweep) -> list[ClaimResult]:
     return [check_claim(sweep, c) for c in sweep.config.claims]
 
 
-def claims_table(results: list[ClaimResult]) -> Table:
+def claims_table(results: Sequence[ClaimResult]) -> Table:
     rows = [[r.claim.text, metric_label(r.claim.metric), " · ".join(f"{a.arm}: {a.text()}" for a in r.arms),
              r.detail, r.verdict] for r in results]
     return Table(["claim", "metric", "arms: mean ± sd (per seed)", "test", "verdict"], rows)

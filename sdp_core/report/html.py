@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import time
 from dataclasses import dataclass
+from typing import Sequence
 
 from sdp_core.privacy.light_noise import ESTIMATE
 from sdp_core.report.findings import ClaimResult, claims_table
@@ -132,7 +133,7 @@ def _table(table: Table, a: Analysis | None = None) -> str:
 
     rows = []
     for n, row in enumerate(table.rows):
-        t = trials.get(row[id_column]) if split else None
+        t = trials.get(row[id_column]) if split and id_column is not None else None
         band = " band" if n % 2 else ""
         cells = []
         for i in main:
@@ -165,7 +166,7 @@ class Section:
                 f'<p class="caption">{self.caption}</p>{self.body}</section>')
 
 
-def render(a: Analysis, plots: list[Plot], cost: SweepCost, claims: list[ClaimResult] = ()) -> str:
+def render(a: Analysis, plots: list[Plot], cost: SweepCost, claims: Sequence[ClaimResult] = ()) -> str:
     """The whole page as one string."""
     e = html.escape
     sweep = a.sweep

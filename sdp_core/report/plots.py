@@ -17,6 +17,7 @@ import html
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import plotly.io as pio
@@ -218,7 +219,7 @@ def plotly_figure(plot: Plot, a: Analysis) -> dict:
         marker = {"front": dict(symbol="star", size=15, line=dict(color="#111", width=1)),
                   "dominated": dict(symbol="circle", size=8, opacity=0.6, line=dict(color="white", width=0.5)),
                   "early_stopped": dict(symbol="x", size=8)}[status]
-        trace = dict(
+        trace: dict[str, Any] = dict(
             type="scatter", x=[p.x for p in pts], y=[p.y for p in pts], mode="markers", name=label,
             legendgroup=label, showlegend=label not in shown, marker=dict(color=color, **marker),
             text=[hover_text(p.trial, a, status) for p in pts], hovertemplate="%{text}<extra></extra>")
@@ -266,15 +267,15 @@ def draw(ax: Axes, plot: Plot, a: Analysis) -> None:
         ax.step(xs, ys, where="post", color="#555", linestyle="--", linewidth=1, label="best trade-off in this view")
     labelled = set()
     for label, color, status, pts in _groups(plot, a):
-        style = {"front": dict(marker="*", s=170, edgecolors="#111", linewidths=0.8, zorder=3),
+        style: dict[str, Any] = {"front": dict(marker="*", s=170, edgecolors="#111", linewidths=0.8, zorder=3),
                  "dominated": dict(marker="o", s=30, alpha=0.6, edgecolors="white", linewidths=0.4, zorder=2),
                  "early_stopped": dict(marker="x", s=30, zorder=1)}[status]
         ax.scatter([p.x for p in pts], [p.y for p in pts], color=color, label=None if label in labelled else label,
                    **style)
-        ranged = [p for p in pts if p.x_interval]
+        ranged = [(p, p.x_interval) for p in pts if p.x_interval]
         if ranged:
-            xerr = [[p.x - p.x_interval[0] for p in ranged], [p.x_interval[1] - p.x for p in ranged]]
-            ax.errorbar([p.x for p in ranged], [p.y for p in ranged], xerr=xerr, fmt="none", ecolor=color,
+            xerr = [[p.x - low for p, (low, _) in ranged], [high - p.x for p, (_, high) in ranged]]
+            ax.errorbar([p.x for p, _ in ranged], [p.y for p, _ in ranged], xerr=xerr, fmt="none", ecolor=color,
                         elinewidth=0.8, alpha=0.7)
         labelled.add(label)
     if plot.x_floor is not None:
@@ -310,7 +311,9 @@ def write_pngs(plots: list[Plot], a: Analysis, out_dir: Path) -> list[str]:
     names = ["pareto.png"]
     renderer = canvas.get_renderer()
     for ax, plot in zip(axes, plots):
-        box = ax.get_tightbbox(renderer).padded(8)  # display pixels, origin at the bottom left
+        tight = ax.get_tightbbox(renderer)
+        assert tight is not None  # the axes are drawn
+        box = tight.padded(8)  # display pixels, origin at the bottom left
         crop = (max(0, int(box.x0)), max(0, int(image.height - box.y1)),
                 min(image.width, int(box.x1)), min(image.height, int(image.height - box.y0)))
         image.crop(crop).save(out_dir / f"{plot.view.name}.png")

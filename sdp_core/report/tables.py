@@ -105,7 +105,7 @@ def fmt_accountant(name: Any) -> str:
 
 def privacy_qualifier(privacy: dict) -> str:
     """`SDP, replace-one neighbours, δ = 1e-5, RDP`: what an ε means (the relation where the report names one)."""
-    relation = RELATIONS.get(privacy.get("neighbouring"))
+    relation = RELATIONS.get(privacy.get("neighbouring", ""))
     return ", ".join([privacy.get("notion", "?"), *([relation] if relation else []),
                       f"δ = {fmt_delta(privacy.get('delta'))}", fmt_accountant(privacy.get("accountant"))])
 
@@ -183,7 +183,7 @@ def headline(a: Analysis) -> str:
 
 def uncertainty_note(a: Analysis) -> str:
     """How to read exposure on the front: its interval, its floor, and that noise does not rank trials; or nothing."""
-    floors = [t.metric("exposure_floor") for t in a.sweep.trials if t.metric("exposure_floor") is not None]
+    floors = [f for t in a.sweep.trials if (f := t.metric("exposure_floor")) is not None]
     if not floors:
         return ""
     return (f"Mean canary exposure is shown with its 95 % interval over the inserted canaries; a model that has not "
@@ -202,17 +202,21 @@ def front_note(a: Analysis) -> str:
 
 
 def evaluation_unit(a: Analysis) -> str:
-    """The one unit every mechanism's utility is measured on."""
-    data = a.sweep.config.base.data
+    """The one unit every mechanism's utility is measured on, with the validation records the trials counted in
+    their data (a file's own, not the generator's `n_validation`)."""
+    counts = sorted({n for t in a.sweep.trials if isinstance(n := (t.detector.get("records") or {}).get("validation"),
+                                                                  int)})
+    records = ("validation records" if not counts else f"{counts[0]:,} validation records" if len(counts) == 1
+               else f"{counts[0]:,}–{counts[-1]:,} validation records")
     return (f"Every mechanism's {metric_label(a.utility.metric)} is measured on the same unit: whole held-out records "
-            f"({data.n_validation} validation records, rows of up to {data.max_length} tokens), whatever unit it "
+            f"({records}, rows of up to {a.sweep.config.base.data.max_length} tokens), whatever unit it "
             "trains on (CRT trains its sentence units inside their records).")
 
 
 def _utilities(a: Analysis, mechanism: str) -> list[float]:
     """The utility of every finished trial of `mechanism`, best first."""
     trials = [t for t in a.sweep.trials if t.mechanism == mechanism and t.state == "finished"]
-    return [t.metric(a.utility.metric) for t in ranked(trials, a.utility) if t.metric(a.utility.metric) is not None]
+    return [v for t in ranked(trials, a.utility) if (v := t.metric(a.utility.metric)) is not None]
 
 
 def spread_text(values: list[float]) -> str:
@@ -275,7 +279,7 @@ def ranking_note(a: Analysis) -> str:
 
 def _separated(trials: list[Trial], metric: str) -> bool:
     """Whether any two trials' values of `metric` differ beyond their 95 % intervals (exact values: any difference)."""
-    ends = [t.interval(metric) or (t.metric(metric),) * 2 for t in trials if t.metric(metric) is not None]
+    ends = [t.interval(metric) or (v, v) for t in trials if (v := t.metric(metric)) is not None]
     return any(hi_a < lo_b for lo_a, hi_a in ends for lo_b, hi_b in ends)
 
 
@@ -370,7 +374,7 @@ def _trial_table(a: Analysis, trials: list[Trial], first: list[str], first_cells
                "wall time"]
     rows = [[*first_cells(t), sigma_text(t.privacy.get("events", [])), format_epsilon(t.privacy),
              *([audit_text(t)] if audit else []), *(metric_text(t, m) for m in metrics),
-             *(fmt(None if t.metric(m) is None else round(t.metric(m))) for m in compute),
+             *(fmt(None if (v := t.metric(m)) is None else round(v)) for m in compute),
              fmt_seconds(wall_time(t))] for t in trials]
     return Table(columns, rows, numeric={"σ", *audit, *map(metric_label, (*metrics, *compute)), "wall time"})
 
@@ -430,8 +434,8 @@ def frontier_table(a: Analysis) -> Table:
 def mechanism_table(a: Analysis) -> Table:
     """The best finished trial of each mechanism (by the utility objective), as in the papers' tables."""
     names = dict.fromkeys([*a.sweep.config.mechanisms, *(t.mechanism for t in a.sweep.trials)])
-    best = {m: a.best_of([t for t in a.sweep.trials if t.mechanism == m]) for m in names}
-    shown = [m for m in names if best[m] is not None]
+    best = {m: trial for m in names
+            if (trial := a.best_of([t for t in a.sweep.trials if t.mechanism == m])) is not None}
 
     spread = f"{metric_label(a.utility.metric)} over its trials"
 
@@ -440,9 +444,9 @@ def mechanism_table(a: Analysis) -> Table:
         return [mechanism_name(t.mechanism), f"{sum(u.state == 'finished' for u in mine)}/{len(mine)}", t.trial_id,
                 spread_text(_utilities(a, t.mechanism))]
 
-    table = _trial_table(a, [best[m] for m in shown], ["mechanism", "finished", "best trial", spread], first_cells)
+    table = _trial_table(a, list(best.values()), ["mechanism", "finished", "best trial", spread], first_cells)
     for m in names:
-        if best[m] is None:  # keep every mechanism visible, even one whose trials all failed
+        if m not in best:  # keep every mechanism visible, even one whose trials all failed
             mine = [u for u in a.sweep.trials if u.mechanism == m]
             table.rows.append([mechanism_name(m), f"0/{len(mine)}", DASH] + [DASH] * (len(table.columns) - 3))
     return table

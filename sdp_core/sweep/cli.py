@@ -12,11 +12,10 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
-from sdp_core.config.loading import resolve_sweep
 from sdp_core.config.sweep import SweepConfig
 from sdp_core.errors import UserError
 from sdp_core.row import TRIAL_STATES
-from sdp_core.sweep.preflight import preflight
+from sdp_core.sweep.preflight import preflight, resolve_sweep
 from sdp_core.sweep.store import SweepStore
 
 
@@ -27,7 +26,8 @@ def _add_cluster_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("sweep", help="sweep YAML (see sweeps/)")
-    p.add_argument("--data", help="JSONL / Parquet / text file for every trial (base.data.source=file)")
+    p.add_argument("--data", help="your data for every trial: JSONL, a CSV / TSV / Parquet table or plain text, by "
+                   "its extension (base.data.source=file; a table's text column: --set base.data.text_fields=[NAME])")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
                    help="override a sweep field, e.g. base.training.epochs=2 or num_trials=3; repeatable")
     p.add_argument("--out", help="output folder (default: reports/<sweep name>; must be absolute inside a Ray job)")

@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
+import sys
 import time
 from functools import partial
 from pathlib import Path
@@ -53,9 +55,10 @@ from sdp_core.errors import PrivacyError, UserError
 from sdp_core.logs import configure_logging
 from sdp_core.sweep.space import MECHANISM_PARAM, sample, sweep_number, trial_config_dict, trial_id
 from sdp_core.sweep.store import SweepStore
-from sdp_core.preparation import PreparedData, data_key
+from sdp_core.mechanisms import get_mechanism
+from sdp_core.preparation import PreparedData, data_key, prepare_trial_data
 from sdp_core.row import TrialRow
-from sdp_core.trial import TrainingProgress, prepare_shared, run_trial
+from sdp_core.trial import TrainingProgress, run_trial
 
 MAX_RETRIES = 2
 """A trial whose Ray worker dies (killed, out of memory, node lost) is re-run from the start this many times
@@ -142,7 +145,7 @@ def sweep_trial(config: dict, report_interval: float = 0.0, early_stopping: bool
     data in Ray's object store by `data_key`; a trial whose setting is not there prepares its own.
     """
     configure_logging()  # the driver's -v, in this worker
-    last = {"step": 0, "val_loss": None, "time": time.monotonic()}
+    last: dict[str, Any] = {"step": 0, "val_loss": None, "time": time.monotonic()}
     ledger: dict = {}  # the calibrated plan, once the mechanism has made it
 
     def report(row: TrialRow | None = None, plan: dict | None = None) -> None:
@@ -315,6 +318,7 @@ class GridSearch(TrialSearch):
 def grid_configs(cfg: SweepConfig) -> list[dict]:
     """Every trial of a grid sweep, arm by arm and seed by seed; its id is `<arm>-s<seed>`."""
     objectives = [o.metric for o in cfg.objectives]
+    assert cfg.experiments is not None, "a grid sweep"
     return [{"trial_id": f"{arm}-s{seed}", "params": {"experiment": arm, "seed": seed}, "objectives": objectives,
              "trial": arm_trial_config(cfg, arm, seed).model_dump(mode="json")}
             for arm, experiment in cfg.experiments.items() for seed in (experiment.seeds or cfg.seeds)]
@@ -375,19 +379,48 @@ def grace_period(cfg: SweepConfig) -> int:
     return max(1, (cfg.base.training.max_steps or 40) // 4)
 
 
+def prepare_shared(trials: list[TrialConfig]) -> dict[str, PreparedData]:
+    """The data the trials of a sweep share, prepared once per distinct data setting (`data_key`), with each
+    mechanism's plan made once so its own detection (CRT's conservative policy) is cached before the trials start.
+    A setting whose preparation fails is left out: its trials prepare it themselves and report the problem."""
+    prepared: dict[str, PreparedData] = {}
+    planned: set[tuple[str, str]] = set()
+    failed: set[str] = set()
+    for cfg in trials:
+        key = data_key(cfg)
+        if key in failed:
+            continue
+        try:
+            if key not in prepared:
+                prepared[key] = prepare_trial_data(cfg)
+            if (key, cfg.mechanism.name) not in planned:
+                planned.add((key, cfg.mechanism.name))
+                get_mechanism(cfg.mechanism.name)(prepared[key].data, cfg)
+        except UserError:  # includes PrivacyError: the trial itself records it
+            if key not in prepared:
+                failed.add(key)
+    return prepared
+
+
 def prepare_once(trials: list[dict], processes: int | None) -> dict[str, ray.ObjectRef]:
-    """The trials' shared data, prepared once here before they start (`trial.prepare_shared`), detection split over
+    """The trials' shared data, prepared once here before they start (`prepare_shared`), detection split over
     `processes` (default: this machine's CPUs), and put in Ray's object store by `data_key`: every trial, on any
     node, reads it from there instead of preparing it again."""
     from rich.console import Console
 
-    with (Console(stderr=True).status("preparing the sweep's data once (detection, tokenizer, plans)"),
-          detection_processes(processes or len(os.sched_getaffinity(0)))):
+    what, start = "preparing the sweep's data once (detection, tokenizer, plans)", time.perf_counter()
+    logged = not sys.stdout.isatty()  # a log file gets lines where a terminal gets a spinner
+    if logged:
+        print(what, flush=True)
+    with (Console(stderr=True).status(what), detection_processes(processes or len(os.sched_getaffinity(0)))):
         prepared = prepare_shared([parse_model(TrialConfig, t) for t in trials])
+    if logged:
+        print(f"data prepared in {time.perf_counter() - start:.0f} s; the trials start", flush=True)
     return {key: ray.put(data) for key, data in prepared.items()}
 
 
-def run_sweep(cfg: SweepConfig, space: SearchSpace, store: SweepStore, callbacks: list | None = None) -> dict[str, dict]:
+def run_sweep(cfg: SweepConfig, space: SearchSpace | str | None, store: SweepStore, callbacks: list | None = None
+              ) -> dict[str, dict]:
     """Run (or continue) the sweep in `store` until it holds exactly `num_trials` rows; Ray must be up.
 
     Returns every row by trial id.
@@ -413,8 +446,9 @@ def run_sweep(cfg: SweepConfig, space: SearchSpace, store: SweepStore, callbacks
                             cfg.prepare_processes)
     # Each mechanism's TPE seeded apart from the others' and with the trials already in its study: a resumed
     # sweep does not replay the first run's random draws.
-    for i, (mechanism, study) in enumerate(studies.items()):
+    for i, study in enumerate(studies.values()):
         study.sampler = optuna.samplers.TPESampler(seed=cfg.seed + 10_000 * i + len(study.trials))
+    assert isinstance(space, SearchSpace), "resolve the sweep first (its search space inlined)"
     search = SweepSearch(cfg, space, store, studies, orphans, stopped)
     tune_run(cfg, store, search, scheduler, remaining, callbacks, prepared)
     return store.rows()
@@ -438,6 +472,21 @@ def trial_resources(config: dict, resources: ResourcesConfig) -> tune.PlacementG
     return tune.PlacementGroupFactory([trial])
 
 
+class InterruptionNotes(logging.Filter):
+    """Tune's notes on a Ctrl-C name Tune's own API (`Tuner.restore(...)`) and list the unfinished trials; the sweep
+    says itself how to continue (`sdp-sweep resume DIR`, `sweep.cli.closing_lines`). They are dropped, and the first
+    is replaced by one plain line of ours."""
+
+    STOPPING = "stopping: the trials running now are not recorded and run again on resume (Ctrl-C again: at once)"
+    NOTES = ("Stop signal received", "Experiment has been interrupted", "Trials did not complete")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message.startswith(self.NOTES[0]):
+            print(self.STOPPING, file=sys.stderr, flush=True)
+        return not message.startswith(self.NOTES)
+
+
 def tune_run(cfg: SweepConfig, store: SweepStore, search: TrialSearch,
              scheduler: TrialScheduler | None, num_samples: int, callbacks: list | None,
              prepared: dict[str, ray.ObjectRef]) -> None:
@@ -456,6 +505,9 @@ def tune_run(cfg: SweepConfig, store: SweepStore, search: TrialSearch,
         run_config=tune.RunConfig(name=f"attempt-{attempt}", storage_path=str(store.tune_dir), verbose=0,
                                   callbacks=callbacks or [], failure_config=tune.FailureConfig(max_failures=MAX_RETRIES)),
     )
+    notes = logging.getLogger("ray.tune.tune")
+    if not any(isinstance(f, InterruptionNotes) for f in notes.filters):
+        notes.addFilter(InterruptionNotes())
     tuner.fit()
     if search.write_error is not None:
         raise search.write_error

@@ -1,7 +1,7 @@
 """The sweep's live view: a rich table of trials and an overall progress bar, driven by Tune's callbacks.
 
 Finished rows are read back from the sweep folder, so the table shows exactly what was stored. When stdout is
-not a terminal there is no live table: one line per finished trial is printed instead.
+not a terminal there is no live table: one line per trial started and per trial finished is printed instead.
 """
 
 from __future__ import annotations
@@ -118,7 +118,11 @@ class LiveView(Callback):
             self.live.update(self._render())
 
     def on_trial_start(self, iteration, trials, trial, **info) -> None:
-        self.running[trial.config["trial_id"]] = {"config": trial.config, "start": time.monotonic(), "step": 0}
+        config = trial.config
+        self.running[config["trial_id"]] = {"config": config, "start": time.monotonic(), "step": 0}
+        if self.live is None:
+            print(f"{config['trial_id']} started: {config['trial']['mechanism']['name']} "
+                  f"{params_text(config['params'])}".rstrip(), flush=True)
         self._refresh()
 
     def on_trial_result(self, iteration, trials, trial, result: dict, **info) -> None:

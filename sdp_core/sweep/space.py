@@ -43,9 +43,10 @@ def applies_to(path: str, mechanism: str) -> bool:
 def _suggest(trial: optuna.Trial, path: str, d: Distribution) -> Any:
     if d.type == "choice":
         return trial.suggest_categorical(path, d.values)
+    low, high = d.ends
     if d.type == "int":
-        return trial.suggest_int(path, int(d.low), int(d.high))
-    return trial.suggest_float(path, d.low, d.high, log=d.type == "loguniform")
+        return trial.suggest_int(path, int(low), int(high))
+    return trial.suggest_float(path, low, high, log=d.type == "loguniform")
 
 
 def sweep_number(sweep: SweepConfig, mechanism: str, number: int) -> int:
@@ -93,7 +94,7 @@ def check_space(sweep: SweepConfig, space: SearchSpace, where: str) -> None:
             owners = [m for m in MECHANISM_SETTINGS if applies_to(path, m)]
             problems.append(f"search_space.{path}: none of the sweep's mechanisms has this field"
                             + (f" (it belongs to {', '.join(owners)})" if owners else ""))
-        elif d.type == "choice" and any(isinstance(v, (list, dict)) for v in d.values):
+        elif d.type == "choice" and any(isinstance(v, (list, dict)) for v in d.values or ()):
             problems.append(f"search_space.{path}: choice values must be single values (numbers, strings, booleans)")
     if problems:
         raise ConfigError(problems, where)
@@ -106,11 +107,10 @@ def end_configs(sweep: SweepConfig, space: SearchSpace, where: str | None = None
     configs = []
     for mechanism in sweep.mechanisms:
         for end in (0, -1):
-            params = {MECHANISM_PARAM: mechanism}
+            params: dict[str, Any] = {MECHANISM_PARAM: mechanism}
             for path, d in space.parameters.items():
                 if applies_to(path, mechanism):
-                    params[path] = d.values[end] if d.type == "choice" else (d.low, d.high)[end]
-                    params[path] = int(params[path]) if d.type == "int" else params[path]
+                    params[path] = int(d.ends[end]) if d.type == "int" else d.ends[end]
             configs.append(parse_model(TrialConfig, trial_config_dict(sweep, params, 0),
                                        f"{where} ({mechanism} trial)"))
     return configs

@@ -390,8 +390,8 @@ def layer_rule(module: nn.Module) -> LayerRule | None:
 def trainable_layers(model: nn.Module) -> dict[nn.Module, LayerRule]:
     """Every module holding a trainable parameter, with its rule; a `UserError` names a module type that holds a
     trainable parameter no rule covers (a parameter may also sit in a container that aliases it, as DPLSTM does)."""
-    layers = {m: layer_rule(m) for m in model.modules()
-              if layer_rule(m) is not None and any(p.requires_grad for p in m.parameters(recurse=False))}
+    layers = {m: rule for m in model.modules()
+              if (rule := layer_rule(m)) is not None and any(p.requires_grad for p in m.parameters(recurse=False))}
     covered = {p for m in layers for p in m.parameters(recurse=False)}
     for name, m in model.named_modules():
         if any(p.requires_grad and p not in covered for p in m.parameters(recurse=False)):
@@ -465,9 +465,8 @@ class BookKeeping:
                         grads_of.drop_records(keep)
             with record_function("bk.clipped_sums"):
                 for p in optimizer.params:
-                    grads_of = per_param.pop(p, None)
-                    p.grad = (torch.zeros_like(p) if grads_of is None
-                              else grads_of.clipped_sum(clip).view_as(p).to(p.dtype))
+                    found = per_param.pop(p) if p in per_param else None
+                    p.grad = torch.zeros_like(p) if found is None else found.clipped_sum(clip).view_as(p).to(p.dtype)
 
     def layer_gradients(self, module: nn.Module, calls: list[tuple[torch.Tensor, GradientEdge]],
                         grads: deque[torch.Tensor | None], batch: int) -> list[tuple[nn.Parameter, ParameterGradients]]:
@@ -476,7 +475,7 @@ class BookKeeping:
         kept = [(a, g) for a, g in ((a, grads.popleft()) for a, _ in calls) if g is not None]
         if not kept:
             return []
-        a, g = operands(*(stacked([pair[i] for pair in kept], batch) for i in (0, 1)), self.loss_scale)
+        a, g = operands(stacked([a for a, _ in kept], batch), stacked([g for _, g in kept], batch), self.loss_scale)
         return [(module.get_parameter(name), grads_of) for name, grads_of in self.layers[module](module, a, g).items()
                 if module.get_parameter(name).requires_grad]
 

@@ -311,6 +311,7 @@ def train_phase(model: nn.Module, optimizer: torch.optim.Optimizer, phase: Phase
                 batches = shuffled_batches(len(data), min(phase.batch_size, len(data)), steps, rng.sampling)
             for rows in batches:
                 if phase.private:
+                    assert ledger is not None, "a private phase is charged to its ledger"
                     ledger.record_steps(ledger_key(phase.name, epoch), 1)
                 loss = step(data.subset(rows).to(device), sigma)
                 stats.add(phase.expected_batch_size if phase.private else len(rows), loss)

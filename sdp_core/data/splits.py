@@ -6,7 +6,7 @@ import random
 from typing import Callable
 
 from sdp_core.config import DataConfig
-from sdp_core.data.canaries import CanaryPlan, insert_canaries
+from sdp_core.data.canaries import Canaries, insert_canaries
 from sdp_core.data.classification import classification_splits
 from sdp_core.data.clinic import clinic_splits
 from sdp_core.data.customersim import customersim_splits
@@ -38,7 +38,7 @@ def hf_split_names(cfg: DataConfig, available: list[str]) -> tuple[str, str | No
     """The (train, validation, test) split names of `cfg.hf_name`'s dataset, whose splits are `available`; None
     where a split is held out of train. GLUE hides its test labels, so (as JFT reports on GLUE dev sets) a GLUE hub
     name's validation split is the test set, and its validation set is held out of train."""
-    name, chosen = cfg.hf_name, cfg.splits
+    name, chosen = cfg.location, cfg.splits
     glue_test = None
     if name.startswith("glue/") and hf_local_path(name) is None:
         glue_test = "validation_matched" if name == "glue/mnli" else "validation"
@@ -53,16 +53,17 @@ def hf_split_names(cfg: DataConfig, available: list[str]) -> tuple[str, str | No
 
 def _hf_splits(cfg: DataConfig, seed: int) -> Splits:
     """A HF dataset's own splits (`hf_split_names`); a validation or test split it lacks is held out of train."""
-    dataset = load_hf(cfg.hf_name)
+    name = cfg.location
+    dataset = load_hf(name)
     train_name, validation_name, test_name = hf_split_names(cfg, list(dataset))
-    fields = cfg.text_fields or hf_text_fields(cfg.hf_name)
+    fields = cfg.text_fields or hf_text_fields(name)
 
     def read(split: str) -> list[Record]:
-        return hf_records(dataset[split], fields, cfg.label_field, f"{cfg.hf_name} ({split})")
+        return hf_records(dataset[split], fields, cfg.label_field, f"{name} ({split})")
 
     named = {"validation": validation_name, "test": test_name}
     missing = [part for part, split in named.items() if split is None]
-    *held, train = _hold_out(read(train_name), len(missing), cfg.validation_fraction, seed, cfg.hf_name)
+    *held, train = _hold_out(read(train_name), len(missing), cfg.validation_fraction, seed, name)
     parts = {**dict(zip(missing, held)), **{part: read(split) for part, split in named.items() if split is not None}}
     return Splits(train, parts["validation"], parts["test"])
 
@@ -72,8 +73,8 @@ SOURCES: dict[str, Callable[[DataConfig, int], Splits]] = {
     "clinic": lambda cfg, seed: clinic_splits(cfg.n_train, cfg.n_validation, cfg.n_test, seed),
     "synthetic_classification":
         lambda cfg, seed: classification_splits(cfg.n_train, cfg.n_validation, cfg.n_test, seed),
-    "file": lambda cfg, seed: _split_file(load_records(cfg.path, cfg.text_fields, cfg.label_field), cfg, seed,
-                                          cfg.path),
+    "file": lambda cfg, seed: _split_file(load_records(cfg.location, cfg.text_fields, cfg.label_field), cfg, seed,
+                                          cfg.location),
     "hf": _hf_splits,
 }
 
@@ -82,11 +83,11 @@ def load_splits(cfg: DataConfig, seed: int) -> Splits:
     return SOURCES[cfg.source](cfg, seed)
 
 
-def prepare_data(cfg: DataConfig, seed: int) -> tuple[Splits, CanaryPlan | None]:
+def splits_with_canaries(cfg: DataConfig, seed: int) -> tuple[Splits, Canaries | None]:
     """Splits with the configured canaries inserted into the training records."""
     splits = load_splits(cfg, seed)
     if cfg.canaries is None:
         return splits, None
     c = cfg.canaries
-    train, plan = insert_canaries(splits.train, c.format, c.count, c.repeats, seed, c.missed_by_detector)
-    return Splits(train, splits.validation, splits.test), plan
+    train, canaries = insert_canaries(splits.train, c.format, c.count, c.repeats, seed, c.missed_by_detector)
+    return Splits(train, splits.validation, splits.test), canaries
