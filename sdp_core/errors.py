@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+# Line breaks and other control characters that a message quotes from the user's data (a key, a column name) are
+# shown escaped, so the message stays one line whatever the data holds.
+_ESCAPED = {c: repr(chr(c))[1:-1] for c in (*range(32), 127)}
+
 
 class UserError(Exception):
     """A problem with the user's input (config, data, target): one clear line, exit 2.
@@ -15,7 +19,7 @@ class UserError(Exception):
         self.where = where
 
     def __str__(self) -> str:
-        return f"{self.where}: {self.message}" if self.where else self.message
+        return (f"{self.where}: {self.message}" if self.where else self.message).translate(_ESCAPED)
 
 
 class ConfigError(UserError):

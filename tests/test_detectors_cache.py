@@ -116,3 +116,13 @@ def test_detection_processes_split_a_miss_over_workers_with_the_serial_result(tm
         workers = {s.label for spans in detect_records(texts, WhichProcess(), use_cache=False) for s in spans}
     assert parallel == serial and any(parallel)
     assert len(workers) == 2 and str(os.getpid()) not in workers
+
+
+@pytest.mark.parametrize("name", ["general", "strict", "conservative", "customersim"])
+def test_every_named_policy_pickles_into_the_detection_pool(name):
+    """`detection_processes` sends the policy to its workers: a policy holding a module (say, the library
+    validators it imported) would fail the sweep's preparation on a machine with more than one CPU."""
+    import pickle
+
+    policy = get_policy(name)
+    assert pickle.loads(pickle.dumps(policy)).version == policy.version

@@ -19,6 +19,7 @@ recall estimate and `sdp-sweep detect` report by.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 from typing import Sequence
@@ -46,7 +47,10 @@ _VAT = re.compile(r"(?:\bVAT(?:[ \t]+(?:ID|id|number|no\.?|reg\.?(?:[ \t]+no\.?)
                   r"(?P<secret>[A-Za-z]{0,3}[ -]?\d[0-9A-Za-z]*(?:[ .-][0-9A-Za-z]+){0,4})")
 
 
+@functools.cache
 def _validators() -> list:
+    """python-stdnum's modules of `NATIONAL_ID_MODULES`, imported once per process (a policy holds no module, so it
+    pickles into the detection pool's workers)."""
     modules = []
     for name in (*NATIONAL_ID_MODULES,):
         try:
@@ -68,7 +72,6 @@ class LibraryIdentifierPolicy(Policy):
         self.phone_region = phone_region
         self.version = version_hash(IDENTIFIERS_CODE_VERSION, phone_region, phonenumbers.__version__,
                                     stdnum.__version__, NATIONAL_ID_MODULES, _IBAN.pattern, _TOKEN.pattern, _VAT.pattern)
-        self._national = _validators()
 
     def _spans(self, text: str) -> list[Span]:
         from phonenumbers import Leniency, PhoneNumberMatcher
@@ -88,7 +91,7 @@ class LibraryIdentifierPolicy(Policy):
             value = m.group().strip()
             if _DATE.fullmatch(value):
                 continue
-            if any(module.is_valid(value) for module in self._national):
+            if any(module.is_valid(value) for module in _validators()):
                 out.append(Span(m.start(), m.start() + len(value), "national_id"))
             elif vat.is_valid(value):
                 out.append(Span(m.start(), m.start() + len(value), "vat"))
