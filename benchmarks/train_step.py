@@ -6,9 +6,12 @@ run reports its median step. With `--rounds` > 1 the variants run round-robin th
 fastest round (a shared machine's load then inflates no variant more than the others). On a machine with a GPU the
 model trains there and memory is CUDA's peak allocation; otherwise CPU and peak RSS. Shapes are GPT-2 architectures
 built from their config (no download) at the batch × length of Bu et al. 2023's GPT-2 runs; `--batch`/`--length`
-override them (a CPU cannot hold hooks' per-sample copies at those sizes).
+override them (a CPU cannot hold hooks' per-sample copies at those sizes). `--windows` makes the batch's rows
+windows of longer records, clipped record by record (e.g. `4`: every record four rows; `1,1,2,8`: records of
+those row counts in turn), to compare with the same rows as one-row records (`--windows 1`, the default).
 Usage: python -m benchmarks.train_step --precision fp32,bf16 --shape gpt2-tiny,gpt2-small,gpt2-medium,gpt2-large
        python -m benchmarks.train_step --shape gpt2-tiny --steps 5 --warmup 1           # CPU
+       python -m benchmarks.train_step --shape gpt2-tiny --variants "non-private,DP bk" --windows 1 4 1,1,2,8
 """
 
 from __future__ import annotations
@@ -43,8 +46,18 @@ DEFAULT_VARIANTS = [name for name, variant in VARIANTS.items() if not variant[3]
 LORA_RANK = 8
 
 
+def record_index(rows: int, windows: list[int]) -> list[int]:
+    """Each row's record when records take `windows[k]` rows in turn: [1, 2] -> 0, 1, 1, 2, 3, 3, ..."""
+    out: list[int] = []
+    record = 0
+    while len(out) < rows:
+        out += [record] * windows[record % len(windows)]
+        record += 1
+    return out[:rows]
+
+
 def measure(variant: str, precision: str, preset: str, batch: int, length: int, vocab: int, steps: int,
-            warmup: int) -> dict:
+            warmup: int, windows: list[int]) -> dict:
     import torch
 
     from sdp_core.config.model import ModelConfig
@@ -62,7 +75,7 @@ def measure(variant: str, precision: str, preset: str, batch: int, length: int, 
     ids = torch.randint(5, vocab, (n, length), device=device)
     weights = torch.ones(n, length, device=device)
     weights[:, 0] = 0
-    data = LMData(ids, weights, torch.zeros(n, length, dtype=torch.bool), torch.arange(n))
+    data = LMData(ids, weights, torch.zeros(n, length, dtype=torch.bool), torch.tensor(record_index(n, windows)))
     adapter = {"rank": LORA_RANK} if lora else None
     with device:  # initialised where it trains: a 774 M-parameter model built on the host takes most of a run
         model = build_model(ModelConfig(arch="gpt2", preset=preset, adapter=adapter), vocab, length)
@@ -129,24 +142,28 @@ def main() -> None:
                         help=f"comma-separated, of: {', '.join(VARIANTS)}")
     parser.add_argument("--batch", type=int, help="override every shape's batch size")
     parser.add_argument("--length", type=int, help="override every shape's sequence length")
+    parser.add_argument("--windows", nargs="+", default=["1"],
+                        help="rows per record, comma-separated counts taken in turn; several settings side by side")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     parser.add_argument("--rounds", type=int, default=1, help="round-robin repeats; each variant keeps its fastest")
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args()
     variants = args.variants.split(",")
-    results: dict[tuple[str, str, str], dict] = {}
+    results: dict[tuple[str, str, str, str], dict] = {}
     for _ in range(args.rounds):
         for shape in args.shape.split(","):
             batch, length, vocab = SHAPES[shape]
             batch, length = args.batch or batch, args.length or length
             for precision in args.precision.split(","):
-                for variant in variants:
-                    r = run(variant, precision, shape, batch, length, vocab, args.steps, args.warmup)
-                    r.update(batch=batch, length=length, vocab=vocab)
-                    key = (shape, precision, variant)
-                    if key not in results or r.get("step_s", float("inf")) < results[key].get("step_s", float("inf")):
-                        results[key] = r
+                for windows in args.windows:
+                    for variant in variants:
+                        r = run(variant, precision, shape, batch, length, vocab, args.steps, args.warmup,
+                                [int(w) for w in windows.split(",")])
+                        r.update(batch=batch, length=length, vocab=vocab)
+                        key = (shape, precision, windows, variant)
+                        if r.get("step_s", float("inf")) < results.get(key, {}).get("step_s", float("inf")):
+                            results[key] = r
 
     import torch
     from rich.console import Console
@@ -156,12 +173,12 @@ def main() -> None:
     table = Table(title=f"{args.steps} timed steps (median) after {args.warmup} warm-up, fastest of {args.rounds} "
                         f"round(s), {device}; ratios to the non-private step of the same shape and precision "
                         "(LoRA DP bk: to LoRA non-private)")
-    for col in ("shape", "batch x length", "precision", "variant", "step (s)", "time ratio", "peak memory (MB)",
-                "peak ratio", "step memory (MB)", "step memory ratio"):
+    for col in ("shape", "batch x length", "precision", "rows per record", "variant", "step (s)", "time ratio",
+                "peak memory (MB)", "peak ratio", "step memory (MB)", "step memory ratio"):
         table.add_column(col, justify="right")
-    for (shape, precision, variant), r in results.items():
-        shape_cells = [shape, f"{r['batch']} x {r['length']}", precision, variant]
-        reference = results.get((shape, precision, VARIANTS[variant][4]), {})
+    for (shape, precision, windows, variant), r in results.items():
+        shape_cells = [shape, f"{r['batch']} x {r['length']}", precision, windows, variant]
+        reference = results.get((shape, precision, windows, VARIANTS[variant][4]), {})
         if "error" in r:
             table.add_row(*shape_cells, r["error"], *[""] * 5)
             continue
@@ -170,7 +187,7 @@ def main() -> None:
                       f"{r['step_extra_mb']:.0f}", ratio("step_extra_mb"))
     Console(width=220).print(table)
     if args.json:
-        rows = [{"shape": k[0], "precision": k[1], "variant": k[2], **r} for k, r in results.items()]
+        rows = [{"shape": k[0], "precision": k[1], "windows": k[2], "variant": k[3], **r} for k, r in results.items()]
         Path(args.json).write_text(json.dumps({"device": device, "steps": args.steps, "rows": rows}, indent=1))
 
 
