@@ -225,10 +225,12 @@ def test_long_records_become_windows_and_every_mechanism_samples_and_accounts_re
 def _every_mechanism_samples_records(data, canaries: dict) -> None:
     """Each private phase's ledger events sample at q = B/N, N its records counted apart from the phase (the
     training split's 200, CRT's private records), below its rows. CRT encodes its own redacted records, shorter
-    than the dialogs: at 64 tokens they need several rows."""
+    than the dialogs: at 64 tokens they need several rows (its π_c here a regex policy: no spaCy pass)."""
     from sdp_core.mechanisms import get_plan
 
-    mechanisms = {"jft": {}, "crt": {"data": {"max_length": 64, **canaries}}, "atdp": {},
+    regex = small_trial_dict()["detector"]["policy"]
+    mechanisms = {"jft": {}, "crt": {"data": {"max_length": 64, **canaries}, "detector": {"conservative_policy": regex}},
+                  "atdp": {},
                   "sdpsgd": {"model": {"arch": "lstm"}},
                   "jft_light": {"mechanism": {"name": "jft", "phase1_mode": "light_noise"}}}
     for name, sections in mechanisms.items():
