@@ -7,7 +7,9 @@ allocation is reset between them) and a process starts once per shape, precision
 runs repeat round-robin and each variant keeps its fastest round (a shared machine's load then inflates no variant
 more than the others). Shapes are GPT-2 architectures built from their config (no download) at the batch × length
 of Bu et al. 2023's GPT-2 runs; `--batch`/`--length` override them (a CPU cannot hold hooks' per-sample copies at
-those sizes).
+those sizes). `--windows` makes the batch's rows windows of longer records, clipped record by record (e.g. `4`:
+every record four rows; `1,1,2,8`: records of those row counts in turn), to compare with the same rows as one-row
+records (`--windows 1`, the default).
 
 `--before DIR` times the code of another checkout (DIR holds its `sdp_core`) beside this one, in the same run: the
 side-by-side comparison a change to the private step is judged by. `--profile` also breaks each step down by part
@@ -18,12 +20,14 @@ per-record gradients, embedding norms, LayerNorm and biases, clipped sums, noise
 Usage: python -m benchmarks.train_step --precision fp32,bf16 --shape gpt2-small,gpt2-medium,gpt2-large
        python -m benchmarks.train_step --shape gpt2-tiny --steps 5 --warmup 1 --profile     # CPU
        python -m benchmarks.train_step --before /tmp/old-checkout --variants "non-private,DP bk"
+       python -m benchmarks.train_step --shape gpt2-tiny --variants "non-private,DP bk" --windows 1 4 1,1,2,8
 """
 
 from __future__ import annotations
 
 import argparse
 import bisect
+import itertools
 import json
 import multiprocessing as mp
 import resource
@@ -55,6 +59,16 @@ PARTS = ("step.forward", "step.backward", "step.optimizer", "step.clipping", "bk
 """The `record_function` ranges of the training steps; `step.clipping` encloses the `bk.*` ones."""
 
 
+def record_index(rows: int, windows: list[int]) -> list[int]:
+    """Each row's record when records take `windows[k]` rows in turn: [1, 2] -> 0, 1, 1, 2, 3, 3, ..."""
+    out: list[int] = []
+    record = 0
+    while len(out) < rows:
+        out += [record] * windows[record % len(windows)]
+        record += 1
+    return out[:rows]
+
+
 def part_seconds(profiler, gpu: bool) -> dict[str, float]:
     """Seconds in each of `PARTS` over the profiled steps: device time of the kernels launched inside each range on
     a GPU, CPU time on a CPU. A range counts its children and also the ops other threads started while it was open:
@@ -80,7 +94,7 @@ def part_seconds(profiler, gpu: bool) -> dict[str, float]:
 
 
 def measure_variant(variant: str, precision: str, preset: str, batch: int, length: int, vocab: int, steps: int,
-                    warmup: int, profile: bool, threads: int | None, clock: str) -> dict:
+                    warmup: int, windows: list[int], profile: bool, threads: int | None, clock: str) -> dict:
     import torch
 
     from sdp_core.config.model import ModelConfig
@@ -103,7 +117,7 @@ def measure_variant(variant: str, precision: str, preset: str, batch: int, lengt
     ids = torch.randint(5, vocab, (n, length), device=device)
     weights = torch.ones(n, length, device=device)
     weights[:, 0] = 0
-    data = LMData(ids, weights, torch.zeros(n, length, dtype=torch.bool), torch.arange(n))
+    data = LMData(ids, weights, torch.zeros(n, length, dtype=torch.bool), torch.tensor(record_index(n, windows)))
     adapter = {"rank": LORA_RANK} if lora else None
     with device:  # initialised where it trains: a 774 M-parameter model built on the host takes most of a run
         model = build_model(ModelConfig(arch="gpt2", preset=preset, adapter=adapter), vocab, length)
@@ -199,6 +213,8 @@ def main() -> None:
                         help=f"comma-separated, of: {', '.join(VARIANTS)}")
     parser.add_argument("--batch", type=int, help="override every shape's batch size")
     parser.add_argument("--length", type=int, help="override every shape's sequence length")
+    parser.add_argument("--windows", nargs="+", default=["1"],
+                        help="rows per record, comma-separated counts taken in turn; several settings side by side")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     parser.add_argument("--rounds", type=int, default=1, help="round-robin repeats; each variant keeps its fastest")
@@ -216,33 +232,35 @@ def main() -> None:
     gpu = torch.cuda.is_available()
     variants = args.variants.split(",")
     codes = {"before": args.before, "after": None} if args.before else {"": None}
-    results: dict[tuple[str, str, str, str], dict] = {}
+    results: dict[tuple[str, str, str, str, str], dict] = {}
     for _ in range(args.rounds):
         for shape in args.shape.split(","):
             batch, length, vocab = SHAPES[shape]
             batch, length = args.batch or batch, args.length or length
             for precision in args.precision.split(","):
-                for label, code in codes.items():
+                for (label, code), windows in itertools.product(codes.items(), args.windows):
                     groups = [variants] if gpu else [[v] for v in variants]  # a CPU's peak RSS is per process
                     for group in groups:
                         rows = run(code, group, precision, shape, batch, length, vocab, args.steps, args.warmup,
+                                   [int(w) for w in windows.split(",")],
                                    args.profile and code is None,  # another checkout's code has no ranges
                                    args.threads, args.clock)
                         for variant, r in zip(group, rows):
                             r.update(batch=batch, length=length, vocab=vocab)
-                            key = (shape, precision, label, variant)
+                            key = (shape, precision, label, windows, variant)
                             if r.get("step_s", float("inf")) < results.get(key, {}).get("step_s", float("inf")):
                                 results[key] = r
                             results.setdefault(key, r)
     device = f"GPU: {torch.cuda.get_device_name()}" if gpu else "CPU"
     print_tables(results, args, device)
     if args.json:
-        rows = [{"shape": k[0], "precision": k[1], "code": k[2], "variant": k[3], **r} for k, r in results.items()]
+        rows = [{"shape": k[0], "precision": k[1], "code": k[2], "windows": k[3], "variant": k[4], **r}
+                for k, r in results.items()]
         Path(args.json).write_text(json.dumps({"device": device, "torch": torch.__version__, "steps": args.steps,
                                                "rows": rows}, indent=1))
 
 
-def print_tables(results: dict[tuple[str, str, str, str], dict], args: argparse.Namespace, device: str) -> None:
+def print_tables(results: dict[tuple[str, str, str, str, str], dict], args: argparse.Namespace, device: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -250,12 +268,12 @@ def print_tables(results: dict[tuple[str, str, str, str], dict], args: argparse.
     table = Table(title=f"{args.steps} timed steps (median, {args.clock} clock) after {args.warmup} warm-up, fastest "
                         f"of {args.rounds} round(s), {device}, {args.threads or 'default'} thread(s); ratios to the "
                         "non-private step of the same shape, precision and code (LoRA DP bk: to LoRA non-private)")
-    for col in ("shape", "batch x length", "precision", "code", "variant", "step (s)", "time ratio",
+    for col in ("shape", "batch x length", "precision", "code", "rows per record", "variant", "step (s)", "time ratio",
                 "peak memory (MB)", "peak ratio", "step memory (MB)", "step memory ratio"):
         table.add_column(col, justify="right")
-    for (shape, precision, code, variant), r in results.items():
-        cells = [shape, f"{r['batch']} x {r['length']}", precision, code, variant]
-        reference = results.get((shape, precision, code, VARIANTS[variant][4]), {})
+    for (shape, precision, code, windows, variant), r in results.items():
+        cells = [shape, f"{r['batch']} x {r['length']}", precision, code, windows, variant]
+        reference = results.get((shape, precision, code, windows, VARIANTS[variant][4]), {})
         if "error" in r:
             table.add_row(*cells, r["error"], *[""] * 5)
             continue
@@ -268,7 +286,7 @@ def print_tables(results: dict[tuple[str, str, str, str], dict], args: argparse.
     gpu = device != "CPU"
     parts = Table(title="Where a step's time goes (ms per step, torch.profiler: "
                         f"{'device time / host time' if gpu else 'CPU time'}; step.clipping encloses the bk.* rows)")
-    for col in ("shape", "precision", "code", "variant", *(p.split(".", 1)[1] for p in PARTS)):
+    for col in ("shape", "precision", "code", "rows per record", "variant", *(p.split(".", 1)[1] for p in PARTS)):
         parts.add_column(col, justify="right")
 
     def cell(seconds: dict[str, float], part: str) -> str:
@@ -276,9 +294,9 @@ def print_tables(results: dict[tuple[str, str, str, str], dict], args: argparse.
             return ""
         return f"{1000 * seconds[part]:.1f}" + (f" / {1000 * seconds['host.' + part]:.1f}" if gpu else "")
 
-    for (shape, precision, code, variant), r in results.items():
+    for (shape, precision, code, windows, variant), r in results.items():
         if "parts_s" in r:
-            parts.add_row(shape, precision, code, variant, *(cell(r["parts_s"], p) for p in PARTS))
+            parts.add_row(shape, precision, code, windows, variant, *(cell(r["parts_s"], p) for p in PARTS))
     console.print(parts)
 
 

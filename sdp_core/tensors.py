@@ -3,6 +3,9 @@
 The plain tensor type every layer shares (text encodes into it, training, metrics and attacks read it), so none
 of them imports another for it.
 
+A record longer than a row is several rows, its windows, which share its `record_index`; a private phase samples
+and clips records (all of a record's rows together), so `records` and `record_groups` say which rows go together.
+
 Row r of `input_ids` is `<eos> tokens... <eos> <pad>...` truncated to `max_length`. `weights[r, t]` is the loss
 weight of *predicting* token t (0 for padding, `<mask>` and the leading `<eos>`), so a mechanism changes what is
 learned by changing weights only: redaction zeroes `<mask>`, ATDP down-weights non-sensitive tokens.
@@ -28,6 +31,11 @@ class LMData:
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
+
+    @property
+    def records(self) -> int:
+        """How many records these rows hold (a record longer than a row is several rows)."""
+        return int(self.record_index.unique().numel())
 
     @property
     def task(self) -> str:
@@ -58,6 +66,12 @@ class LMData:
     def valid(self) -> torch.Tensor:
         """Positions a loss may use at all (ignores padding, `<mask>` and the leading `<eos>`)."""
         return self.weights > 0
+
+
+def record_groups(record_index: torch.Tensor) -> torch.Tensor:
+    """Each row's record numbered 0 .. R−1 among the R records of these rows (in `record_index` order): the rows
+    with one number are one privacy unit, sampled and clipped together."""
+    return torch.unique(record_index, return_inverse=True)[1]
 
 
 def per_record_loss(logits: torch.Tensor, input_ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:

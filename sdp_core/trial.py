@@ -26,7 +26,7 @@ from sdp_core.config.trial import TrialConfig
 from sdp_core.data.canaries import Canaries
 from sdp_core.io import atomic_write_json
 from sdp_core.mechanisms import MechanismPlan, TrialData, get_mechanism
-from sdp_core.mechanisms.base import tokens_per_row
+from sdp_core.mechanisms.base import tokens_per_unit
 from sdp_core.metrics import utility_metrics
 from sdp_core.models import build_model, parameter_counts
 from sdp_core.models.checkpoint import save_model
@@ -70,11 +70,17 @@ def not_covered(cfg: TrialConfig, plan: MechanismPlan) -> list[str]:
     if cfg.tokenizer.kind == "bpe" and cfg.tokenizer.corpus == "training" and plan.ledger.notion == "DP":
         out.append("the BPE tokenizer, trained on the policy-redacted training text (tokenizer.corpus: public "
                    "trains it on public text instead)")
-    w = max((int(p.data.record_index.bincount().max()) for p in plan.phases if p.private and len(p.data)), default=1)
-    if w > 1:  # text.encode: rows, not records, are sampled and clipped
-        out.append(f"records longer than a row (data.max_length) as one unit: they are split into up to {w} windows "
-                   f"and ε is per window, so a record of w windows is protected as a group of w (w·ε, w·e^((w−1)ε)·δ)")
     return out + plan.not_covered
+
+
+def privacy_unit(plan: MechanismPlan) -> str:
+    """What one ε protects: a record, however many rows (windows, `text.encode`) it became; its rows are sampled
+    and clipped together (`train.loop`)."""
+    w = max((int(p.data.record_index.bincount().max()) for p in plan.phases if p.private and len(p.data)), default=1)
+    if w == 1:
+        return "a record"
+    return (f"a record, whatever its length: a record longer than a row (data.max_length) is up to {w} windows, "
+            "sampled together and clipped as one (q = B/N counts records)")
 
 
 # (attack section, its key, the metric name in a trial row)
@@ -207,7 +213,7 @@ def compute_metrics(phase_stats: list[PhaseStats], plan: MechanismPlan, timings:
     wall time; then of the DP phases only: steps, expected per-record gradients (q·N a batch) and seconds."""
     private = [s for s in phase_stats if s.private]
     return {"steps": sum(s.steps for s in phase_stats),
-            "tokens": round(sum(s.records_seen * tokens_per_row(p) for s, p in zip(phase_stats, plan.phases))),
+            "tokens": round(sum(s.records_seen * tokens_per_unit(p) for s, p in zip(phase_stats, plan.phases))),
             "wall_seconds": timings["total"],
             "private_steps": sum(s.steps for s in private),
             "private_records": round(sum(s.records_seen for s in private), 1),
@@ -250,8 +256,8 @@ def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool
     metrics.update(compute_metrics(phase_stats, plan, timings))
     result = TrialRow(
         name=cfg.name, state="finished", seed=cfg.seed, config=cfg.model_dump(mode="json"), metrics=metrics,
-        privacy={**plan.ledger.report(), "noise": NOISE_SOURCES[cfg.privacy.reproducible_noise],
-                 "not_covered": not_covered(cfg, plan)},
+        privacy={**plan.ledger.report(), "unit": privacy_unit(plan),
+                 "noise": NOISE_SOURCES[cfg.privacy.reproducible_noise], "not_covered": not_covered(cfg, plan)},
         ledger=plan.ledger.to_dict(), mechanism=plan.details, phases=[s.to_dict() for s in phase_stats],
         canaries=prepared.canaries.summary() if prepared.canaries else None, attacks=attacks,
         detector=prepared.detector, model=parameter_counts(model),

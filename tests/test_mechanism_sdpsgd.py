@@ -96,7 +96,8 @@ def test_release_state_clips_each_row_then_adds_noise_of_std_sigma_c():
     h, c = torch.randn(1, 200, 300, generator=g), torch.randn(1, 200, 300, generator=g)
     h[:, :3], c[:, :3] = h[:, :3] * 1e-3, c[:, :3] * 1e-3  # rows 0-2 already inside the ball
     clip = 2.0
-    ch, cc = S.release_state((h, c), clip, 0.0, g)
+    rows = torch.arange(200)  # each row its own record
+    ch, cc = S.release_state((h, c), clip, 0.0, g, rows)
     norms = torch.cat([ch, cc], 2)[0].norm(dim=1)
     assert torch.allclose(norms[3:], torch.full((197,), clip), rtol=1e-4)
     assert torch.allclose(ch[:, :3], h[:, :3]) and torch.allclose(cc[:, :3], c[:, :3])
@@ -104,10 +105,24 @@ def test_release_state_clips_each_row_then_adds_noise_of_std_sigma_c():
     assert torch.allclose(ch[0, 3:], h[0, 3:] * scale[:, None], atol=1e-6)  # direction kept
 
     sigma = 0.7
-    nh, nc = S.release_state((h, c), clip, sigma, g)
+    nh, nc = S.release_state((h, c), clip, sigma, g, rows)
     noise = torch.cat([nh - ch, nc - cc])
     assert abs(noise.std().item() / (sigma * clip) - 1) < 0.02
     assert abs(noise.mean().item()) < 0.02 * sigma * clip
+
+
+def test_release_state_clips_a_records_rows_together():
+    """A record of several rows (windows) releases one hidden state per row: together they are its sensitivity, so
+    they are clipped as one vector."""
+    g = torch.Generator().manual_seed(0)
+    h, c = torch.randn(2, 5, 30, generator=g), torch.randn(2, 5, 30, generator=g)
+    records = torch.tensor([1, 0, 1, 2, 1])  # record 1 has three rows
+    ch, cc = S.release_state((h, c), 2.0, 0.0, g, records)
+    per_row = torch.cat([ch, cc]).transpose(0, 1).flatten(1).square().sum(1)
+    per_record = torch.zeros(3).index_add_(0, records, per_row).sqrt()
+    assert torch.allclose(per_record, torch.full((3,), 2.0), rtol=1e-4)
+    factor = ch[0, 0, 0] / h[0, 0, 0]
+    assert torch.allclose(ch[:, [0, 2, 4]], h[:, [0, 2, 4]] * factor, atol=1e-6)  # one factor for all its rows
 
 
 @pytest.mark.parametrize("k", [1, 3, 6])
@@ -183,8 +198,8 @@ def _run(data: LMData, cfg: TrialConfig, monkeypatch, seed: int = 0):
             calls["private"].append((len(seg.lengths), sigma))
         return private(self, seg, state, sigma)
 
-    def spy_release(state, clip, sigma, generator):
-        out = release_state(state, clip, sigma, generator)
+    def spy_release(state, clip, sigma, generator, records):
+        out = release_state(state, clip, sigma, generator, records)
         calls["release"].append((state, out, clip, sigma))
         return out
 

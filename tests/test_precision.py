@@ -162,7 +162,7 @@ def test_selective_dpsgd_private_slot_in_bf16_matches_fp32(mode):
         step = S.SelectiveStep(StepContext(lm, torch.optim.SGD(lm.parameters(), lr=0.0), mode, torch.Generator(),
                                            precision=precision), phase)
         out = step.private(seg, state, 0.0)
-        released = S.release_state(out, 0.5, 1.0, torch.Generator().manual_seed(3))
+        released = S.release_state(out, 0.5, 1.0, torch.Generator().manual_seed(3), seg.records)
         assert all(x.dtype == torch.float32 for x in released)
         results.append(torch.cat([p.grad.flatten() for p in step.dp.optimizer.params]))
         step.close()

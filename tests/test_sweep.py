@@ -270,14 +270,15 @@ def test_two_workers_take_the_one_worker_step_on_the_same_batch(local_ray, mecha
     the gradient's noise the same draws. With a clip norm below every record's gradient norm the update is the
     averaged clipped gradient plus that noise, which must not depend on how the records are split over ranks;
     noise added on both ranks would move the two-worker step by σC/B more. S-DPSGD (σ = 0: each record's hidden
-    state is noised on the rank that holds it, from that rank's draws): its public slots and released states too."""
+    state is noised on the rank that holds it, from that rank's draws): its public slots and released states too.
+    Records of one to three rows (windows), each clipped as one: a rank must hold all of a record's rows."""
     g = torch.Generator().manual_seed(1)
     n = 12
     ids = torch.randint(3, VOCAB, (n, T), generator=g)
     weights = torch.rand(n, T, generator=g) + 0.5
     weights[:, 0] = 0
     sensitive = torch.rand(n, T, generator=g) < 0.2
-    data = LMData(ids, weights, sensitive, torch.arange(n))
+    data = LMData(ids, weights, sensitive, torch.tensor([0, 0, 1, 2, 2, 2, 3, 4, 4, 5, 6, 6]))  # 7 records
     phase = _phase_for(mechanism, data, private=True, epochs=2, batch_size=n, sigmas=(sigma, sigma),
                        max_grad_norm=0.05)
     torch.manual_seed(0)

@@ -51,9 +51,56 @@ def test_zero_gradient_dp_step_adds_noise_of_std_sigma_c_over_b(empty_batch):
 
 def test_poisson_batch_sizes_have_mean_qn():
     n, q, steps = 1000, 0.05, 2000
-    sizes = torch.tensor([len(b) for b in poisson_batches(n, q, steps, torch.Generator().manual_seed(1))], dtype=torch.float)
+    batches = poisson_batches(torch.arange(n), q, steps, torch.Generator().manual_seed(1))
+    sizes = torch.tensor([len(b) for b in batches], dtype=torch.float)
     assert abs(sizes.mean().item() - q * n) < 4 * (q * (1 - q) * n / steps) ** 0.5
     assert abs(sizes.var().item() / (q * (1 - q) * n) - 1) < 0.1  # binomial, not fixed-size
+
+
+def _windowed(windows: list[int]) -> LMData:
+    """Rows of records with `windows[r]` rows each, a record's rows consecutive (as `text.encode` makes them)."""
+    data = _data(sum(windows))
+    index = torch.repeat_interleave(torch.arange(len(windows)), torch.tensor(windows))
+    return LMData(data.input_ids, data.weights, data.sensitive, index)
+
+
+def test_poisson_batches_sample_records_with_all_their_rows():
+    """The record is the unit: a batch holds every row of a record or none, and the number of records in it is
+    Binomial(N, q) over the N records (not over the rows)."""
+    from sdp_core.tensors import record_groups
+
+    q, steps = 0.05, 2000
+    data = _windowed([1, 2, 3, 4, 8] * 200)  # 1,000 records, 3,600 rows
+    n = 1000
+    counts = data.record_index.bincount()
+    sizes = []
+    for rows in poisson_batches(record_groups(data.record_index), q, steps, torch.Generator().manual_seed(1)):
+        taken = data.record_index[rows].bincount(minlength=n)
+        assert torch.equal(taken[taken > 0], counts[taken > 0])  # whole records
+        sizes.append(int((taken > 0).sum()))
+    sizes = torch.tensor(sizes, dtype=torch.float)
+    assert abs(sizes.mean().item() - q * n) < 4 * (q * (1 - q) * n / steps) ** 0.5
+    assert abs(sizes.var().item() / (q * (1 - q) * n) - 1) < 0.1
+
+
+def test_a_private_phase_draws_records_and_a_public_phase_rows():
+    """q = B/N and the epoch's steps count records in a private phase (the accountant's unit); rows in a public one."""
+    data = _windowed([1, 3, 2, 1, 1, 4, 1, 3] * 4)  # 32 records, 64 rows
+    private = Phase("dp", data, private=True, epochs=1, batch_size=8, sigmas=(1.0,))
+    assert private.units == 32 and private.sample_rate == 8 / 32 and private.steps_per_epoch == 4
+    assert private.expected_batch_size == 8
+    public = Phase("pub", data, private=False, epochs=1, batch_size=8)
+    assert public.units == 64 and public.steps_per_epoch == 8
+
+
+def test_data_parallel_shards_hold_whole_records():
+    from sdp_core.train.loop import shard
+
+    data = _windowed([1, 3, 2, 1, 1, 4, 1, 3, 2])
+    shards = [shard(data, rank, 2) for rank in range(2)]
+    held = [set(s.record_index.tolist()) for s in shards]
+    assert not held[0] & held[1] and held[0] | held[1] == set(range(9))
+    assert sum(len(s) for s in shards) == len(data)
 
 
 @pytest.mark.parametrize("mode", ["hooks", "bk"])

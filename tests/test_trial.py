@@ -31,6 +31,9 @@ def test_result_states_epsilon_with_notion_delta_accountant_and_events(dpsgd_res
     assert p["notion"] == "DP" and p["accountant"] == "rdp" and p["delta"] == 1e-5
     assert 0.995 * 3.0 <= p["epsilon"] <= 3.0
     assert sum(e["steps"] for e in p["events"]) == saved["metrics"]["private_steps"] == 6
+    # 200 records, a third of them two rows at max_length 128: ε is per record, q = B/N over records
+    assert saved["detector"]["windows"]["rows"] > 200 and {e["sample_rate"] for e in p["events"]} == {16 / 200}
+    assert p["unit"].startswith("a record, whatever its length") and not any("window" in c for c in p["not_covered"])
     assert epsilon_from_ledger(saved["ledger"])["epsilon"] == pytest.approx(p["epsilon"], rel=1e-9)
 
 
@@ -186,13 +189,14 @@ def test_dp_report_says_the_tokenizer_is_not_covered_unless_it_learns_from_publi
             assert not vocab & secrets
 
 
-def test_long_records_become_windows_and_a_dp_report_says_epsilon_is_per_window():
+def test_long_records_become_windows_and_every_mechanism_samples_and_accounts_records():
     """At 128 tokens about a third of the dialogs need two rows: no token is dropped, every canary copy stays in one
-    window, and a DP report says a record of w windows is protected as a group of w. At the default length a row
-    is a record. `refuse` turns a long record into one clear error."""
+    window, and every mechanism's private phases sample records, with q = B/N over records in the ledger (not over
+    rows), so the report has no per-window caveat and states the unit. At the default length a row is a record.
+    `refuse` turns a long record into one clear error."""
     from sdp_core.errors import UserError
     from sdp_core.mechanisms import get_mechanism
-    from sdp_core.trial import not_covered
+    from sdp_core.trial import not_covered, privacy_unit
 
     canaries = {"canaries": {"format": "My ID is {dddd}", "count": 20, "repeats": 2}}
     for length, split in ((128, True), (TrialConfig().data.max_length, False)):
@@ -203,14 +207,43 @@ def test_long_records_become_windows_and_a_dp_report_says_epsilon_is_per_window(
         windows = detector["windows"]
         assert windows["tokens_dropped"] == 0 and windows["rows"] == len(data.train) and windows["records"] == 200
         assert (windows["windows_per_record_max"] > 1) == split and (windows["records_split"] > 40) == split
-        assert any("windows" in c for c in not_covered(cfg, get_mechanism("dpsgd")(data, cfg))) == split
+        dpsgd = get_mechanism("dpsgd")(data, cfg)
+        assert not any("window" in c for c in not_covered(cfg, dpsgd))
+        assert ("windows" in privacy_unit(dpsgd)) == split
+        assert {e.sample_rate for e in dpsgd.ledger.plan} == {16 / 200}  # records, whatever the rows
         tok = data.tokenizer
         rows = [tok.decode(ids[ids != tok.pad_token_id]) for ids in data.train.input_ids]
         for k, inserted in enumerate(plan.inserted):
             assert sum(row.count(plan.text(k)) for row in rows) == (2 if inserted else 0)
+        if split:
+            _every_mechanism_samples_records(data, canaries)
     refuse = parse_model(TrialConfig, small_trial_dict(data={"max_length": 128, "on_long_records": "refuse"}))
     with pytest.raises(UserError, match="on_long_records: split"):
         prepare_trial_data(refuse)
+
+
+def _every_mechanism_samples_records(data, canaries: dict) -> None:
+    """Each private phase's ledger events sample at q = B/N, N its records counted apart from the phase (the
+    training split's 200, CRT's private records), below its rows. CRT encodes its own redacted records, shorter
+    than the dialogs: at 64 tokens they need several rows (its π_c here a regex policy: no spaCy pass)."""
+    from sdp_core.mechanisms import get_mechanism
+
+    regex = small_trial_dict()["detector"]["policy"]
+    mechanisms = {"jft": {}, "crt": {"data": {"max_length": 64, **canaries}, "detector": {"conservative_policy": regex}},
+                  "atdp": {},
+                  "sdpsgd": {"model": {"arch": "lstm"}},
+                  "jft_light": {"mechanism": {"name": "jft", "phase1_mode": "light_noise"}}}
+    for name, sections in mechanisms.items():
+        sections = {"mechanism": {"name": name}, "data": {"max_length": 128, **canaries}, **sections}
+        cfg = parse_model(TrialConfig, small_trial_dict(**sections))
+        plan = get_mechanism(cfg.mechanism.name)(data, cfg)
+        records = plan.details["private_records"] if name == "crt" else 200
+        private = [p for p in plan.phases if p.private]
+        assert private and all(len(p.data) > records for p in private), name
+        rates = {e.sample_rate for e in plan.ledger.plan}
+        if name == "jft_light":  # phase 1 at q·m̃ (its estimate), its real q = B/N beside it
+            rates = {plan.ledger.real_sample_rates.get(e.phase, e.sample_rate) for e in plan.ledger.plan}
+        assert rates == {16 / records}, (name, rates)
 
 
 def test_exposure_has_its_floor_and_interval_and_the_audit_its_one_run_parameters(tmp_path):

@@ -85,9 +85,9 @@ class DataConfig(Strict):
     max_length: int = Field(192, ge=8, description="tokens per row, `<eos>` framing included (the default holds "
                             "every CustomerSim dialog with a canary line: at most ~180)")
     on_long_records: Literal["split", "refuse"] = Field(
-        "split", description="a record longer than a row: split into windows (each then a privacy unit: a record "
-        "of w windows is protected as a group of w, and the result says so), or refuse the data. A labelled record "
-        "is never split: its tokens past one row are dropped and counted")
+        "split", description="a record longer than a row: split into windows (the record stays the privacy unit: "
+        "its windows are sampled together and clipped as one), or refuse the data. A labelled record is never "
+        "split: its tokens past one row are dropped and counted")
     canaries: CanaryConfig | None = None
 
     @model_validator(mode="before")

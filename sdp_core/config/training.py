@@ -27,7 +27,8 @@ class PrivacyConfig(Strict):
 
 
 class TrainingConfig(Strict):
-    batch_size: int = Field(32, ge=1, description="expected (Poisson) batch size of private steps")
+    batch_size: int = Field(32, ge=1, description="expected (Poisson) batch size of private steps, in records (each "
+                            "with all its rows); rows in public steps")
     learning_rate: float = Field(1e-3, gt=0)
     epochs: int = Field(1, ge=1)
     max_steps: int | None = Field(None, ge=1, description="cap on optimizer steps per phase")

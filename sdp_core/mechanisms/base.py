@@ -39,15 +39,16 @@ def public_phase(name: str, data: LMData, cfg: TrialConfig, epochs: int) -> Phas
     return Phase(name, data, private=False, epochs=epochs, batch_size=t.batch_size, max_steps=t.max_steps)
 
 
-def tokens_per_row(phase: Phase) -> float:
-    """The mean number of positions a loss reads in a row of `phase` (`LMData.valid`): its tokens trained on."""
-    return float(phase.data.valid.sum()) / max(len(phase.data), 1)
+def tokens_per_unit(phase: Phase) -> float:
+    """The mean number of positions a loss reads (`LMData.valid`: its tokens trained on) in one of what `phase`
+    samples (`Phase.units`): a record, with all its rows, in a private phase; a row in a public one."""
+    return float(phase.data.valid.sum()) / max(phase.units, 1)
 
 
 def tokens_per_step(phase: Phase) -> float:
-    """Tokens one step of `phase` trains on, in expectation: its batch (q·N for a private phase, B for a public
-    one, both min(B, N)) times `tokens_per_row`."""
-    return min(phase.batch_size, len(phase.data)) * tokens_per_row(phase)
+    """Tokens one step of `phase` trains on, in expectation: its batch (q·N records for a private phase, B rows for
+    a public one, both min(B, N)) times `tokens_per_unit`."""
+    return min(phase.batch_size, phase.units) * tokens_per_unit(phase)
 
 
 def within_token_budget(phases: list[Phase], max_tokens: int | None) -> list[Phase]:
@@ -65,8 +66,8 @@ def within_token_budget(phases: list[Phase], max_tokens: int | None) -> list[Pha
 
 
 def phase_events(phase: Phase, mechanism: str, touches: str, sample_rate_factor: float = 1.0) -> list[GaussianEvent]:
-    """One event per epoch of a private phase (its σ, its sample rate times an amplification factor such as JFT's
-    missing rate, its number of steps), keyed in the ledger as `ledger_key(phase, epoch)`."""
+    """One event per epoch of a private phase (its σ, its sample rate of records q = B/N times an amplification
+    factor such as JFT's missing rate, its number of steps), keyed in the ledger as `ledger_key(phase, epoch)`."""
     q = phase.sample_rate * sample_rate_factor
     return [GaussianEvent(sample_rate=q, noise_multiplier=sigma, steps=steps, phase=ledger_key(phase.name, epoch),
                           mechanism=mechanism, touches=touches)

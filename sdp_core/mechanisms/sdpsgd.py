@@ -23,9 +23,11 @@ One Poisson batch (Algorithm 1, batched)
     row's final (h, c) is taken at its own segment end; rows without slot j keep their state. Then
       - public slot: one regular optimizer step on the mean segment loss (no noise, not accounted: it reads no
         secret, and its input state is already noised);
-      - private slot: one DP-SGD step (Opacus: per-row gradient clipped to C, N(0, σ_g²C²) added to the sum,
-        divided by the expected batch size q·N), then each row's final state — h and c together as one vector —
-        is clipped to C_h and gets N(0, σ_h²C_h²) per coordinate. The carried state is always detached.
+      - private slot: one DP-SGD step (Opacus: per-record gradient clipped to C, N(0, σ_g²C²) added to the sum,
+        divided by the expected batch size q·N), then each record's final states — h and c of all its rows
+        together as one vector — are clipped to C_h and get N(0, σ_h²C_h²) per coordinate. The carried state is
+        always detached. A record longer than a row is several rows (its windows), each walked as above; in each
+        slot they are one record to the clipping, whose gradient and hidden states are their rows' together.
     A private slot that no sampled row has still takes a noise-only step, so every batch takes exactly K private
     steps whatever its sample.
     Packed rows are sorted by descending segment length first: the clipping (Opacus' hooks, book-keeping) indexes
@@ -33,9 +35,9 @@ One Poisson batch (Algorithm 1, batched)
     coincide.
 
 Accounting
-    Every release of a batch is computed on the same Poisson sample (rate q = B/N): each private slot releases the
-    noised gradient sum (sensitivity C, noise σ_g·C) and the noised hidden states (each row's slot holds its
-    clipped state: sensitivity C_h, noise σ_h·C_h), and a row takes at most K private slots. The 2K adaptive
+    Every release of a batch is computed on the same Poisson sample of records (rate q = B/N): each private slot
+    releases the noised gradient sum (sensitivity C, noise σ_g·C) and the noised hidden states (a record's rows
+    hold its clipped states: sensitivity C_h, noise σ_h·C_h); a record takes at most K private slots. The 2K adaptive
     Gaussian releases of one batch compose to one Gaussian with σ_batch = (K·(σ_g⁻² + σ_h⁻²))^(-1/2)
     (`joint_noise_multiplier`; Gaussian mechanisms compose by adding their inverse variances, Dong, Roth & Su
     2019, Cor. 3.3), and that composed mechanism is subsampled *once*: one ledger step = one Poisson batch,
@@ -65,7 +67,7 @@ from sdp_core.mechanisms.base import MechanismPlan, calibrate, within_token_budg
 from sdp_core.mechanisms.registry import register_mechanism
 from sdp_core.preparation import TrialData
 from sdp_core.privacy import PrivacyLedger
-from sdp_core.tensors import LMData
+from sdp_core.tensors import LMData, record_groups
 from sdp_core.train.loop import BatchStep, DPStep, Phase, StepContext
 
 
@@ -184,6 +186,7 @@ class SegmentBatch:
     lengths: torch.Tensor  # [b], descending
     targets: torch.Tensor  # [b, L]
     weights: torch.Tensor  # [b, L]: 0 past each row's segment end
+    records: torch.Tensor  # [b]: each row's record, 0 .. R−1 (`tensors.record_groups`): clipped together
 
 
 def gather_segments(data: LMData, rows: torch.Tensor, start: torch.Tensor, end: torch.Tensor,
@@ -197,7 +200,8 @@ def gather_segments(data: LMData, rows: torch.Tensor, start: torch.Tensor, end: 
     nxt = (pos + 1).clamp(max=t - 1)
     ids = data.input_ids[rows[:, None], pos.clamp(max=t - 1)]
     weights = data.weights[rows[:, None], nxt] * (inside & (pos + 1 < t))
-    return SegmentBatch(ids.to(device), lengths, data.input_ids[rows[:, None], nxt].to(device), weights.to(device))
+    return SegmentBatch(ids.to(device), lengths, data.input_ids[rows[:, None], nxt].to(device), weights.to(device),
+                        record_groups(data.record_index[rows]).to(device))
 
 
 def segment_forward(lm: nn.Module, seg: SegmentBatch, state: State) -> tuple[torch.Tensor, State]:
@@ -216,13 +220,16 @@ def segment_loss(logits: torch.Tensor, seg: SegmentBatch) -> torch.Tensor:
     return (ce * seg.weights).sum(1) / (seg.weights > 0).sum(1).clamp_min(1)
 
 
-def release_state(state: State, clip: float, sigma: float, generator: torch.Generator) -> State:
-    """Clip each row's (h, c), as one vector, to norm `clip`; add N(0, σ²·clip²) per coordinate (lines 20–23)."""
+def release_state(state: State, clip: float, sigma: float, generator: torch.Generator, records: torch.Tensor
+                  ) -> State:
+    """Clip each record's (h, c) — of all its rows (`records`, as `SegmentBatch.records`), as one vector — to norm
+    `clip`; add N(0, σ²·clip²) per coordinate (lines 20–23)."""
     h, c = state
     layers = h.shape[0]
     both = torch.cat([h, c]).detach().float()  # [2·layers, b, H]; clipped and noised in fp32 at any precision
-    norms = both.transpose(0, 1).flatten(1).norm(dim=1)
-    both = both * (clip / (norms + 1e-6)).clamp(max=1.0)[None, :, None]
+    squares = both.transpose(0, 1).flatten(1).square().sum(1)
+    norms = squares.new_zeros(int(records.max()) + 1).index_add_(0, records, squares).sqrt()
+    both = both * (clip / (norms + 1e-6)).clamp(max=1.0)[records][None, :, None]
     if sigma > 0:
         both = both + sigma * clip * torch.randn(both.shape, generator=generator, device=generator.device)
     return both[:layers], both[layers:]
@@ -261,8 +268,8 @@ class SelectiveStep:
             carried = (h[:, on_device], c[:, on_device])
             if slot % 2 == 1:
                 out = self.private(seg, carried, sigma_grad)
-                if out is not None:
-                    out = release_state(out, self.phase.hidden_clip, sigma_hidden, self.noise)
+                if out is not None and seg is not None:  # a slot with no active row releases nothing
+                    out = release_state(out, self.phase.hidden_clip, sigma_hidden, self.noise, seg.records)
             else:
                 out = self.public(seg, carried)
             if out is not None:
@@ -281,7 +288,7 @@ class SelectiveStep:
         with self.dp.precision.autocast(self.dp.device):
             logits, state = segment_forward(self.lm, seg, state)
             losses = segment_loss(logits, seg)
-        self.dp.clipping.backward(losses, optimizer)
+        self.dp.clipping.backward(losses, optimizer, seg.records)
         optimizer.step()
         return state
 

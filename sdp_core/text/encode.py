@@ -11,11 +11,10 @@ label belongs to the whole record, so a labelled record is never split: its toke
 counted (`WindowSummary.tokens_dropped`; 0 for language-model data). `on_long="refuse"` makes any record longer
 than a row a one-line `UserError` instead.
 
-Privacy unit. The training loop Poisson-samples, clips and accounts *rows*, so with windows the ledger's ε is per
-window: a record of w windows is protected as a group of w, (w·ε, w·e^{(w−1)ε}·δ)-DP (group privacy; Dwork & Roth
-2014, §2.3). `WindowSummary.windows_per_record_max` is that w, and a trial's privacy report says so whenever it is
-above 1. `data.max_length` defaults to rows that hold every CustomerSim dialog with a canary line (at most ~180
-tokens with framing, measured with the trained BPE), so there a row is a record and the unit stays the record.
+Privacy unit. The record, whatever its length: a private phase Poisson-samples records, each with all its windows
+(`train.loop`), and clips the sum of its windows' gradients as one (`train.clipping`), so the ledger's q = B/N and
+ε count records. `data.max_length` defaults to rows that hold every CustomerSim dialog with a canary line (at most
+~180 tokens with framing, measured with the trained BPE), so there a row is a record.
 """
 
 from __future__ import annotations
@@ -43,7 +42,7 @@ class WindowSummary:
     records: int
     rows: int
     records_split: int  # records of more than one window
-    windows_per_record_max: int  # w: the group size a record is protected as when rows are the privacy unit
+    windows_per_record_max: int  # the most rows of one record (all sampled and clipped together)
     tokens: int  # tokens of the records (without framing)
     tokens_dropped: int  # tokens in no row (labelled records longer than a row; else 0)
 

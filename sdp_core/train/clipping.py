@@ -1,10 +1,13 @@
 """Per-record gradient clipping for the private step: Opacus' hooks and book-keeping (`bk`).
 
-`DPStep` runs a batch's forward through `clipping.module`, hands the per-record losses L_i to `clipping.backward`
-and lets Opacus' DP optimizer add N(0, σ²C²), divide by the expected batch size and step. The modes differ only in
-how they reach the clipped sum Σ_i c_i·G_i, c_i = min(1, C/‖G_i‖), of the per-record gradients G_i = ∇L_i:
+`DPStep` runs a batch's forward through `clipping.module`, hands the per-row losses and the record of each row to
+`clipping.backward` and lets Opacus' DP optimizer add N(0, σ²C²), divide by the expected batch size and step. A
+record longer than a row is several rows (its windows); its gradient G_i = ∇L_i is the sum of its rows' gradients,
+L_i the sum of their losses, and it is clipped as one. The modes differ only in how they reach the clipped sum
+Σ_i c_i·G_i, c_i = min(1, C/‖G_i‖), of the per-record gradients:
 
-- `hooks`: Opacus materialises every G_i (`p.grad_sample`, B copies of each parameter); `DPOptimizer` clips them.
+- `hooks`: Opacus materialises every row's gradient (`p.grad_sample`, B copies of each parameter), summed here into
+  each record's G_i; `DPOptimizer` clips them.
 - `bk`: book-keeping (Bu et al. 2023, "Differentially private optimization on large model at small cost"): one
   backward of Σ_i L_i that computes output gradients only (no parameter gradient); every trainable layer keeps its
   inputs a and output gradients g, from which it forms its share of ‖G_i‖² — a ghost norm (Li et al. 2022, "Large
@@ -12,7 +15,8 @@ how they reach the clipped sum Σ_i c_i·G_i, c_i = min(1, C/‖G_i‖), of the 
   that layer (mixed ghost clipping, Bu et al. 2022, "Scalable and efficient training of large convolutional neural
   networks with differential privacy") — and then, from the same tensors, its clipped sum ((c ⊙ g)ᵀ a as one
   matmul, or Σ_i c_i·G_i). No second backward; the embedding never gets a per-record copy (B × V × d), and a weight
-  only where its G_i take no more memory than the a and g they replace.
+  only where its G_i take no more memory than the a and g they replace. A record of w rows is one record of w·T
+  positions (`RecordBucket`): every rule then forms its norm exactly, cross terms between its windows included.
 
 Opacus' own ghost clipping is not offered: its norms carry no bound on their rounding, and a record whose position
 terms cancel gets a norm near 0 and adds many times C. `bk`'s norms are upper bounds with proven error terms
@@ -60,7 +64,8 @@ class PerRecordClipping(Protocol):
     module: nn.Module  # what the step's forward runs
     optimizer_mode: str  # Opacus' grad_sample_mode whose DP optimizer takes the result
 
-    def backward(self, losses: torch.Tensor, optimizer: DPOptimizer) -> None: ...
+    def backward(self, losses: torch.Tensor, optimizer: DPOptimizer, records: torch.Tensor) -> None: ...
+    # losses [rows]; records [rows]: each row's record, 0 .. R−1 (`tensors.record_groups`), clipped as one
 
     def empty_batch(self, optimizer: DPOptimizer) -> None: ...
 
@@ -96,15 +101,19 @@ class OpacusHooks:
     def close(self) -> nn.Module:
         return self.module.to_standard_module()
 
-    def backward(self, losses: torch.Tensor, optimizer: DPOptimizer) -> None:
-        """The module's loss_reduction "sum": exact per-record gradients. Opacus forms them in the pieces' dtype;
-        here they become fp32 and unscaled before `DPOptimizer` takes their norms and clipped sum, and a record
-        with a non-finite entry anywhere becomes zero (weight 0: 0·inf would be NaN in Opacus' einsum)."""
+    def backward(self, losses: torch.Tensor, optimizer: DPOptimizer, records: torch.Tensor) -> None:
+        """The module's loss_reduction "sum": exact per-row gradients, summed into each record's (its windows').
+        Opacus forms them in the pieces' dtype; here they become fp32 and unscaled before `DPOptimizer` takes their
+        norms and clipped sum, and a record with a non-finite entry anywhere becomes zero (weight 0: 0·inf would be
+        NaN in Opacus' einsum)."""
         (losses.sum() * self.loss_scale).backward()
         params = [p for p in optimizer.params if p.grad_sample is not None]
+        count = int(records.max()) + 1
         finite = None
         for p in params:
             p.grad_sample = unscaled(p.grad_sample, self.loss_scale)
+            if count < len(records):  # some record has several rows
+                p.grad_sample = p.grad_sample.new_zeros((count, *p.shape)).index_add_(0, records, p.grad_sample)
             ok = torch.isfinite(p.grad_sample.flatten(1)).all(1)
             finite = ok if finite is None else finite & ok
         if finite is not None and not finite.all():
@@ -409,6 +418,35 @@ def stacked(parts: list[torch.Tensor], batch: int) -> torch.Tensor:
     return torch.cat([torch.cat([x, x.new_zeros((batch - len(x), *x.shape[1:]))]) for x in parts], dim=1)
 
 
+@dataclass(frozen=True)
+class RecordBucket:
+    """The records of a batch that have `windows` rows each, read as records of windows·T positions: a record's
+    gradient is the sum of its rows', so its rows one after another along the positions axis are one record to
+    every layer rule (its norm gets the cross terms between its windows; its mixed ghost/instantiate choice sees
+    the longer T). `rows`: the bucket's rows, record by record (None: every row, in order)."""
+
+    rows: torch.Tensor | None
+    windows: int
+
+    def regrouped(self, x: torch.Tensor) -> torch.Tensor:
+        """A layer's [rows, T(, d)] tensor as [records, windows·T(, d)]."""
+        x = x if self.rows is None else x[self.rows]
+        return x if self.windows == 1 else x.reshape(len(x) // self.windows, self.windows * x.shape[1], *x.shape[2:])
+
+
+def record_buckets(records: torch.Tensor) -> list[RecordBucket]:
+    """A batch's rows as buckets of records with equally many rows (`records`: each row's record, 0 .. R−1). A
+    record's clipping factor depends on its own gradient alone, so buckets are clipped one after another; none is
+    padded. A batch whose records all have one row, or all w consecutive rows, is one bucket of every row."""
+    counts = torch.bincount(records)
+    sizes = counts.unique().tolist()
+    if len(sizes) == 1 and (sizes[0] == 1 or bool((records[1:] >= records[:-1]).all())):
+        return [RecordBucket(None, sizes[0])]
+    order = torch.argsort(records, stable=True)
+    per_row = counts[records[order]]
+    return [RecordBucket(order[per_row == w], w) for w in sizes]
+
+
 def operands(a: torch.Tensor, g: torch.Tensor, loss_scale: float) -> tuple[torch.Tensor, torch.Tensor]:
     """A layer's kept input and output gradient as its norms' and sums' matmuls read them: a bf16 pair (or token
     ids and a bf16 g) as it is, since bf16 has fp32's range (scaling by c_i underflows no sooner than in fp32);
@@ -441,41 +479,56 @@ class BookKeeping:
                 a = a.to(output.dtype)  # what autocast's matmul read (a LayerNorm's fp32 output, cast): half the memory
             self.calls[module].append((a, get_gradient_edge(output)))
 
-    def backward(self, losses: torch.Tensor, optimizer: DPOptimizer) -> None:
-        """One backward of Σ_i L_i to the layer outputs (exact per-record gradients), then Σ_i c_i·G_i in `p.grad`.
-        Each layer's inputs and output gradients are released as soon as its parameters' sums are formed."""
+    def backward(self, losses: torch.Tensor, optimizer: DPOptimizer, records: torch.Tensor) -> None:
+        """One backward of Σ_i L_i to the layer outputs (exact per-row gradients), then Σ_i c_i·G_i in `p.grad`,
+        G_i the gradient of record i's rows together (`records`), bucket by bucket (`record_buckets`). Each layer's
+        inputs and output gradients are released as soon as its parameters' sums in the last bucket are formed."""
         calls, self.calls = self.calls, defaultdict(list)
         edges = [edge for layer_calls in calls.values() for _, edge in layer_calls]
         with record_function("bk.output_gradients"):
             grads = deque(torch.autograd.grad(losses.sum() * self.loss_scale, edges, allow_unused=True))  # call order
         with torch.no_grad():
-            shares: dict[nn.Parameter, list[ParameterGradients]] = defaultdict(list)  # one per layer using it
-            for module in list(calls):
-                for param, grads_of in self.layer_gradients(module, calls.pop(module), grads, len(losses)):
-                    shares[param].append(grads_of)
-            per_param = {p: share[0] if len(share) == 1 else shared(share) for p, share in shares.items()}
-            del shares  # a shared parameter's per-layer tensors
-            norms = torch.stack([grads_of.squared_norms for grads_of in per_param.values()]).sum(0).sqrt()
-            rounding = torch.stack([grads_of.rounding for grads_of in per_param.values()])
-            clip = clip_factors(rounding_allowance(norms, rounding), self.max_grad_norm)
-            if self.loss_scale != 1.0:  # fp16: a record's pieces can overflow, and none of its inf may be summed
-                keep = clip > 0
-                if not keep.all():  # a host sync, which a GPU pays only here: it stops launches running ahead
-                    for grads_of in per_param.values():
-                        grads_of.drop_records(keep)
-            with record_function("bk.clipped_sums"):
-                for p in optimizer.params:
-                    found = per_param.pop(p) if p in per_param else None
-                    p.grad = torch.zeros_like(p) if found is None else found.clipped_sum(clip).view_as(p).to(p.dtype)
+            kept = {module: pair for module in list(calls)
+                    if (pair := self.layer_operands(calls.pop(module), grads, len(losses))) is not None}
+            buckets = record_buckets(records)
+            sums: dict[nn.Parameter, torch.Tensor] = {}
+            for k, bucket in enumerate(buckets):
+                last = k == len(buckets) - 1  # the last bucket lets each layer go
+                shares: dict[nn.Parameter, list[ParameterGradients]] = defaultdict(list)  # one per layer using it
+                for module in list(kept):
+                    a, g = kept.pop(module) if last else kept[module]
+                    for param, grads_of in self.layer_gradients(module, bucket.regrouped(a), bucket.regrouped(g)):
+                        shares[param].append(grads_of)
+                per_param = {p: share[0] if len(share) == 1 else shared(share) for p, share in shares.items()}
+                del shares  # a shared parameter's per-layer tensors
+                norms = torch.stack([grads_of.squared_norms for grads_of in per_param.values()]).sum(0).sqrt()
+                rounding = torch.stack([grads_of.rounding for grads_of in per_param.values()])
+                clip = clip_factors(rounding_allowance(norms, rounding), self.max_grad_norm)
+                if self.loss_scale != 1.0:  # fp16: a record's pieces can overflow, and none of its inf may be summed
+                    keep = clip > 0
+                    if not keep.all():  # a host sync, which a GPU pays only here: it stops launches running ahead
+                        for grads_of in per_param.values():
+                            grads_of.drop_records(keep)
+                with record_function("bk.clipped_sums"):
+                    for p in optimizer.params:
+                        if (found := per_param.pop(p, None)) is not None:
+                            part = found.clipped_sum(clip).view_as(p)
+                            sums[p] = sums[p] + part if p in sums else part
+            for p in optimizer.params:
+                p.grad = sums.pop(p).to(p.dtype) if p in sums else torch.zeros_like(p)
 
-    def layer_gradients(self, module: nn.Module, calls: list[tuple[torch.Tensor, GradientEdge]],
-                        grads: deque[torch.Tensor | None], batch: int) -> list[tuple[nn.Parameter, ParameterGradients]]:
-        """One layer's per-record gradients, from its calls' inputs and their output gradients (the next ones in
-        `grads`; None: an output the loss does not use). Its a and g live on only where its forms keep them."""
+    def layer_operands(self, calls: list[tuple[torch.Tensor, GradientEdge]], grads: deque[torch.Tensor | None],
+                       batch: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """One layer's calls' inputs and their output gradients (the next ones in `grads`; None: an output the
+        loss does not use) as [rows, positions, d] operands; None when the loss uses none of its outputs."""
         kept = [(a, g) for a, g in ((a, grads.popleft()) for a, _ in calls) if g is not None]
         if not kept:
-            return []
-        a, g = operands(stacked([a for a, _ in kept], batch), stacked([g for _, g in kept], batch), self.loss_scale)
+            return None
+        return operands(stacked([a for a, _ in kept], batch), stacked([g for _, g in kept], batch), self.loss_scale)
+
+    def layer_gradients(self, module: nn.Module, a: torch.Tensor, g: torch.Tensor
+                        ) -> list[tuple[nn.Parameter, ParameterGradients]]:
+        """One layer's per-record gradients from its operands. Its a and g live on only where its forms keep them."""
         return [(module.get_parameter(name), grads_of) for name, grads_of in self.layers[module](module, a, g).items()
                 if module.get_parameter(name).requires_grad]
 

@@ -5,12 +5,15 @@
         step(batch, σ_e)                                    (public step, DP step, or a mechanism's own step)
         on_step(stats)                                      (progress, the sweep's reports)
 
-- The sampler: a private phase Poisson-samples each record independently with probability q = B/N per batch
-  (the sampling the accountant assumes); a public phase takes fixed-size batches over reshuffled epochs. Under
-  data parallelism each rank samples its own shard at the same q, so the ranks' union is one Poisson sample.
+- The sampler: a private phase Poisson-samples each *record* independently with probability q = B/N per batch,
+  N its records (the sampling the accountant assumes); a record longer than a row comes with all its rows (its
+  windows, `text.encode`), so the record, not the row, is the privacy unit. A public phase takes fixed-size
+  batches of rows over reshuffled epochs. Under data parallelism each rank holds whole records (`shard`) and
+  samples them at the same q, so the ranks' union is one Poisson sample of records.
 - The step: `Phase.batch_step` builds it. A public phase takes a plain optimizer step (`PublicStep`); a private
-  one clips each record's gradient to C and adds N(0, σ²C²) once (`DPStep`, Abadi et al. 2016, Algorithm 1);
-  a mechanism with its own per-batch walk (Selective-DPSGD's segments) subclasses `Phase` and returns its step.
+  one clips each record's gradient (the sum of its rows') to C and adds N(0, σ²C²) once (`DPStep`, Abadi et al.
+  2016, Algorithm 1); a mechanism with its own per-batch walk (Selective-DPSGD's segments) subclasses `Phase` and
+  returns its step.
 - The ledger is charged once per sampled batch, with that batch's composed event: a mechanism whose step makes
   several releases on one sample (S-DPSGD) plans one event that composes them. The ledger refuses a batch
   beyond the calibrated plan.
@@ -36,7 +39,7 @@ from opacus.optimizers import get_optimizer_class
 from torch import nn
 from torch.profiler import record_function
 
-from sdp_core.tensors import LMData, model_device, record_losses
+from sdp_core.tensors import LMData, model_device, record_groups, record_losses
 from sdp_core.train.clipping import CLIPPING
 from sdp_core.train.precision import FP32, Precision
 
@@ -120,17 +123,23 @@ class Phase:
     max_steps: int | None = None
 
     @property
+    def units(self) -> int:
+        """N, what a batch draws `batch_size` of: records in a private phase (the privacy unit: a record longer than
+        a row is sampled and clipped with all its rows), rows in a public one."""
+        return self.data.records if self.private else len(self.data)
+
+    @property
     def sample_rate(self) -> float:
-        return min(1.0, self.batch_size / len(self.data))
+        return min(1.0, self.batch_size / self.units)
 
     @property
     def expected_batch_size(self) -> float:
         """q·N: what a DP step divides by (a constant, unlike the sampled batch's size)."""
-        return self.sample_rate * len(self.data)
+        return self.sample_rate * self.units
 
     @property
     def steps_per_epoch(self) -> int:
-        return max(1, round(len(self.data) / self.batch_size))
+        return max(1, round(self.units / self.batch_size))
 
     @property
     def total_steps(self) -> int:
@@ -157,7 +166,7 @@ class PhaseStats:
     name: str
     private: bool
     steps: int = 0
-    records_seen: float = 0.0  # private phases: expected records q·N per batch, not the sampled count
+    records_seen: float = 0.0  # `Phase.units`; a private phase counts expected records q·N a batch, not sampled
     seconds: float = 0.0
     losses: list[float] = field(default_factory=list)
     sigmas: list[float] = field(default_factory=list)
@@ -248,7 +257,7 @@ class DPStep:
             with record_function("step.forward"), self.precision.autocast(self.device):
                 losses = record_losses(self.module(batch.input_ids), batch.input_ids, batch.weights, batch.labels)
             with record_function("step.clipping"):
-                self.clipping.backward(losses, self.optimizer)
+                self.clipping.backward(losses, self.optimizer, record_groups(batch.record_index))
         with record_function("step.noise_and_optimizer"):
             self.optimizer.step()
 
@@ -264,10 +273,19 @@ class DPStep:
 # ----------------------------------------------------------------------------------------------- loop
 
 
-def poisson_batches(n: int, q: float, steps: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
-    """Row indices of each step: every row included independently with probability q."""
+def poisson_batches(records: torch.Tensor, q: float, steps: int, generator: torch.Generator
+                    ) -> Iterator[torch.Tensor]:
+    """Row indices of each step: every record included independently with probability q, with all its rows.
+    `records` numbers each row's record 0 .. R−1 (`tensors.record_groups`)."""
+    n = int(records.max()) + 1 if len(records) else 0
     for _ in range(steps):
-        yield torch.nonzero(torch.rand(n, generator=generator) < q).flatten()
+        yield torch.nonzero((torch.rand(n, generator=generator) < q)[records]).flatten()
+
+
+def shard(data: LMData, rank: int, world_size: int) -> LMData:
+    """Rank `rank`'s share of a data-parallel phase: every `world_size`-th record, each with all its rows, so a
+    record is sampled and clipped whole on one rank."""
+    return data.subset(torch.nonzero(record_groups(data.record_index) % world_size == rank).flatten())
 
 
 def shuffled_batches(n: int, batch_size: int, steps: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
@@ -286,7 +304,7 @@ def train_phase(model: nn.Module, optimizer: torch.optim.Optimizer, phase: Phase
                 on_step: Callable[[PhaseStats], None] | None = None) -> PhaseStats:
     """Train `model` in place for one phase; a private phase charges `ledger` once per batch before taking it.
 
-    With `world_size` > 1 this is rank `rank` of a data-parallel phase: it trains on its shard (rows r, r+W, ...)
+    With `world_size` > 1 this is rank `rank` of a data-parallel phase: it trains on its shard (records r, r+W, ...)
     at the phase's global sampling rate, and the phase's step all-reduces. `seed` fixes public batches (and,
     with `reproducible_noise`, the privacy randomness; see `PrivacyRandomness`).
     """
@@ -294,7 +312,7 @@ def train_phase(model: nn.Module, optimizer: torch.optim.Optimizer, phase: Phase
     stats = PhaseStats(phase.name, phase.private)
     device = model_device(model)
     rng = PrivacyRandomness.for_phase(seed, device, phase.private, reproducible_noise, rank)
-    data = phase.data.subset(torch.arange(rank, len(phase.data), world_size)) if world_size > 1 else phase.data
+    data = shard(phase.data, rank, world_size) if world_size > 1 else phase.data
     model.train()
     step = phase.batch_step(StepContext(model, optimizer, grad_sample_mode, rng.noise, world_size, precision,
                                         secure_mode))
@@ -305,7 +323,7 @@ def train_phase(model: nn.Module, optimizer: torch.optim.Optimizer, phase: Phase
             if phase.private:
                 sigma = phase.sigmas[epoch]
                 stats.sigmas.append(sigma)
-                batches = poisson_batches(len(data), phase.sample_rate, steps, rng.sampling)
+                batches = poisson_batches(record_groups(data.record_index), phase.sample_rate, steps, rng.sampling)
             else:
                 sigma = 0.0
                 batches = shuffled_batches(len(data), min(phase.batch_size, len(data)), steps, rng.sampling)
