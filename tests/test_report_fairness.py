@@ -17,6 +17,7 @@ from sdp_core.report.load import Sweep, Trial, load_sweep
 from sdp_core.report.pareto import analyse
 from sdp_core.report.tables import (
     AUDIT_COLUMN,
+    REPLACE_ONE_COLUMN,
     SEARCH_COLUMN,
     audit_text,
     frontier_table,
@@ -116,18 +117,54 @@ def test_privacy_objective_that_does_not_separate_the_trials_is_named():
     assert separation_note(apart) == ""
 
 
-def test_audit_bound_is_shown_with_its_confidence_canaries_and_ceiling():
-    audit = {"epsilon_lower_bound": 0.42, "epsilon_lower_bound_per_record": 0.42, "confidence": 0.95,
-             "canaries": 1000, "ceiling": 5.16, "delta": 1e-5, "notion": "empirical lower bound",
-             "accountant": "audit:one_run"}
-    a = _analysis([_trial("a", "dpsgd", 10, audit=audit)], ["dpsgd"])
+AUDIT = {"epsilon_lower_bound": 0.42, "epsilon_lower_bound_per_record": 0.42, "confidence": 0.95, "canaries": 1000,
+         "members": 480, "ceiling": 4.47, "delta": 1e-5, "notion": "empirical lower bound",
+         "neighbouring": "replace_one", "accountant": "audit:one_run"}
+
+
+def _dp_trial(tid: str, audit_bound: float) -> Trial:
+    """A DP trial (add/remove ε = 1.45 by RDP, q = 0.016, σ = 1, 60 steps) with a one-run audit."""
+    events = [{"sample_rate": 0.016, "noise_multiplier": 1.0, "steps": 60, "phase": "dp", "touches": "all"}]
+    privacy = account(events_from_dicts(events), 1e-5, "DP", "rdp")
+    trial = _trial(tid, "dpsgd", 10, audit={**AUDIT, "epsilon_lower_bound": audit_bound,
+                                            "epsilon_lower_bound_per_record": audit_bound})
+    return Trial(**{**trial.__dict__, "privacy": privacy})
+
+
+def test_the_audit_is_compared_with_the_replace_one_epsilon_and_its_qualifiers_are_said_once():
+    """Canaries go into existing records, so the audit bounds the replace-one ε: a DP trial's audit may exceed its
+    add/remove ε (1.45) without exceeding its replace-one ε (above dp_accounting's tight PLD figure, 1.18), and only
+    a bound above the replace-one ε is flagged. What every row shares is said once, above the table."""
+    import dp_accounting as dpa
+    from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
+
+    pld = PLDAccountant(dpa.NeighboringRelation.REPLACE_ONE, value_discretization_interval=1e-4)
+    pld.compose(dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(0.016, dpa.GaussianDpEvent(1.0)), 60))
+    a = _analysis([_dp_trial("a", 1.5), _dp_trial("b", 1.7)], ["dpsgd"])
     table = frontier_table(a)
-    assert table.rows[0][table.columns.index(AUDIT_COLUMN)] == ("0.42 (empirical lower bound, δ = 1e-5, audit:one run; 95 %, "
-                                                              "1,000; ≤ 5.16)")
+    rows = {row[0]: dict(zip(table.columns, row)) for row in table.rows}
+    add_remove = a.sweep.trials[0].epsilon
+    replace_one = float(rows["a"][REPLACE_ONE_COLUMN])
+    assert pld.get_epsilon(1e-5) < replace_one < 2 * add_remove and add_remove < 1.5 < replace_one < 1.7
+    assert rows["a"][AUDIT_COLUMN] == "1.5"
+    assert rows["b"][AUDIT_COLUMN].startswith("1.7; above its replace-one ε")
+    assert "replace-one neighbours, δ = 1e-5, audit:one run; 95 %; 1,000 canaries, 480 inserted; the most it can " \
+           "show: 4.47" in table.note
+    assert table.markdown().startswith(table.note)
+
+
+def test_audit_qualifiers_that_differ_between_rows_stay_in_their_cells():
+    a = _analysis([_trial("a", "dpsgd", 10, audit=AUDIT), _trial("b", "jft", 11, audit={**AUDIT, "ceiling": 5.16})],
+                  ["dpsgd", "jft"])
+    table = mechanism_table(a)
+    cells = {row[table.columns.index("best trial")]: row[table.columns.index(AUDIT_COLUMN)] for row in table.rows}
+    assert cells == {"a": "0.42 (the most it can show: 4.47)", "b": "0.42 (the most it can show: 5.16)"}
+    assert "the most it can show" not in table.note and "480 inserted" in table.note
 
 
 def test_a_stored_audit_keeps_what_its_bound_means(tmp_path):
-    """A trial row's audit, read back by the report, keeps its notion, δ and method (never a canary value)."""
+    """A trial row's audit, read back by the report, keeps its notion, relation, δ and method (never a canary
+    value); a row written before the audit named its relation is on replace-one neighbours too."""
     from sdp_core.report.load import parse_trial
 
     audit = {"epsilon_lower_bound": 0.5, "epsilon_lower_bound_per_record": 0.5, "delta": 1e-5, "confidence": 0.95,
@@ -135,7 +172,8 @@ def test_a_stored_audit_keeps_what_its_bound_means(tmp_path):
              "canaries": 1000, "ceiling": 5.16, "exposures": [1.0, 2.0]}
     trial = parse_trial({"trial_id": "t", "state": "finished", "attacks": {"empirical_epsilon": audit}},
                         tmp_path / "t.json")
-    assert audit_text(trial) == "0.5 (empirical lower bound, δ = 1e-5, audit:one run; 95 %, 1,000; ≤ 5.16)"
+    assert audit_text(trial) == ("0.5 (empirical lower bound, replace-one neighbours, δ = 1e-5, audit:one run; 95 %; "
+                                 "1,000 canaries; the most it can show: 5.16)")
     assert "exposures" not in trial.audit
 
 

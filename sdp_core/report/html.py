@@ -147,7 +147,9 @@ def _table(table: Table, a: Analysis | None = None) -> str:
                               for c, v in details)
             rows.append(f'<tr class="detail{band}"><td colspan="{len(main)}">{text}</td></tr>')
     head = "".join(header(table.columns[i]) for i in main)
-    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+    note = f'<p class="caption">{e(table.note)}</p>' if table.note else ""
+    return (f'{note}<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody>'
+            '</table></div>')
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ QUALIFIER_FIELDS = ("guarantee", "formal", "holds", "condition")
 """What qualifies a privacy report, lifted with it when present: an empirical estimate with its formal bound, or a
 claim whose condition (`holds`) the data did not meet."""
 LEDGER_FIELDS = ("format", "notion", "delta", "accountant", "plan", "spent_steps", REAL_SAMPLE_RATES)
-AUDIT_WORDS = ("notion", "accountant", "method")  # what its bound means; every other field is a number
+AUDIT_WORDS = ("notion", "neighbouring", "accountant", "method")  # what its bound means; every other field is a number
 AUDIT_FIELDS = ("epsilon_lower_bound", "epsilon_lower_bound_per_record", "ceiling", "confidence", "delta",
                 *AUDIT_WORDS, "canaries", "members", "nonmembers", "guesses", "correct", "group_size")
 """The one-run ε audit of a trial (`attacks.empirical_epsilon`): counts and bounds, never a canary."""

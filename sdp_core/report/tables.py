@@ -18,8 +18,10 @@ import pandas as pd
 from scipy.stats import mannwhitneyu
 
 from sdp_core.config.mechanism import MECHANISM_SETTINGS
+from sdp_core.privacy.events import events_from_dicts
 from sdp_core.privacy.light_noise import ESTIMATE
-from sdp_core.privacy.relations import RELATIONS
+from sdp_core.privacy.relations import ADD_REMOVE, RELATIONS, REPLACE_ONE
+from sdp_core.privacy.report import notion_epsilon
 from sdp_core.privacy.sweep_cost import NOTION_ORDER, all_trials_cost, trial_charge
 from sdp_core.report.load import Sweep, Trial, number
 from sdp_core.report.pareto import Analysis, ranked
@@ -316,11 +318,13 @@ EPSILON_COLUMN = "ε (notion, δ, accountant)"
 
 @dataclass
 class Table:
-    """A table of display strings; `numeric` names the columns to right-align. An ε column never wraps."""
+    """A table of display strings; `numeric` names the columns to right-align. An ε column never wraps. `note`
+    says once, above the table, what would otherwise repeat in every row (the audit's qualifiers)."""
 
     columns: list[str]
     rows: list[list[str]]
     numeric: set[str] = field(default_factory=set)
+    note: str = ""
 
     def markdown(self) -> str:
         def cell(text: str) -> str:
@@ -328,7 +332,8 @@ class Table:
 
         align = ["---:" if c in self.numeric else "---" for c in self.columns]
         lines = [self.columns, align, *self.rows]
-        return "\n".join("| " + " | ".join(cell(c) for c in line) + " |" for line in lines)
+        table = "\n".join("| " + " | ".join(cell(c) for c in line) + " |" for line in lines)
+        return f"{self.note}\n\n{table}" if self.note else table
 
 
 def _metric_columns(a: Analysis, trials: list[Trial]) -> list[str]:
@@ -343,20 +348,69 @@ def metric_text(t: Trial, name: str) -> str:
     return fmt(t.metric(name)) + (f" [{fmt(interval[0])}, {fmt(interval[1])}]" if interval else "")
 
 
-AUDIT_COLUMN = "audit ε ≥ per record (notion, δ, method; confidence, canaries; most it can show)"
+AUDIT_COLUMN = "audit ε ≥"
+REPLACE_ONE_COLUMN = "replace-one ε"
 AUDIT_METRICS = ("empirical_epsilon_lower_bound", "empirical_epsilon_per_record")  # shown in the audit column
 
 
-def audit_text(t: Trial) -> str:
-    """The one-run ε lower bound per record with what it means, its confidence, canaries and ceiling:
-    `0.31 (empirical lower bound, δ = 1e-5, audit:one run; 95 %, 1,000; ≤ 5.16)`."""
-    audit = t.audit
-    bound = number(audit.get("epsilon_lower_bound_per_record", audit.get("epsilon_lower_bound")))
+def audit_bound(t: Trial) -> float | None:
+    """The one-run audit's ε lower bound per record (a canary's group bound when a canary has no record bound)."""
+    return number(t.audit.get("epsilon_lower_bound_per_record", t.audit.get("epsilon_lower_bound")))
+
+
+def replace_one_epsilon(t: Trial) -> float | None:
+    """The trial's formal ε for replace-one neighbours, the relation the audit tests (canaries go into existing
+    records: `attacks.audit`). SDP and the confidentiality notions are accounted for it already; a DP trial's ε is
+    for add/remove neighbours, so its replace-one ε is recomputed from its events (larger, up to about 2×)."""
+    privacy = (t.privacy.get("formal") or {}) if t.privacy.get("guarantee") == ESTIMATE else t.privacy
+    epsilon = number(privacy.get("epsilon"))
+    if epsilon is None or privacy.get("neighbouring", ADD_REMOVE) == REPLACE_ONE:
+        return epsilon
+    events = events_from_dicts(privacy.get("events", []))
+    return notion_epsilon(events, float(privacy["delta"]), str(privacy["notion"]), str(privacy["accountant"]),
+                          REPLACE_ONE)
+
+
+def _audit_facts(t: Trial) -> dict[str, str]:
+    """What qualifies an audit's bound, by name: what it means, its confidence, canaries and ceiling."""
+    audit = {"neighbouring": REPLACE_ONE, **t.audit}  # rows written before the audit named its relation
+    facts = {"meaning": privacy_qualifier(audit), "confidence": f"{100 * audit.get('confidence', 0.95):g} %",
+             "canaries": f"{fmt(int(audit.get('canaries', 0)))} canaries"}
+    if "members" in audit:
+        facts["canaries"] += f", {fmt(int(audit['members']))} inserted"
+    if "ceiling" in audit:
+        facts["ceiling"] = f"the most it can show: {fmt(audit['ceiling'])}"
+    return facts
+
+
+def _shared_facts(trials: list[Trial]) -> dict[str, str]:
+    """The audit facts every audited trial of `trials` shares: said once, above the table."""
+    facts = [_audit_facts(t) for t in trials if audit_bound(t) is not None]
+    return {k: v for k, v in facts[0].items() if all(f.get(k) == v for f in facts)} if facts else {}
+
+
+def audit_text(t: Trial, shared: dict[str, str] | None = None) -> str:
+    """The audit's ε lower bound per record, with the facts `shared` leaves out (`0.31 (95 %; ≤ 4.47)` alone, `0.31`
+    when the table's note says them), and a warning when it exceeds the trial's replace-one ε (an upper bound)."""
+    bound = audit_bound(t)
     if bound is None:
         return DASH
-    ceiling = f"; ≤ {fmt(audit['ceiling'])}" if "ceiling" in audit else ""
-    return (f"{fmt(bound)} ({privacy_qualifier(audit)}; {100 * audit.get('confidence', 0.95):g} %, "
-            f"{fmt(int(audit.get('canaries', 0)))}{ceiling})")
+    rest = [v for k, v in _audit_facts(t).items() if (shared or {}).get(k) != v]
+    upper = replace_one_epsilon(t)
+    above = upper is not None and bound > upper * (1 + 1e-6)
+    return (fmt(bound) + (f" ({'; '.join(rest)})" if rest else "")
+            + (f"; above its replace-one ε {fmt(upper)}: a guarantee or an audit assumption failed" if above else ""))
+
+
+def audit_note(trials: list[Trial]) -> str:
+    """The audit column's facts shared by every row, said once above the table; "" without an audit."""
+    shared = _shared_facts(trials)
+    if not shared:
+        return ""
+    return (f"{AUDIT_COLUMN}: the one-run audit's ε lower bound per record (Steinke, Nasr & Jagielski 2023; "
+            f"{'; '.join(shared.values())}). Canaries go into existing records, so it bounds ε for replace-one "
+            "neighbours: compare it with a trial's ε for replace-one neighbours (SDP and confidentiality are "
+            f"accounted for them; a DP trial's add/remove ε is smaller, so its {REPLACE_ONE_COLUMN} is shown).")
 
 
 def _trial_table(a: Analysis, trials: list[Trial], first: list[str], first_cells: Callable[[Trial], list[str]]
@@ -364,15 +418,22 @@ def _trial_table(a: Analysis, trials: list[Trial], first: list[str], first_cells
     """Rows of trials: the `first` columns, then σ, ε, the audit's ε lower bound, the metric columns, compute
     (optimizer steps, tokens trained on) and wall time."""
     metrics = [m for m in _metric_columns(a, trials) if m not in (*COMPUTE_METRICS, *AUDIT_METRICS)]
-    audit = [AUDIT_COLUMN] if any(t.audit for t in trials) else []
+    audited = [t for t in trials if audit_bound(t) is not None]
+    audit = [AUDIT_COLUMN] if audited else []
+    # The audit compares with the replace-one ε: a column of its own where a trial's ε is for other neighbours.
+    other = [REPLACE_ONE_COLUMN] if any(t.privacy.get("neighbouring", ADD_REMOVE) != REPLACE_ONE and t.epsilon
+                                        is not None for t in audited) else []
     compute = [m for m in COMPUTE_METRICS if any(t.metric(m) is not None for t in trials)]
-    columns = [*first, "σ", EPSILON_COLUMN, *audit, *map(metric_label, metrics), *map(metric_label, compute),
-               "wall time"]
+    columns = [*first, "σ", EPSILON_COLUMN, *audit, *other, *map(metric_label, metrics),
+               *map(metric_label, compute), "wall time"]
+    shared = _shared_facts(trials)
     rows = [[*first_cells(t), sigma_text(t.privacy.get("events", [])), format_epsilon(t.privacy),
-             *([audit_text(t)] if audit else []), *(metric_text(t, m) for m in metrics),
+             *([audit_text(t, shared)] if audit else []), *([fmt(replace_one_epsilon(t))] if other else []),
+             *(metric_text(t, m) for m in metrics),
              *(fmt(None if t.metric(m) is None else round(t.metric(m))) for m in compute),
              fmt_seconds(wall_time(t))] for t in trials]
-    return Table(columns, rows, numeric={"σ", *audit, *map(metric_label, (*metrics, *compute)), "wall time"})
+    return Table(columns, rows, numeric={"σ", *audit, *other, *map(metric_label, (*metrics, *compute)), "wall time"},
+                 note=audit_note(trials))
 
 
 MODEL_COLUMN = "model"
