@@ -281,3 +281,26 @@ def test_the_detector_table_shows_each_splits_masked_share_beside_the_gold_share
         assert 0 < masked < 1
     # the test policy (phone, order and tracking numbers) masks less than the gold spans (names, addresses, ...) cover
     assert prepared.detector["masked_char_share"]["train"]["value"] < prepared.detector["gold_char_share"]["train"]["value"]
+
+
+def test_the_statement_lists_what_no_epsilon_covers_membership_inference_among_it(tmp_path):
+    """Membership-inference statistics read training records without noise: the privacy statement lists them as
+    evaluation outputs ε does not cover (and says when a sweep objective used them), beside what the trials' own
+    reports list as not covered."""
+    sweep = write_synthetic_sweep(tmp_path / "s", 18, seed=1)
+    for path in (sweep / "trials").glob("*.json"):
+        row = json.loads(path.read_text())
+        if row["privacy"]:
+            row["privacy"]["not_covered"] = ["the number of training records N (the sampling rate q = B/N uses it)"]
+            path.write_text(json.dumps(row))
+    statement = (build_report(sweep, tmp_path / "r") / "privacy_statement.md").read_text()
+    section = statement[statement.index("## Not covered by ε"):]
+    assert "- the number of training records N" in section
+    assert "- membership-inference statistics (AUC, best accuracy, member loss, group statistics): computed without " \
+           "noise on training records' secrets" in section
+    assert "held-out validation and test records" in section and "objective" not in section
+    config = yaml.safe_load((sweep / "sweep.yaml").read_text())
+    config["objectives"][1] = {"metric": "mia_auc", "mode": "min"}
+    (sweep / "sweep.yaml").write_text(yaml.safe_dump(config))
+    statement = (build_report(sweep, tmp_path / "r") / "privacy_statement.md").read_text()
+    assert "this sweep's objective mia_auc chose the front with them" in statement

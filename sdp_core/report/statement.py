@@ -17,6 +17,7 @@ from typing import Any
 from sdp_core.config.mechanism import MECHANISM_SETTINGS
 from sdp_core.privacy import NOTIONS, basic_composition, counted_events, events_from_dicts, random_search_cost
 from sdp_core.privacy.relations import ADD_REMOVE, RELATIONS
+from sdp_core.privacy.report import EVALUATION_NOT_COVERED
 from sdp_core.privacy.sweep_cost import WHOLE_PLAN, all_trials_cost
 from sdp_core.report.load import Sweep, Trial, number
 from sdp_core.report.pareto import Analysis
@@ -150,6 +151,24 @@ def _canary_text(t: Trial) -> str:
             f"{c.get('repeats')} copies; {metric_label('exposure_mean')} {fmt(exposure)}")
 
 
+MIA_METRICS = ("mia_auc", "mia_group_auc")
+"""The membership-inference statistics a trial row carries (`trial.ATTACK_METRICS`)."""
+
+
+def not_covered(a: Analysis) -> list[str]:
+    """What no trial's ε covers: what the trials' reports list (the dataset size, a tokenizer trained on training
+    text, ...), then the evaluation outputs released beside the models (`EVALUATION_NOT_COVERED`), and whether a
+    sweep objective is one of them (the search then chose the front with them)."""
+    listed = [item for t in a.sweep.trials for item in t.privacy.get("not_covered", []) if isinstance(item, str)]
+    out = list(dict.fromkeys(listed))
+    if any(t.metric(m) is not None for t in a.sweep.trials for m in MIA_METRICS):
+        mia = EVALUATION_NOT_COVERED["membership_inference"]
+        objectives = [o.metric for o in a.sweep.config.objectives if o.metric.startswith("mia")]
+        out.append(mia + (f"; this sweep's objective {', '.join(objectives)} chose the front with them"
+                          if objectives else ""))
+    return out + [EVALUATION_NOT_COVERED["held_out"]]
+
+
 def privacy_statement(a: Analysis, cost: SweepCost) -> str:
     """Markdown: what each frontier model protects, under which notion, ε, δ and accountant; the sweep's own cost."""
     lines = [f"# Privacy statement: sweep `{a.sweep.config.name}`", "", headline(a), "",
@@ -164,6 +183,8 @@ def privacy_statement(a: Analysis, cost: SweepCost) -> str:
     notions = sorted({str(r.get("notion")) for t in a.front for r in (t.privacy, *t.other_guarantees.values())
                       if r.get("notion") in NOTIONS})
     lines += ["", "## Notions", ""] + [f"- **{n}**: {NOTIONS[n].description}." for n in notions]
+    lines += ["", "## Not covered by ε", "", "Each ε bounds what training reveals about one training record. It does "
+              "not cover:", ""] + [f"- {item}." for item in not_covered(a)]
     lines += ["", "## The sweep's own selection", "",
               "Each ε above is one trial's guarantee. It does **not** count that these models were selected among "
               f"{len(a.sweep.trials)} trials trained on the same data. The sweep as a whole is bounded below "
