@@ -15,20 +15,17 @@ from sdp_core.config.sweep import SweepConfig
 from sdp_core.privacy import events_from_dicts
 from sdp_core.privacy.report import account
 from sdp_core.report import build_report
+from sdp_core.report.formatting import sigma_text
 from sdp_core.report.load import Sweep, Trial, load_sweep
 from sdp_core.report.pareto import analyse
+from sdp_core.report.ranking import holm_passes, rank_mechanisms, ranking_note, separation_note
 from sdp_core.report.tables import (
     AUDIT_COLUMN,
     REPLACE_ONE_COLUMN,
     SEARCH_COLUMN,
     audit_text,
     frontier_table,
-    holm_passes,
     mechanism_table,
-    rank_mechanisms,
-    ranking_note,
-    separation_note,
-    sigma_text,
     trial_charges,
 )
 from tests.synthetic_sweep import write_synthetic_sweep

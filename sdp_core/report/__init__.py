@@ -15,22 +15,13 @@ import yaml
 from sdp_core.errors import UserError
 from sdp_core.io import atomic_directory
 from sdp_core.report.findings import ClaimResult, check_claims, claims_markdown
+from sdp_core.report.headline import counts_line, front_note, headline, reading_notes, uncertainty_note
 from sdp_core.report.html import render
 from sdp_core.report.load import Trial, load_sweep
 from sdp_core.report.pareto import Analysis, analyse
 from sdp_core.report.plots import build_plots, write_pngs
 from sdp_core.report.statement import privacy_statement, sweep_cost
-from sdp_core.report.tables import (
-    SEARCH_BOUND,
-    counts_line,
-    front_note,
-    frontier_table,
-    headline,
-    mechanism_table,
-    reading_notes,
-    trials_frame,
-    uncertainty_note,
-)
+from sdp_core.report.tables import SEARCH_BOUND, frontier_table, mechanism_table, trials_frame
 
 __all__ = ["build_report"]
 

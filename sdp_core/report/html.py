@@ -15,29 +15,21 @@ from dataclasses import dataclass
 
 from sdp_core.privacy.light_noise import ESTIMATE
 from sdp_core.report.findings import ClaimResult, claims_table
-from sdp_core.report.pareto import Analysis
+from sdp_core.report.formatting import DASH, fmt, format_epsilon, mechanism_name, metric_label
+from sdp_core.report.headline import counts_line, front_note, headline, reading_notes, uncertainty_note
 from sdp_core.report.load import Trial
+from sdp_core.report.pareto import Analysis
 from sdp_core.report.plots import Plot, epsilon_meaning, fixed_epsilon, formal_epsilon, plotly_div, plotly_js
 from sdp_core.report.statement import SweepCost, caveat
 from sdp_core.report.tables import (
-    DASH,
     EPSILON_COLUMN,
     MODEL_COLUMN,
     Table,
     charges_table,
     cost_table,
-    counts_line,
     detector_table,
-    fmt,
-    format_epsilon,
-    front_note,
     frontier_table,
-    headline,
-    mechanism_name,
     mechanism_table,
-    metric_label,
-    reading_notes,
-    uncertainty_note,
     unfinished_table,
 )
 

@@ -27,9 +27,7 @@ from PIL import Image
 
 from sdp_core.config.mechanism import MECHANISM_SETTINGS
 from sdp_core.privacy.light_noise import ESTIMATE
-from sdp_core.report.load import Trial, number
-from sdp_core.report.pareto import Analysis, non_dominated
-from sdp_core.report.tables import (
+from sdp_core.report.formatting import (
     fmt,
     fmt_accountant,
     fmt_delta,
@@ -39,6 +37,8 @@ from sdp_core.report.tables import (
     metric_label,
     sigma_text,
 )
+from sdp_core.report.load import Trial, number
+from sdp_core.report.pareto import Analysis, non_dominated
 
 OTHER_COLOR = "#17becf"
 STOPPED_COLOR = "#a8a8a8"

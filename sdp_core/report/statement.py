@@ -19,19 +19,11 @@ from sdp_core.privacy import NOTIONS, basic_composition, counted_events, events_
 from sdp_core.privacy.relations import ADD_REMOVE, RELATIONS
 from sdp_core.privacy.report import EVALUATION_NOT_COVERED
 from sdp_core.privacy.sweep_cost import WHOLE_PLAN, all_trials_cost
+from sdp_core.report.formatting import fmt, format_epsilon, mechanism_name, metric_label
+from sdp_core.report.headline import front_note, headline
 from sdp_core.report.load import Sweep, Trial, number
 from sdp_core.report.pareto import Analysis
-from sdp_core.report.tables import (
-    charges_table,
-    cost_table,
-    fmt,
-    format_epsilon,
-    front_note,
-    headline,
-    mechanism_name,
-    metric_label,
-    trial_charges,
-)
+from sdp_core.report.tables import charges_table, cost_table, trial_charges
 
 
 def caveat(mechanism: str) -> str:

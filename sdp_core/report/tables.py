@@ -1,370 +1,54 @@
-"""Text formatting and the report's tables, shared by the HTML page, `summary.md` and the statement.
-
-Every ε is formatted by `format_epsilon`, which always names the notion, δ and accountant with it, and says when
-it is only an empirical estimate (with the formal bound beside it) or a claim whose condition the data did not meet.
+"""The report's tables as display strings (`Table`), shared by the HTML page, `summary.md` and the statement, and
+`trials.parquet`'s one row per trial.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 import pandas as pd
-from scipy.stats import mannwhitneyu
 
-from sdp_core.config.mechanism import MECHANISM_SETTINGS
 from sdp_core.privacy.events import events_from_dicts
 from sdp_core.privacy.light_noise import ESTIMATE
-from sdp_core.privacy.relations import ADD_REMOVE, RELATIONS, REPLACE_ONE
+from sdp_core.privacy.relations import ADD_REMOVE, REPLACE_ONE
 from sdp_core.privacy.report import notion_epsilon
 from sdp_core.privacy.sweep_cost import NOTION_ORDER, all_trials_cost, trial_charge
+from sdp_core.report.formatting import (
+    AUDIT_METRICS,
+    DASH,
+    fmt,
+    fmt_rate,
+    fmt_seconds,
+    format_epsilon,
+    mechanism_name,
+    metric_label,
+    params_text,
+    privacy_qualifier,
+    sigma_text,
+    spread_text,
+    wall_time,
+)
 from sdp_core.report.load import Sweep, Trial, number
-from sdp_core.report.pareto import Analysis, ranked
+from sdp_core.report.pareto import Analysis
+from sdp_core.report.ranking import utilities
 
-METRIC_LABELS = {
-    "val_perplexity": "val perplexity",
-    "val_private_perplexity": "private-token perplexity",
-    "val_public_perplexity": "public-token perplexity",
-    "val_accuracy": "val accuracy",
-    "test_perplexity": "test perplexity",
-    "test_accuracy": "test accuracy",
-    "exposure_mean": "canary exposure",
-    "exposure_max": "max canary exposure",
-    "mia_auc": "MIA AUC",
-    "train_seconds": "train time (s)",
-    "epsilon": "ε spent",
-    "empirical_epsilon_lower_bound": "audit ε lower bound",
-    "steps": "optimizer steps",
-    "tokens": "tokens trained on",
-    "wall_seconds": "trial wall time (s)",
-}
 COMPUTE_METRICS = ("steps", "tokens")
+
 TABLE_METRICS = ("val_perplexity", "val_private_perplexity", "exposure_mean", "mia_auc")
+
 UNFINISHED_REASONS = {
     "infeasible": "the ε target cannot be met with this configuration",
     "failed": "the trial raised an error",
     "early_stopped": "stopped early by the scheduler: partial metrics, not comparable",
 }
-DASH = "—"
-
-
-# ------------------------------------------------------------------------------------------ formatting
-
-def mechanism_name(name: str) -> str:
-    """The registered display name; a mechanism this installation does not know keeps its config name."""
-    settings = MECHANISM_SETTINGS.get(name)
-    return settings.display_name if settings else name
-
-
-def metric_label(name: str) -> str:
-    return METRIC_LABELS.get(name, name.replace("_", " "))
-
-
-def fmt(value: Any) -> str:
-    """A number for people: 3 significant digits (one decimal from 10), thousands grouped; non-numbers as text, missing as a dash."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return DASH
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return str(value)
-    if math.isinf(value):
-        return "∞" if value > 0 else "−∞"
-    if isinstance(value, int) or abs(value) >= 1e4:
-        return f"{value:,.0f}"
-    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.3g}"
-
-
-def fmt_seconds(seconds: float | None) -> str:
-    if seconds is None:
-        return DASH
-    if seconds < 90:
-        return f"{seconds:.1f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
-def fmt_delta(delta: Any) -> str:
-    """δ in the papers' style: 1e-5, 4e-4, 1.7e-4, 0.01."""
-    d = number(delta)
-    if d is None:
-        return DASH
-    if d == 0 or d >= 1e-3:
-        return f"{d:.3g}"
-    mantissa, exponent = f"{d:.1e}".split("e")
-    return f"{mantissa.removesuffix('.0')}e{int(exponent)}"
-
-
-def fmt_accountant(name: Any) -> str:
-    """rdp -> RDP; basic_composition -> basic composition."""
-    name = str(name or "?")
-    return name.upper() if name in ("rdp", "prv", "pld") else name.replace("_", " ")
-
-
-def privacy_qualifier(privacy: dict) -> str:
-    """`SDP, replace-one neighbours, δ = 1e-5, RDP`: what an ε means (the relation where the report names one)."""
-    relation = RELATIONS.get(privacy.get("neighbouring"))
-    return ", ".join([privacy.get("notion", "?"), *([relation] if relation else []),
-                      f"δ = {fmt_delta(privacy.get('delta'))}", fmt_accountant(privacy.get("accountant"))])
-
-
-def format_epsilon(privacy: dict | None) -> str:
-    """`ε = 3 (SDP, replace-one neighbours, δ = 1e-5, RDP)`; a trial without a finite ε has no DP guarantee.
-
-    An empirical estimate reads `ε = 3 (SDP, δ = 1e-5, RDP), empirical estimate; formal bound ε = 41.2 (SDP, …)`;
-    a claim whose condition the data did not meet (`holds: false`) reads `…, conditional: does not hold here`.
-    """
-    if not privacy:
-        return DASH
-    eps = number(privacy.get("epsilon"))
-    if eps is None:
-        return "no DP guarantee"
-    text = f"ε = {eps:.3g} ({privacy_qualifier(privacy)})"
-    if privacy.get("guarantee") == ESTIMATE:
-        formal = privacy.get("formal") or {}
-        bound = format_epsilon(formal) if number(formal.get("epsilon")) is not None else "ε = ∞"
-        return f"{text}, {ESTIMATE}; formal bound {bound}"
-    if privacy.get("holds") is False:
-        return f"{text}, conditional: does not hold here"
-    return text
-
-
-def sigma_text(events: Iterable[dict]) -> str:
-    """The calibrated noise multipliers of a trial's private events: `0.93` when they are all one σ, else per phase
-    (its epochs together): `phase1 0.5 · phase2 0.93`."""
-    by_phase: dict[str, list[float]] = defaultdict(list)
-    for e in events:
-        if e.get("steps", 0) > 0 and e.get("sample_rate", 0) > 0 and number(e.get("noise_multiplier")) is not None:
-            by_phase[str(e.get("phase", "")).split("/epoch")[0]].append(float(e["noise_multiplier"]))
-    every = [sigma for sigmas in by_phase.values() for sigma in sigmas]
-    if every and math.isclose(min(every), max(every), rel_tol=1e-3):
-        by_phase = {"": every}
-    parts = []
-    for phase, sigmas in by_phase.items():
-        lo, hi = min(sigmas), max(sigmas)
-        value = f"{lo:.3g}" if math.isclose(lo, hi, rel_tol=1e-3) else f"{lo:.3g}–{hi:.3g}"
-        parts.append(f"{phase} {value}" if len(by_phase) > 1 and phase else value)
-    return " · ".join(parts) or DASH
-
-
-def fmt_value(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.3g}"
-    if isinstance(value, (list, dict)):
-        return json.dumps(value, ensure_ascii=False)
-    return str(value)
-
-
-def params_text(trial: Trial) -> str:
-    """The sampled hyper-parameters, by the last part of their dotted path: `learning_rate=0.0012, batch_size=32`
-    (the sampled mechanism has its own column)."""
-    return ", ".join(f"{path.rsplit('.', 1)[-1]}={fmt_value(v)}" for path, v in trial.params.items()
-                     if path != "mechanism.name") or DASH
-
-
-def wall_time(trial: Trial) -> float | None:
-    return trial.timings.get("total", trial.metric("train_seconds"))
-
-
-def headline(a: Analysis) -> str:
-    """One sentence: the best model with a formal guarantee (`Trial.guaranteed`: never an empirical estimate such as
-    JFT's light noise, nor a claim the data shows not to hold), with its ε, utility and empirical privacy."""
-    t = a.best
-    if t is None:
-        return f"No trial finished with a formal privacy guarantee and a measured {metric_label(a.utility.metric)}."
-    facts = [f"{metric_label(m)} {fmt(t.metric(m))}" for m in dict.fromkeys((a.utility.metric, *TABLE_METRICS))
-             if t.metric(m) is not None]
-    return (f"At {format_epsilon(t.privacy)}, the best model is {mechanism_name(t.mechanism)} "
-            f"(trial {t.trial_id}; {params_text(t)}; σ = {sigma_text(t.privacy.get('events', []))}): "
-            f"{', '.join(facts)}.")
-
-
-def uncertainty_note(a: Analysis) -> str:
-    """How to read exposure on the front: its interval, its floor, and that noise does not rank trials; or nothing."""
-    floors = [t.metric("exposure_floor") for t in a.sweep.trials if t.metric("exposure_floor") is not None]
-    if not floors:
-        return ""
-    return (f"Mean canary exposure is shown with its 95 % interval over the inserted canaries; a model that has not "
-            f"memorised them scores the random-rank floor, {fmt(min(floors))} bits. A difference inside the intervals "
-            "neither puts a trial on the front nor takes one off it.")
-
-
-def front_note(a: Analysis) -> str:
-    """Why the front is empty (no finished trial measured every objective), or nothing."""
-    if a.front:
-        return ""
-    finished = [t for t in a.sweep.trials if t.state == "finished"]
-    missing = [o.metric for o in a.sweep.config.objectives if not any(t.metric(o.metric) is not None for t in finished)]
-    what = f"measured {', '.join(map(metric_label, missing))}" if missing else "measured every objective"
-    return f"No Pareto front: no finished trial {what}."
-
-
-def evaluation_unit(a: Analysis) -> str:
-    """The one unit every mechanism's utility is measured on."""
-    data = a.sweep.config.base.data
-    return (f"Every mechanism's {metric_label(a.utility.metric)} is measured on the same unit: whole held-out records "
-            f"({data.n_validation} validation records, rows of up to {data.max_length} tokens), whatever unit it "
-            "trains on (CRT trains its sentence units inside their records).")
-
-
-def _utilities(a: Analysis, mechanism: str) -> list[float]:
-    """The utility of every finished trial of `mechanism`, best first."""
-    trials = [t for t in a.sweep.trials if t.mechanism == mechanism and t.state == "finished"]
-    return [t.metric(a.utility.metric) for t in ranked(trials, a.utility) if t.metric(a.utility.metric) is not None]
-
-
-def spread_text(values: list[float]) -> str:
-    """`best 12.0 · median 20.1 · worst 58.0 (3 trials)`, best first; one trial has no spread."""
-    if len(values) < 2:
-        return f"{fmt(values[0])} (1 trial: no spread)" if values else DASH
-    return (f"best {fmt(values[0])} · median {fmt(statistics.median(values))} · worst {fmt(values[-1])} "
-            f"({len(values)} trials)")
-
-
-RANKING_ALPHA = 0.05
-"""Family-wise level of the two-sided rank tests that put one mechanism above the next (`rank_mechanisms`)."""
-
-
-def holm_passes(pvalues: list[float], alpha: float) -> list[bool]:
-    """Holm's step-down procedure (Holm 1979, "A simple sequentially rejective multiple test procedure"): the
-    hypotheses rejected with family-wise error ≤ alpha. The i-th smallest p-value (0-based) is compared with
-    alpha / (m − i) for m hypotheses, and the first that fails stops the procedure."""
-    passes = [False] * len(pvalues)
-    for i, k in enumerate(sorted(range(len(pvalues)), key=pvalues.__getitem__)):
-        if pvalues[k] > alpha / (len(pvalues) - i):
-            break
-        passes[k] = True
-    return passes
-
-
-def smallest_p_value(n: int, m: int) -> float:
-    """The smallest two-sided p-value an exact Mann–Whitney test of n against m trials can reach: 2/C(n + m, n),
-    when every trial of one side beats every trial of the other."""
-    return min(1.0, 2 / math.comb(n + m, n))
-
-
-def trials_to_separate(steps: int, alpha: float = RANKING_ALPHA) -> int:
-    """The fewest trials per mechanism with which every one of `steps` Holm-corrected steps can pass: the smallest
-    attainable p-value of n against n trials at or below Holm's first level, alpha / steps."""
-    n = 1
-    while smallest_p_value(n, n) > alpha / steps:
-        n += 1
-    return n
-
-
-@dataclass(frozen=True)
-class Ranking:
-    """Mechanisms in order of their best trial, and for each step of that order (a mechanism above the next)
-    its two-sided p-value and whether it passed."""
-
-    order: list[str]
-    pvalues: list[float]
-    passes: list[bool]
-    trials: dict[str, int]  # finished trials with the utility, per mechanism
-
-    @property
-    def steps(self) -> list[tuple[str, str]]:
-        return list(zip(self.order, self.order[1:]))
-
-    @property
-    def separated(self) -> bool:
-        return all(self.passes)
-
-    def more_trials(self) -> int:
-        """How many more trials per mechanism it takes before every step can pass (0: enough already)."""
-        return max(0, trials_to_separate(len(self.steps)) - min(self.trials.values()))
-
-
-def rank_mechanisms(values: dict[str, list[float]], mode: str, alpha: float = RANKING_ALPHA) -> Ranking | None:
-    """Rank mechanisms by their best utility (`values`: every finished trial's, any order; `mode` min or max).
-
-    A best trial is one draw of a random search, so mechanism A ranks above the next one, B, only when A's trials
-    are better than B's by an exact two-sided Mann–Whitney U test, the k − 1 steps of k mechanisms corrected
-    together by Holm's procedure at family-wise level `alpha`, and the U statistic points the same way as the
-    best trials. The test is two-sided because the order it checks was chosen from the same trials: a one-sided
-    test in the direction the data picked has twice its nominal level (about 0.10 for two mechanisms of 5 trials).
-    None with fewer than two mechanisms.
-    """
-    sign = 1.0 if mode == "min" else -1.0
-    scored = {m: sorted(sign * v for v in vs) for m, vs in values.items() if vs}
-    if len(scored) < 2:
-        return None
-    order = sorted(scored, key=lambda m: scored[m][0])
-    pvalues, agree = [], []
-    for upper, lower in zip(order, order[1:]):
-        test = mannwhitneyu(scored[upper], scored[lower], alternative="two-sided", method="exact")
-        pvalues.append(float(test.pvalue))
-        agree.append(test.statistic < len(scored[upper]) * len(scored[lower]) / 2)  # upper's values mostly lower
-    passes = [ok and same for ok, same in zip(holm_passes(pvalues, alpha), agree)]
-    return Ranking(order, pvalues, passes, {m: len(v) for m, v in scored.items()})
-
-
-def ranking_note(a: Analysis) -> str:
-    """The mechanisms by their best trial, saying which steps of the order are beyond their trials' spread
-    (`rank_mechanisms`), and when the trials are too few for any step to pass, how many more it takes."""
-    ranking = rank_mechanisms({m: _utilities(a, m) for m in a.sweep.config.mechanisms}, a.utility.mode)
-    if ranking is None:
-        return ""
-    steps = [f"{mechanism_name(upper)} {'>' if ok else '≈'} {mechanism_name(lower)}"
-             for (upper, lower), ok in zip(ranking.steps, ranking.passes)]
-    if ranking.separated:
-        verdict = "every step is beyond the trials' spread"
-    else:
-        verdict = (f"the ranking is within noise where marked ≈ (the better mechanism's trials do not beat the "
-                   f"other's by two-sided rank tests at family-wise level {RANKING_ALPHA:g}, Holm-corrected over "
-                   f"{len(ranking.steps)} steps)")
-        more = ranking.more_trials()
-        if more:
-            smallest = min(smallest_p_value(ranking.trials[u], ranking.trials[w]) for u, w in ranking.steps)
-            verdict += (f"; with these trials per mechanism no step can pass (the smallest attainable p-value, "
-                        f"{smallest:.3g}, is above {RANKING_ALPHA:g}/{len(ranking.steps)}): run {more} more per "
-                        "mechanism")
-    return f"Mechanisms by their best {metric_label(a.utility.metric)}: {', '.join(steps)}; {verdict}."
-
-
-def _separated(trials: list[Trial], metric: str) -> bool:
-    """Whether any two trials' values of `metric` differ beyond their 95 % intervals (exact values: any difference)."""
-    ends = [t.interval(metric) or (t.metric(metric),) * 2 for t in trials if t.metric(metric) is not None]
-    return any(hi_a < lo_b for lo_a, hi_a in ends for lo_b, hi_b in ends)
-
-
-def separation_note(a: Analysis) -> str:
-    """Says plainly when a privacy objective did not separate the trials (the front is then decided by the rest)."""
-    finished = [t for t in a.sweep.trials if t.state == "finished"]
-    silent = [o.metric for o in a.sweep.config.objectives
-              if o.metric != a.utility.metric and any(t.metric(o.metric) is not None for t in finished)
-              and not _separated(finished, o.metric)]
-    if not silent:
-        return ""
-    ceilings = [t.audit["ceiling"] for t in finished if "ceiling" in t.audit]
-    resolution = (f" (with its canaries the audit could show at most ε ≈ {fmt(max(ceilings))} per record)"
-                  if set(AUDIT_METRICS) & set(silent) and ceilings else "")
-    return (f"The privacy objective {', '.join(map(metric_label, silent))} did not separate the trials: every "
-            f"difference is inside the measurements' uncertainty{resolution}, so the front is decided by the other "
-            "objectives alone.")
-
-
-def reading_notes(a: Analysis) -> list[str]:
-    """How to read the answer: the evaluation unit, the mechanisms' ranking against noise, privacy separation."""
-    return [n for n in (evaluation_unit(a), ranking_note(a), separation_note(a)) if n]
-
-
-def counts_line(a: Analysis) -> str:
-    by_state = {s: sum(t.state == s for t in a.sweep.trials) for s in ("finished", "early_stopped", "infeasible", "failed")}
-    objectives = " and ".join(f"{metric_label(o.metric)} {'↓' if o.mode == 'min' else '↑'}"
-                              for o in a.sweep.config.objectives)
-    return (f"{len(a.sweep.trials)} trials: {by_state['finished']} finished ({len(a.front)} on the Pareto front of "
-            f"{objectives}), {by_state['early_stopped']} stopped early, {by_state['infeasible']} infeasible, "
-            f"{by_state['failed']} failed.")
-
-
-# ------------------------------------------------------------------------------------------------ tables
 
 EPSILON_COLUMN = "ε (notion, δ, accountant)"
+
 
 
 @dataclass
@@ -387,10 +71,12 @@ class Table:
         return f"{self.note}\n\n{table}" if self.note else table
 
 
+
 def _metric_columns(a: Analysis, trials: list[Trial]) -> list[str]:
     """The standard metric columns plus the sweep's objectives, without columns no trial has."""
     names = dict.fromkeys((a.utility.metric, *TABLE_METRICS, *(o.metric for o in a.sweep.config.objectives)))
     return [m for m in names if m != "epsilon" and any(t.metric(m) is not None for t in trials)]
+
 
 
 def metric_text(t: Trial, name: str) -> str:
@@ -399,14 +85,18 @@ def metric_text(t: Trial, name: str) -> str:
     return fmt(t.metric(name)) + (f" [{fmt(interval[0])}, {fmt(interval[1])}]" if interval else "")
 
 
+
 AUDIT_COLUMN = "audit ε ≥"
+
 REPLACE_ONE_COLUMN = "replace-one ε"
-AUDIT_METRICS = ("empirical_epsilon_lower_bound", "empirical_epsilon_per_record")  # shown in the audit column
+
+
 
 
 def audit_bound(t: Trial) -> float | None:
     """The one-run audit's ε lower bound per record (a canary's group bound when a canary has no record bound)."""
     return number(t.audit.get("epsilon_lower_bound_per_record", t.audit.get("epsilon_lower_bound")))
+
 
 
 def replace_one_epsilon(t: Trial) -> float | None:
@@ -422,6 +112,7 @@ def replace_one_epsilon(t: Trial) -> float | None:
                           REPLACE_ONE)
 
 
+
 def _audit_facts(t: Trial) -> dict[str, str]:
     """What qualifies an audit's bound, by name: what it means, its confidence, canaries and ceiling."""
     audit = {"neighbouring": REPLACE_ONE, **t.audit}  # rows written before the audit named its relation
@@ -434,10 +125,12 @@ def _audit_facts(t: Trial) -> dict[str, str]:
     return facts
 
 
+
 def _shared_facts(trials: list[Trial]) -> dict[str, str]:
     """The audit facts every audited trial of `trials` shares: said once, above the table."""
     facts = [_audit_facts(t) for t in trials if audit_bound(t) is not None]
     return {k: v for k, v in facts[0].items() if all(f.get(k) == v for f in facts)} if facts else {}
+
 
 
 def audit_text(t: Trial, shared: dict[str, str] | None = None) -> str:
@@ -453,6 +146,7 @@ def audit_text(t: Trial, shared: dict[str, str] | None = None) -> str:
             + (f"; above its replace-one ε {fmt(upper)}: a guarantee or an audit assumption failed" if above else ""))
 
 
+
 def audit_note(trials: list[Trial]) -> str:
     """The audit column's facts shared by every row, said once above the table; "" without an audit."""
     shared = _shared_facts(trials)
@@ -462,6 +156,7 @@ def audit_note(trials: list[Trial]) -> str:
             f"{'; '.join(shared.values())}). Canaries go into existing records, so it bounds ε for replace-one "
             "neighbours: compare it with a trial's ε for replace-one neighbours (SDP and confidentiality are "
             f"accounted for them; a DP trial's add/remove ε is smaller, so its {REPLACE_ONE_COLUMN} is shown).")
+
 
 
 def _trial_table(a: Analysis, trials: list[Trial], first: list[str], first_cells: Callable[[Trial], list[str]]
@@ -487,14 +182,17 @@ def _trial_table(a: Analysis, trials: list[Trial], first: list[str], first_cells
                  note=audit_note(trials))
 
 
+
 MODEL_COLUMN = "model"
 """The front table's column of saved models: paths inside the sweep folder (`models/<trial>/model`)."""
+
 
 
 def saved_model(a: Analysis, t: Trial) -> str:
     """Where `t`'s model was kept, inside the sweep folder (the sweep's `keep_models`), or a dash."""
     path = Path("models") / t.trial_id / "model"
     return path.as_posix() if (a.sweep.directory / path).is_dir() else DASH
+
 
 
 def trial_charges(sweep: Sweep) -> dict[str, dict]:
@@ -505,11 +203,14 @@ def trial_charges(sweep: Sweep) -> dict[str, dict]:
     return {trial_id: charge for trial_id, charge in charges.items() if charge is not None}
 
 
+
 SEARCH_COLUMN = "ε of the search that chose it (composition)"
+
 SEARCH_BOUND = ("The ε of the search that chose a front trial composes every trial it compared, each charged its spent "
                 "steps (or its whole plan when stopped or failed), under the weakest of their notions: this sweep ran "
                 "a fixed number of trials, so the random-K random-search bound of Papernot & Steinke (2022), which "
                 "needs a random number of independently drawn trials, does not apply.")
+
 
 
 def search_bound(trials: list[Trial], charges: dict[str, dict]) -> str:
@@ -521,6 +222,7 @@ def search_bound(trials: list[Trial], charges: dict[str, dict]) -> str:
     if any(number(c.get("epsilon")) is None or c.get("notion") not in NOTION_ORDER for c in charged):
         return "none: a compared trial has no formal guarantee"
     return format_epsilon(all_trials_cost(charged))
+
 
 
 def frontier_table(a: Analysis) -> Table:
@@ -539,6 +241,7 @@ def frontier_table(a: Analysis) -> Table:
                         first_cells)
 
 
+
 def mechanism_table(a: Analysis) -> Table:
     """The best finished trial of each mechanism (by the utility objective), as in the papers' tables."""
     names = dict.fromkeys([*a.sweep.config.mechanisms, *(t.mechanism for t in a.sweep.trials)])
@@ -550,7 +253,7 @@ def mechanism_table(a: Analysis) -> Table:
     def first_cells(t: Trial) -> list[str]:
         mine = [u for u in a.sweep.trials if u.mechanism == t.mechanism]
         return [mechanism_name(t.mechanism), f"{sum(u.state == 'finished' for u in mine)}/{len(mine)}", t.trial_id,
-                spread_text(_utilities(a, t.mechanism))]
+                spread_text(utilities(a, t.mechanism))]
 
     table = _trial_table(a, [best[m] for m in shown], ["mechanism", "finished", "best trial", spread], first_cells)
     for m in names:
@@ -558,6 +261,7 @@ def mechanism_table(a: Analysis) -> Table:
             mine = [u for u in a.sweep.trials if u.mechanism == m]
             table.rows.append([mechanism_name(m), f"0/{len(mine)}", DASH] + [DASH] * (len(table.columns) - 3))
     return table
+
 
 
 def unfinished_table(a: Analysis) -> Table:
@@ -568,13 +272,9 @@ def unfinished_table(a: Analysis) -> Table:
     return Table(["trial", "mechanism", "state", "reason", "hyper-parameters"], rows)
 
 
-def fmt_rate(d: Any) -> str:
-    """A rate with its interval, `{value, low, high, ...}`: `0.912 [0.894, 0.930]`."""
-    values = [number(d.get(k)) for k in ("value", "low", "high")] if isinstance(d, dict) else [None]
-    return DASH if None in values else "{:.3f} [{:.3f}, {:.3f}]".format(*values)
-
 
 SPLITS = ("train", "validation", "test")
+
 
 
 def _split_shares(shares: Any) -> str:
@@ -582,6 +282,7 @@ def _split_shares(shares: Any) -> str:
     shares = shares if isinstance(shares, dict) else {}
     values = [number((shares.get(split) or {}).get("value")) for split in SPLITS]
     return " / ".join(DASH if v is None else f"{100 * v:.1f} %" for v in values)
+
 
 
 def detector_table(a: Analysis) -> Table:
@@ -607,12 +308,14 @@ def detector_table(a: Analysis) -> Table:
                  rows, numeric={"trials", "redacted token fraction", "recall [95% CI]", "missing rate [95% CI]"})
 
 
+
 def charges_table(a: Analysis, charges: dict[str, dict]) -> Table:
     """The trials the sweep's cost counts: state, the ε each is charged, and whether spent steps or its whole plan."""
     trials = {t.trial_id: t for t in a.sweep.trials}
     rows = [[trial_id, mechanism_name(trials[trial_id].mechanism), trials[trial_id].state.replace("_", " "),
              format_epsilon(charge), str(charge.get("charged", DASH))] for trial_id, charge in charges.items()]
     return Table(["trial", "mechanism", "state", EPSILON_COLUMN, "charged"], rows)
+
 
 
 def cost_table(cost: dict[str, dict]) -> Table:
@@ -622,10 +325,10 @@ def cost_table(cost: dict[str, dict]) -> Table:
     return Table(["bound", EPSILON_COLUMN, "trials", "holds when"], rows, numeric={"trials"})
 
 
-# ------------------------------------------------------------------------------------- trials.parquet
 
 def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
 
 
 def trial_record(t: Trial, on_front: bool) -> dict[str, Any]:
@@ -653,6 +356,7 @@ def trial_record(t: Trial, on_front: bool) -> dict[str, Any]:
     }
 
 
+
 def _arrow_safe(column: pd.Series) -> pd.Series:
     """Lists, mappings and mixed-type columns (a choice of 16 or "auto") become JSON text, so Parquet can hold them."""
     if column.dtype != object:
@@ -661,6 +365,7 @@ def _arrow_safe(column: pd.Series) -> pd.Series:
     if len(kinds) <= 1 and not kinds & {list, dict}:
         return column
     return column.map(lambda v: None if v is None else (v if isinstance(v, str) else _json(v)))
+
 
 
 def trials_frame(a: Analysis) -> pd.DataFrame:
