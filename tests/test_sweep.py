@@ -302,5 +302,5 @@ def test_live_view_prints_epsilon_with_notion_delta_and_accountant():
     from sdp_core.sweep.live import epsilon_text
 
     assert epsilon_text({"epsilon": 2.994, "delta": 1e-5, "notion": "SDP", "accountant": "rdp",
-                         "neighbouring": "replace_one"}) == "2.99 (SDP, replace-one neighbours, δ=1e-05, rdp)"
+                         "neighbouring": "replace_one"}) == "3 (SDP, replace-one neighbours, δ=1e-05, rdp)"
     assert epsilon_text({"epsilon": float("inf"), "delta": 1e-5, "notion": "none", "accountant": "rdp"}) == "∞ (none)"

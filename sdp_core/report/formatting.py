@@ -14,6 +14,7 @@ from typing import Any, Iterable
 
 from sdp_core.config.mechanism import MECHANISM_SETTINGS
 from sdp_core.privacy.light_noise import ESTIMATE
+from sdp_core.privacy.numbers import epsilon_number
 from sdp_core.privacy.relations import RELATIONS
 from sdp_core.report.load import Trial, number
 
@@ -131,7 +132,7 @@ def format_epsilon(privacy: dict | None) -> str:
     eps = number(privacy.get("epsilon"))
     if eps is None:
         return "no DP guarantee"
-    text = f"ε = {eps:.3g} ({privacy_qualifier(privacy)})"
+    text = f"ε = {epsilon_number(eps)} ({privacy_qualifier(privacy)})"
     if privacy.get("guarantee") == ESTIMATE:
         formal = privacy.get("formal") or {}
         bound = format_epsilon(formal) if number(formal.get("epsilon")) is not None else "ε = ∞"

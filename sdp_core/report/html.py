@@ -14,8 +14,9 @@ import time
 from dataclasses import dataclass
 
 from sdp_core.privacy.light_noise import ESTIMATE
+from sdp_core.privacy.numbers import epsilon_number
 from sdp_core.report.findings import ClaimResult, claims_table
-from sdp_core.report.formatting import DASH, fmt, format_epsilon, mechanism_name, metric_label
+from sdp_core.report.formatting import DASH, format_epsilon, mechanism_name, metric_label
 from sdp_core.report.headline import counts_line, front_note, headline, reading_notes, uncertainty_note
 from sdp_core.report.load import Trial
 from sdp_core.report.pareto import Analysis
@@ -92,8 +93,10 @@ def short_epsilon(t: Trial) -> str:
         return format_epsilon(t.privacy)
     if t.privacy.get("guarantee") == ESTIMATE:
         bound = formal_epsilon(t)
-        return f"{fmt(bound) if bound is not None else '∞'} · {notion}, formal (estimate {fmt(t.epsilon)})"
-    return f"{fmt(t.epsilon)} · {notion}" + (", does not hold here" if t.privacy.get("holds") is False else "")
+        estimate = epsilon_number(t.epsilon)
+        return f"{epsilon_number(bound) if bound is not None else '∞'} · {notion}, formal (estimate {estimate})"
+    holds = ", does not hold here" if t.privacy.get("holds") is False else ""
+    return f"{epsilon_number(t.epsilon)} · {notion}{holds}"
 
 
 def _cell(column: str, value: str) -> str:
@@ -166,8 +169,8 @@ def render(a: Analysis, plots: list[Plot], cost: SweepCost, claims: list[ClaimRe
     figures = "".join(f'<div class="plot"><h3>{e(p.title)}</h3>{plotly_div(p, a)}</div>' for p in plots)
     fixed = fixed_epsilon(a)
     spent = [t for t in sweep.trials if t.state == "finished" and (formal_epsilon(t) or 0) > 0]  # fixed_epsilon's
-    fixed_note = (f" Every finished trial spends the same formal ε = {fmt(fixed)} ({epsilon_meaning(spent)}), so no "
-                  "plot has an ε axis; the privacy axis is what the trials differ in." if fixed is not None else
+    fixed_note = (f" Every finished trial spends the same formal ε = {epsilon_number(fixed)} "
+                  f"({epsilon_meaning(spent)}), so no plot has an ε axis; the privacy axis is what the trials differ in." if fixed is not None else
                   " ε is the formal bound.")
     mechanisms = dict.fromkeys([*sweep.config.mechanisms, *(t.mechanism for t in sweep.trials)])
     caveats = "".join(f"<li><b>{e(mechanism_name(m))}</b>: {e(caveat(m))}</li>" for m in mechanisms if caveat(m))

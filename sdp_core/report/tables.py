@@ -15,6 +15,7 @@ import pandas as pd
 
 from sdp_core.privacy.events import events_from_dicts
 from sdp_core.privacy.light_noise import ESTIMATE
+from sdp_core.privacy.numbers import epsilon_number
 from sdp_core.privacy.relations import ADD_REMOVE, REPLACE_ONE
 from sdp_core.privacy.report import notion_epsilon
 from sdp_core.privacy.sweep_cost import NOTION_ORDER, all_trials_cost, trial_charge
@@ -141,10 +142,15 @@ def audit_text(t: Trial, shared: dict[str, str] | None = None) -> str:
         return DASH
     rest = [v for k, v in _audit_facts(t).items() if (shared or {}).get(k) != v]
     upper = replace_one_epsilon(t)
-    above = upper is not None and bound > upper * (1 + 1e-6)
-    return (fmt(bound) + (f" ({'; '.join(rest)})" if rest else "")
-            + (f"; above its replace-one ε {fmt(upper)}: a guarantee or an audit assumption failed" if above else ""))
+    text = fmt(bound) + (f" ({'; '.join(rest)})" if rest else "")
+    if upper is not None and bound > upper * (1 + 1e-6):
+        text += f"; above its replace-one ε {epsilon_number(upper)}: a guarantee or an audit assumption failed"
+    return text
 
+
+
+def _epsilon_cell(epsilon: float | None) -> str:
+    return DASH if epsilon is None else epsilon_number(epsilon)
 
 
 def audit_note(trials: list[Trial]) -> str:
@@ -174,7 +180,7 @@ def _trial_table(a: Analysis, trials: list[Trial], first: list[str], first_cells
                *map(metric_label, compute), "wall time"]
     shared = _shared_facts(trials)
     rows = [[*first_cells(t), sigma_text(t.privacy.get("events", [])), format_epsilon(t.privacy),
-             *([audit_text(t, shared)] if audit else []), *([fmt(replace_one_epsilon(t))] if other else []),
+             *([audit_text(t, shared)] if audit else []), *([_epsilon_cell(replace_one_epsilon(t))] if other else []),
              *(metric_text(t, m) for m in metrics),
              *(fmt(None if t.metric(m) is None else round(t.metric(m))) for m in compute),
              fmt_seconds(wall_time(t))] for t in trials]
