@@ -157,10 +157,18 @@ def trial_row(cfg: SweepConfig, i: int, rng: random.Random, secrets: tuple[str, 
     return row
 
 
+AUDIT = {"epsilon_lower_bound": 0.0, "epsilon_lower_bound_per_record": 0.0, "delta": 1e-5, "confidence": 0.95,
+         "notion": "empirical lower bound", "neighbouring": "replace_one", "accountant": "audit:one_run",
+         "method": "one_run", "canaries": 1000, "members": 480, "nonmembers": 520, "guesses": 0, "correct": 0,
+         "ceiling": 4.47, "group_size": 1}
+"""A one-run audit as a finished trial's row holds it (`attacks.empirical_epsilon`), 480 of 1,000 canaries inserted."""
+
+
 def write_synthetic_sweep(directory: str | Path, n_trials: int = 40, seed: int = 0, name: str = "synthetic",
-                          secrets: tuple[str, ...] = (), intervals: bool = False) -> Path:
+                          secrets: tuple[str, ...] = (), intervals: bool = False, audit: bool = False) -> Path:
     """Write `sweep.yaml` and `trials/t0000.json`, ... into `directory`; returns it. With `intervals`, exposure has
-    a 95 % interval (±30 %) and the random-rank floor, as a real trial's row."""
+    a 95 % interval (±30 %) and the random-rank floor, as a real trial's row; with `audit`, every finished trial
+    has a one-run audit (`AUDIT`, its bound growing with exposure)."""
     directory = Path(directory)
     (directory / "trials").mkdir(parents=True, exist_ok=True)
     cfg = sweep_config(name, n_trials)
@@ -172,5 +180,9 @@ def write_synthetic_sweep(directory: str | Path, n_trials: int = 40, seed: int =
         if intervals and exposure is not None:
             row["metrics"].update(exposure_mean_low=0.7 * exposure, exposure_mean_high=1.3 * exposure,
                                   exposure_floor=1.44)
+        if audit and row["state"] == "finished":
+            bound = round(max(0.0, exposure - 2.0) / 4, 2)
+            row["attacks"] = {"empirical_epsilon": {**AUDIT, "epsilon_lower_bound": bound,
+                                                    "epsilon_lower_bound_per_record": bound}}
         (directory / "trials" / f"{row['trial_id']}.json").write_text(json.dumps(row, indent=1))
     return directory

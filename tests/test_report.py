@@ -304,3 +304,17 @@ def test_the_statement_lists_what_no_epsilon_covers_membership_inference_among_i
     (sweep / "sweep.yaml").write_text(yaml.safe_dump(config))
     statement = (build_report(sweep, tmp_path / "r") / "privacy_statement.md").read_text()
     assert "this sweep's objective mia_auc chose the front with them" in statement
+
+
+def test_the_detector_section_has_a_row_per_policy_and_per_gold_label_none_empty(tmp_path):
+    """The policy's numbers in one row, recall per gold label in a table of its own: no row of empty cells with its
+    label and recall off to the right."""
+    html = (build_report(write_synthetic_sweep(tmp_path / "s", 12), tmp_path / "r") / "index.html").read_text()
+    detector = html[html.index('<section id="detector"'):html.index('<section id="cost"')]
+    rows = re.findall(r'<tr class="trial[^"]*">(.*?)</tr>', detector)
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in rows]
+    assert cells and all(all(c.strip() for c in row) for row in cells)
+    by_label = {row[1]: row[2] for row in cells if len(row) == 3}
+    assert {label: rate.split(" [")[0] for label, rate in by_label.items()} == {"phone": "0.976", "address": "0.868"}
+    (policy,) = [row for row in cells if len(row) > 3]
+    assert policy[0] == "customersim" and [c.split(" [")[0] for c in policy[-2:]] == ["0.912", "0.006"]

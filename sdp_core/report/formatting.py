@@ -40,17 +40,14 @@ AUDIT_METRICS = ("empirical_epsilon_lower_bound", "empirical_epsilon_per_record"
 DASH = "—"
 
 
-
 def mechanism_name(name: str) -> str:
     """The registered display name; a mechanism this installation does not know keeps its config name."""
     settings = MECHANISM_SETTINGS.get(name)
     return settings.display_name if settings else name
 
 
-
 def metric_label(name: str) -> str:
     return METRIC_LABELS.get(name, name.replace("_", " "))
-
 
 
 def fmt(value: Any) -> str:
@@ -66,7 +63,6 @@ def fmt(value: Any) -> str:
     return f"{value:.1f}" if abs(value) >= 10 else f"{value:.3g}"
 
 
-
 def fmt_seconds(seconds: float | None) -> str:
     if seconds is None:
         return DASH
@@ -75,7 +71,6 @@ def fmt_seconds(seconds: float | None) -> str:
     if seconds < 5400:
         return f"{seconds / 60:.1f} min"
     return f"{seconds / 3600:.1f} h"
-
 
 
 def fmt_delta(delta: Any) -> str:
@@ -89,19 +84,16 @@ def fmt_delta(delta: Any) -> str:
     return f"{mantissa.removesuffix('.0')}e{int(exponent)}"
 
 
-
 def fmt_accountant(name: Any) -> str:
     """rdp -> RDP; basic_composition -> basic composition."""
     name = str(name or "?")
     return name.upper() if name in ("rdp", "prv", "pld") else name.replace("_", " ")
 
 
-
 def fmt_rate(d: Any) -> str:
     """A rate with its interval, `{value, low, high, ...}`: `0.912 [0.894, 0.930]`."""
     values = [number(d.get(k)) for k in ("value", "low", "high")] if isinstance(d, dict) else [None]
     return DASH if None in values else "{:.3f} [{:.3f}, {:.3f}]".format(*values)
-
 
 
 def fmt_value(value: Any) -> str:
@@ -112,13 +104,11 @@ def fmt_value(value: Any) -> str:
     return str(value)
 
 
-
 def privacy_qualifier(privacy: dict) -> str:
     """`SDP, replace-one neighbours, δ = 1e-5, RDP`: what an ε means (the relation where the report names one)."""
     relation = RELATIONS.get(privacy.get("neighbouring"))
     return ", ".join([privacy.get("notion", "?"), *([relation] if relation else []),
                       f"δ = {fmt_delta(privacy.get('delta'))}", fmt_accountant(privacy.get("accountant"))])
-
 
 
 def format_epsilon(privacy: dict | None) -> str:
@@ -142,7 +132,6 @@ def format_epsilon(privacy: dict | None) -> str:
     return text
 
 
-
 def sigma_text(events: Iterable[dict]) -> str:
     """The calibrated noise multipliers of a trial's private events: `0.93` when they are all one σ, else per phase
     (its epochs together): `phase1 0.5 · phase2 0.93`."""
@@ -161,7 +150,6 @@ def sigma_text(events: Iterable[dict]) -> str:
     return " · ".join(parts) or DASH
 
 
-
 def params_text(trial: Trial) -> str:
     """The sampled hyper-parameters, by the last part of their dotted path: `learning_rate=0.0012, batch_size=32`
     (the sampled mechanism has its own column)."""
@@ -169,10 +157,8 @@ def params_text(trial: Trial) -> str:
                      if path != "mechanism.name") or DASH
 
 
-
 def wall_time(trial: Trial) -> float | None:
     return trial.timings.get("total", trial.metric("train_seconds"))
-
 
 
 def spread_text(values: list[float]) -> str:

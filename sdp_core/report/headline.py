@@ -21,7 +21,6 @@ def headline(a: Analysis) -> str:
             f"{', '.join(facts)}.")
 
 
-
 def counts_line(a: Analysis) -> str:
     by_state = {s: sum(t.state == s for t in a.sweep.trials) for s in ("finished", "early_stopped", "infeasible", "failed")}
     objectives = " and ".join(f"{metric_label(o.metric)} {'↓' if o.mode == 'min' else '↑'}"
@@ -29,7 +28,6 @@ def counts_line(a: Analysis) -> str:
     return (f"{len(a.sweep.trials)} trials: {by_state['finished']} finished ({len(a.front)} on the Pareto front of "
             f"{objectives}), {by_state['early_stopped']} stopped early, {by_state['infeasible']} infeasible, "
             f"{by_state['failed']} failed.")
-
 
 
 def uncertainty_note(a: Analysis) -> str:
@@ -42,7 +40,6 @@ def uncertainty_note(a: Analysis) -> str:
             "neither puts a trial on the front nor takes one off it.")
 
 
-
 def front_note(a: Analysis) -> str:
     """Why the front is empty (no finished trial measured every objective), or nothing."""
     if a.front:
@@ -53,14 +50,12 @@ def front_note(a: Analysis) -> str:
     return f"No Pareto front: no finished trial {what}."
 
 
-
 def evaluation_unit(a: Analysis) -> str:
     """The one unit every mechanism's utility is measured on."""
     data = a.sweep.config.base.data
     return (f"Every mechanism's {metric_label(a.utility.metric)} is measured on the same unit: whole held-out records "
             f"({data.n_validation} validation records, rows of up to {data.max_length} tokens), whatever unit it "
             "trains on (CRT trains its sentence units inside their records).")
-
 
 
 def reading_notes(a: Analysis) -> list[str]:

@@ -20,10 +20,8 @@ def utilities(a: Analysis, mechanism: str) -> list[float]:
     return [t.metric(a.utility.metric) for t in ranked(trials, a.utility) if t.metric(a.utility.metric) is not None]
 
 
-
 RANKING_ALPHA = 0.05
 """Family-wise level of the two-sided rank tests that put one mechanism above the next (`rank_mechanisms`)."""
-
 
 
 def holm_passes(pvalues: list[float], alpha: float) -> list[bool]:
@@ -38,12 +36,10 @@ def holm_passes(pvalues: list[float], alpha: float) -> list[bool]:
     return passes
 
 
-
 def smallest_p_value(n: int, m: int) -> float:
     """The smallest two-sided p-value an exact Mann–Whitney test of n against m trials can reach: 2/C(n + m, n),
     when every trial of one side beats every trial of the other."""
     return min(1.0, 2 / math.comb(n + m, n))
-
 
 
 def trials_to_separate(steps: int, alpha: float = RANKING_ALPHA) -> int:
@@ -53,7 +49,6 @@ def trials_to_separate(steps: int, alpha: float = RANKING_ALPHA) -> int:
     while smallest_p_value(n, n) > alpha / steps:
         n += 1
     return n
-
 
 
 @dataclass(frozen=True)
@@ -77,7 +72,6 @@ class Ranking:
     def more_trials(self) -> int:
         """How many more trials per mechanism it takes before every step can pass (0: enough already)."""
         return max(0, trials_to_separate(len(self.steps)) - min(self.trials.values()))
-
 
 
 def rank_mechanisms(values: dict[str, list[float]], mode: str, alpha: float = RANKING_ALPHA) -> Ranking | None:
@@ -104,7 +98,6 @@ def rank_mechanisms(values: dict[str, list[float]], mode: str, alpha: float = RA
     return Ranking(order, pvalues, passes, {m: len(v) for m, v in scored.items()})
 
 
-
 def ranking_note(a: Analysis) -> str:
     """The mechanisms by their best trial, saying which steps of the order are beyond their trials' spread
     (`rank_mechanisms`), and when the trials are too few for any step to pass, how many more it takes."""
@@ -128,12 +121,10 @@ def ranking_note(a: Analysis) -> str:
     return f"Mechanisms by their best {metric_label(a.utility.metric)}: {', '.join(steps)}; {verdict}."
 
 
-
 def _separated(trials: list[Trial], metric: str) -> bool:
     """Whether any two trials' values of `metric` differ beyond their 95 % intervals (exact values: any difference)."""
     ends = [t.interval(metric) or (t.metric(metric),) * 2 for t in trials if t.metric(metric) is not None]
     return any(hi_a < lo_b for lo_a, hi_a in ends for lo_b, hi_b in ends)
-
 
 
 def separation_note(a: Analysis) -> str:

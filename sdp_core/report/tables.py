@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -51,7 +51,6 @@ UNFINISHED_REASONS = {
 EPSILON_COLUMN = "ε (notion, δ, accountant)"
 
 
-
 @dataclass
 class Table:
     """A table of display strings; `numeric` names the columns to right-align. An ε column never wraps. `note`
@@ -72,12 +71,10 @@ class Table:
         return f"{self.note}\n\n{table}" if self.note else table
 
 
-
 def _metric_columns(a: Analysis, trials: list[Trial]) -> list[str]:
     """The standard metric columns plus the sweep's objectives, without columns no trial has."""
     names = dict.fromkeys((a.utility.metric, *TABLE_METRICS, *(o.metric for o in a.sweep.config.objectives)))
     return [m for m in names if m != "epsilon" and any(t.metric(m) is not None for t in trials)]
-
 
 
 def metric_text(t: Trial, name: str) -> str:
@@ -86,18 +83,16 @@ def metric_text(t: Trial, name: str) -> str:
     return fmt(t.metric(name)) + (f" [{fmt(interval[0])}, {fmt(interval[1])}]" if interval else "")
 
 
-
 AUDIT_COLUMN = "audit ε ≥"
 
 REPLACE_ONE_COLUMN = "replace-one ε"
-
-
+AUDIT_ABOVE = "⚠"
+"""Marks an audit bound above the trial's replace-one ε: a guarantee or an audit assumption failed."""
 
 
 def audit_bound(t: Trial) -> float | None:
     """The one-run audit's ε lower bound per record (a canary's group bound when a canary has no record bound)."""
     return number(t.audit.get("epsilon_lower_bound_per_record", t.audit.get("epsilon_lower_bound")))
-
 
 
 def replace_one_epsilon(t: Trial) -> float | None:
@@ -113,7 +108,6 @@ def replace_one_epsilon(t: Trial) -> float | None:
                           REPLACE_ONE)
 
 
-
 def _audit_facts(t: Trial) -> dict[str, str]:
     """What qualifies an audit's bound, by name: what it means, its confidence, canaries and ceiling."""
     audit = {"neighbouring": REPLACE_ONE, **t.audit}  # rows written before the audit named its relation
@@ -126,12 +120,10 @@ def _audit_facts(t: Trial) -> dict[str, str]:
     return facts
 
 
-
 def _shared_facts(trials: list[Trial]) -> dict[str, str]:
     """The audit facts every audited trial of `trials` shares: said once, above the table."""
     facts = [_audit_facts(t) for t in trials if audit_bound(t) is not None]
     return {k: v for k, v in facts[0].items() if all(f.get(k) == v for f in facts)} if facts else {}
-
 
 
 def audit_text(t: Trial, shared: dict[str, str] | None = None) -> str:
@@ -143,10 +135,8 @@ def audit_text(t: Trial, shared: dict[str, str] | None = None) -> str:
     rest = [v for k, v in _audit_facts(t).items() if (shared or {}).get(k) != v]
     upper = replace_one_epsilon(t)
     text = fmt(bound) + (f" ({'; '.join(rest)})" if rest else "")
-    if upper is not None and bound > upper * (1 + 1e-6):
-        text += f"; above its replace-one ε {epsilon_number(upper)}: a guarantee or an audit assumption failed"
-    return text
-
+    above = upper is not None and bound > upper * (1 + 1e-6)
+    return f"{AUDIT_ABOVE} {text} > ε {epsilon_number(upper)}" if above else text
 
 
 def _epsilon_cell(epsilon: float | None) -> str:
@@ -161,8 +151,9 @@ def audit_note(trials: list[Trial]) -> str:
     return (f"{AUDIT_COLUMN}: the one-run audit's ε lower bound per record (Steinke, Nasr & Jagielski 2023; "
             f"{'; '.join(shared.values())}). Canaries go into existing records, so it bounds ε for replace-one "
             "neighbours: compare it with a trial's ε for replace-one neighbours (SDP and confidentiality are "
-            f"accounted for them; a DP trial's add/remove ε is smaller, so its {REPLACE_ONE_COLUMN} is shown).")
-
+            f"accounted for them; a DP trial's add/remove ε is smaller, so its {REPLACE_ONE_COLUMN} is shown). "
+            f"{AUDIT_ABOVE} marks a bound above that ε: a guarantee or an audit assumption (for Redacted's ε = 0, a "
+            "detector that finds every canary) failed.")
 
 
 def _trial_table(a: Analysis, trials: list[Trial], first: list[str], first_cells: Callable[[Trial], list[str]]
@@ -188,17 +179,14 @@ def _trial_table(a: Analysis, trials: list[Trial], first: list[str], first_cells
                  note=audit_note(trials))
 
 
-
 MODEL_COLUMN = "model"
 """The front table's column of saved models: paths inside the sweep folder (`models/<trial>/model`)."""
-
 
 
 def saved_model(a: Analysis, t: Trial) -> str:
     """Where `t`'s model was kept, inside the sweep folder (the sweep's `keep_models`), or a dash."""
     path = Path("models") / t.trial_id / "model"
     return path.as_posix() if (a.sweep.directory / path).is_dir() else DASH
-
 
 
 def trial_charges(sweep: Sweep) -> dict[str, dict]:
@@ -209,14 +197,12 @@ def trial_charges(sweep: Sweep) -> dict[str, dict]:
     return {trial_id: charge for trial_id, charge in charges.items() if charge is not None}
 
 
-
-SEARCH_COLUMN = "ε of the search that chose it (composition)"
+SEARCH_COLUMN = "ε of the search that chose it"
 
 SEARCH_BOUND = ("The ε of the search that chose a front trial composes every trial it compared, each charged its spent "
                 "steps (or its whole plan when stopped or failed), under the weakest of their notions: this sweep ran "
                 "a fixed number of trials, so the random-K random-search bound of Papernot & Steinke (2022), which "
                 "needs a random number of independently drawn trials, does not apply.")
-
 
 
 def search_bound(trials: list[Trial], charges: dict[str, dict]) -> str:
@@ -230,22 +216,24 @@ def search_bound(trials: list[Trial], charges: dict[str, dict]) -> str:
     return format_epsilon(all_trials_cost(charged))
 
 
-
 def frontier_table(a: Analysis) -> Table:
-    """The front's trials; beside each trial's own ε, the ε of the search that chose it: its mechanism's trials,
-    and the whole sweep (the front compares every trial), each by composition (`SEARCH_BOUND`)."""
+    """The front's trials; beside each trial's own ε, the ε of the search that chose it: its mechanism's trials, and
+    (said once, above the table) the whole sweep's (the front compares every trial), each by composition
+    (`SEARCH_BOUND`)."""
     charges = trial_charges(a.sweep)
-    whole = search_bound(a.sweep.trials, charges)
-    mine = {m: search_bound([t for t in a.sweep.trials if t.mechanism == m], charges) for m in {t.mechanism for t in a.front}}
+    mine = {m: search_bound([t for t in a.sweep.trials if t.mechanism == m], charges)
+            for m in {t.mechanism for t in a.front}}
 
     def first_cells(t: Trial) -> list[str]:
         n = sum(u.mechanism == t.mechanism for u in a.sweep.trials)
-        search = f"its mechanism's {n} trials: {mine[t.mechanism]}; all {len(a.sweep.trials)} trials: {whole}"
-        return [t.trial_id, mechanism_name(t.mechanism), params_text(t), saved_model(a, t), search]
+        return [t.trial_id, mechanism_name(t.mechanism), params_text(t), saved_model(a, t),
+                f"its mechanism's {n} trials: {mine[t.mechanism]}"]
 
-    return _trial_table(a, a.front, ["trial", "mechanism", "hyper-parameters", MODEL_COLUMN, SEARCH_COLUMN],
-                        first_cells)
-
+    table = _trial_table(a, a.front, ["trial", "mechanism", "hyper-parameters", MODEL_COLUMN, SEARCH_COLUMN],
+                         first_cells)
+    whole = (f"{SEARCH_COLUMN}: the front compares all {len(a.sweep.trials)} trials, whose search has "
+             f"{search_bound(a.sweep.trials, charges)}; each row gives its own mechanism's.")
+    return replace(table, note=" ".join(n for n in (whole, table.note) if n))
 
 
 def mechanism_table(a: Analysis) -> Table:
@@ -269,7 +257,6 @@ def mechanism_table(a: Analysis) -> Table:
     return table
 
 
-
 def unfinished_table(a: Analysis) -> Table:
     order = {"infeasible": 0, "failed": 1, "early_stopped": 2}
     trials = sorted((t for t in a.sweep.trials if t.state != "finished"), key=lambda t: (order[t.state], t.trial_id))
@@ -278,9 +265,7 @@ def unfinished_table(a: Analysis) -> Table:
     return Table(["trial", "mechanism", "state", "reason", "hyper-parameters"], rows)
 
 
-
 SPLITS = ("train", "validation", "test")
-
 
 
 def _split_shares(shares: Any) -> str:
@@ -290,29 +275,42 @@ def _split_shares(shares: Any) -> str:
     return " / ".join(DASH if v is None else f"{100 * v:.1f} %" for v in values)
 
 
-
-def detector_table(a: Analysis) -> Table:
-    """Per detector policy: redacted token fraction, the share of each split's characters it masks beside the share
-    gold spans cover (over-masking is what Redacted, JFT's phase 1 and CRT's public set lose for nothing), and token
-    recall (overall, per gold label) with 95 % intervals when the data has gold spans."""
+def _policies(a: Analysis) -> dict[str, list[Trial]]:
+    """The trials of each detector policy (one dataset × policy: they share its detection numbers)."""
     by_policy: dict[str, list[Trial]] = defaultdict(list)
     for t in a.sweep.trials:
         if t.detector:
             by_policy[str(t.detector.get("policy", "?"))].append(t)
+    return by_policy
+
+
+def detector_table(a: Analysis) -> Table:
+    """Per detector policy: redacted token fraction, the share of each split's characters it masks beside the share
+    gold spans cover (over-masking is what Redacted, JFT's phase 1 and CRT's public set lose for nothing), and token
+    recall and missing rate with 95 % intervals when the data has gold spans."""
     rows = []
-    for policy, trials in by_policy.items():
-        d = trials[0].detector  # one dataset × policy: every trial of the policy shares these numbers
+    for policy, trials in _policies(a).items():
+        d = trials[0].detector
         fractions = [f for f in (number(t.detector.get("redacted_token_fraction")) for t in trials) if f is not None]
         rows.append([policy, str(len(trials)), fmt(sum(fractions) / len(fractions)) if fractions else DASH,
                      _split_shares(d.get("masked_char_share")), _split_shares(d.get("gold_char_share")),
-                     "all", fmt_rate(d.get("recall")), fmt_rate(d.get("missing_rate"))])
-        per_label = d.get("recall_per_label")
-        for label, rate in (per_label.items() if isinstance(per_label, dict) else ()):
-            rows.append(["", "", "", "", "", str(label), fmt_rate(rate), DASH])
-    return Table(["policy", "trials", "redacted token fraction", "masked characters (train / val / test)",
-                  "gold characters (train / val / test)", "label", "recall [95% CI]", "missing rate [95% CI]"],
-                 rows, numeric={"trials", "redacted token fraction", "recall [95% CI]", "missing rate [95% CI]"})
+                     fmt_rate(d.get("recall")), fmt_rate(d.get("missing_rate"))])
+    return Table(["policy", "trials", "redacted tokens", "masked chars: train / val / test",
+                  "gold chars: train / val / test", "recall [95% CI]", "missing rate [95% CI]"],
+                 rows, numeric={"trials", "redacted tokens", "recall [95% CI]", "missing rate [95% CI]"})
 
+
+def recall_by_label_table(a: Analysis) -> Table:
+    """Token recall of each policy per gold label, with 95 % intervals (data with labelled gold spans only)."""
+    rows = [[policy, str(label), fmt_rate(rate)] for policy, trials in _policies(a).items()
+            for label, rate in (trials[0].detector.get("recall_per_label") or {}).items()]
+    return Table(["policy", "gold label", "recall [95% CI]"], rows, numeric={"recall [95% CI]"},
+                 note="Recall per gold label: the share of each label's gold tokens the policy masks.")
+
+
+DETECTOR_TABLES: tuple[Callable[[Analysis], Table], ...] = (detector_table, recall_by_label_table)
+"""The detector section's tables, in order (a table without rows is left out): a further view of the detector
+is one more function of the analysis here."""
 
 
 def charges_table(a: Analysis, charges: dict[str, dict]) -> Table:
@@ -323,7 +321,6 @@ def charges_table(a: Analysis, charges: dict[str, dict]) -> Table:
     return Table(["trial", "mechanism", "state", EPSILON_COLUMN, "charged"], rows)
 
 
-
 def cost_table(cost: dict[str, dict]) -> Table:
     """The sweep's own privacy cost: one row per bound, with the conditions under which it holds."""
     rows = [[name, format_epsilon(entry), fmt(entry.get("trials", entry.get("mean_trials"))),
@@ -331,10 +328,8 @@ def cost_table(cost: dict[str, dict]) -> Table:
     return Table(["bound", EPSILON_COLUMN, "trials", "holds when"], rows, numeric={"trials"})
 
 
-
 def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
-
 
 
 def trial_record(t: Trial, on_front: bool) -> dict[str, Any]:
@@ -362,7 +357,6 @@ def trial_record(t: Trial, on_front: bool) -> dict[str, Any]:
     }
 
 
-
 def _arrow_safe(column: pd.Series) -> pd.Series:
     """Lists, mappings and mixed-type columns (a choice of 16 or "auto") become JSON text, so Parquet can hold them."""
     if column.dtype != object:
@@ -371,7 +365,6 @@ def _arrow_safe(column: pd.Series) -> pd.Series:
     if len(kinds) <= 1 and not kinds & {list, dict}:
         return column
     return column.map(lambda v: None if v is None else (v if isinstance(v, str) else _json(v)))
-
 
 
 def trials_frame(a: Analysis) -> pd.DataFrame:
