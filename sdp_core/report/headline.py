@@ -24,7 +24,7 @@ def headline(a: Analysis) -> str:
 def counts_line(a: Analysis) -> str:
     by_state = {s: sum(t.state == s for t in a.sweep.trials) for s in ("finished", "early_stopped", "infeasible", "failed")}
     objectives = " and ".join(f"{metric_label(o.metric)} {'↓' if o.mode == 'min' else '↑'}"
-                              for o in a.sweep.config.objectives)
+                              for o in a.objectives)
     return (f"{len(a.sweep.trials)} trials: {by_state['finished']} finished ({len(a.front)} on the Pareto front of "
             f"{objectives}), {by_state['early_stopped']} stopped early, {by_state['infeasible']} infeasible, "
             f"{by_state['failed']} failed.")
@@ -45,7 +45,7 @@ def front_note(a: Analysis) -> str:
     if a.front:
         return ""
     finished = [t for t in a.sweep.trials if t.state == "finished"]
-    missing = [o.metric for o in a.sweep.config.objectives if not any(t.metric(o.metric) is not None for t in finished)]
+    missing = [o.metric for o in a.objectives if not any(t.metric(o.metric) is not None for t in finished)]
     what = f"measured {', '.join(map(metric_label, missing))}" if missing else "measured every objective"
     return f"No Pareto front: no finished trial {what}."
 

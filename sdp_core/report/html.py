@@ -20,7 +20,7 @@ from sdp_core.report.formatting import DASH, format_epsilon, mechanism_name, met
 from sdp_core.report.headline import counts_line, front_note, headline, reading_notes, uncertainty_note
 from sdp_core.report.load import Trial
 from sdp_core.report.pareto import Analysis
-from sdp_core.report.plots import Plot, epsilon_meaning, fixed_epsilon, formal_epsilon, plotly_div, plotly_js
+from sdp_core.report.plots import Plot, epsilon_meaning, fixed_epsilon, plotly_div, plotly_js
 from sdp_core.report.statement import SweepCost, caveat
 from sdp_core.report.tables import (
     DETECTOR_TABLES,
@@ -94,7 +94,7 @@ def short_epsilon(t: Trial) -> str:
     if t.epsilon is None:
         return format_epsilon(t.privacy)
     if t.privacy.get("guarantee") == ESTIMATE:
-        bound = formal_epsilon(t)
+        bound = t.formal_epsilon
         estimate = epsilon_number(t.epsilon)
         return f"{epsilon_number(bound) if bound is not None else '∞'} · {notion}, formal (estimate {estimate})"
     holds = ", does not hold here" if t.privacy.get("holds") is False else ""
@@ -186,7 +186,7 @@ def plots_section(a: Analysis, plots: list[Plot]) -> Section:
                        PLOTS_CAPTION)
     figures = "".join(f'<div class="plot"><h3>{html.escape(p.title)}</h3>{plotly_div(p, a)}</div>' for p in plots)
     fixed = fixed_epsilon(a)
-    spent = [t for t in a.sweep.trials if t.state == "finished" and (formal_epsilon(t) or 0) > 0]  # fixed_epsilon's
+    spent = [t for t in a.sweep.trials if t.state == "finished" and (t.formal_epsilon or 0) > 0]  # fixed_epsilon's
     epsilon = (f" Every finished trial spends the same formal ε = {epsilon_number(fixed)} ({epsilon_meaning(spent)}), "
                "so no plot has an ε axis; the privacy axis is what the trials differ in." if fixed is not None else
                " ε is the formal bound.")
@@ -196,7 +196,7 @@ def plots_section(a: Analysis, plots: list[Plot]) -> Section:
 
 def frontier_section(a: Analysis) -> Section:
     e = html.escape
-    objectives = ", ".join(f"{metric_label(o.metric)} ({o.mode})" for o in a.sweep.config.objectives)
+    objectives = ", ".join(f"{metric_label(o.metric)} ({o.mode})" for o in a.objectives)
     body = _table(frontier_table(a), a) if a.front else f"<p>{e(front_note(a))}</p>"
     return Section("frontier", "Pareto front", body,
                    f"Finished trials no other finished trial beats on every objective ({e(objectives)}), best "

@@ -80,6 +80,14 @@ class Trial:
         return number(self.privacy.get("epsilon"))
 
     @property
+    def formal_epsilon(self) -> float | None:
+        """The trial's formal ε bound: its ε, or for an empirical estimate the formal bound reported beside it (None:
+        no finite bound)."""
+        if self.privacy.get("guarantee") == ESTIMATE:
+            return number((self.privacy.get("formal") or {}).get("epsilon"))
+        return self.epsilon
+
+    @property
     def guaranteed(self) -> bool:
         """A formal guarantee: a finite ε from at least one noised step, and not an empirical estimate (JFT's light
         noise). (Redacted's ε = 0 rests on a perfect detector; No-DP has no ε.)"""
