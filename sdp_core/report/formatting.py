@@ -13,6 +13,7 @@ from collections import defaultdict
 from typing import Any, Iterable
 
 from sdp_core.config.mechanism import MECHANISM_SETTINGS
+from sdp_core.config.sweep import EPSILON_PARAM
 from sdp_core.privacy.light_noise import ESTIMATE
 from sdp_core.privacy.numbers import epsilon_number
 from sdp_core.privacy.relations import RELATIONS
@@ -96,6 +97,42 @@ def fmt_rate(d: Any) -> str:
     return DASH if None in values else "{:.3f} [{:.3f}, {:.3f}]".format(*values)
 
 
+COVERS = {"DP": "every record, entirely", "SDP": "the tokens detector policy `{policy}` flags",
+          "confidentiality": "the secrets detector policy `{policy}` flags, against the perfectly redacted data"}
+"""What each notion's ε protects, in words."""
+
+
+def covers(t: Trial) -> str:
+    """What the trial's guarantee covers, in words (`every record, entirely`; nothing without a finite ε)."""
+    if t.epsilon is None:
+        return "nothing"
+    policy = t.detector.get("policy") or (t.config.get("detector") or {}).get("policy", "?")
+    notion = str(t.privacy.get("notion"))
+    return COVERS.get(notion, f"what {notion} protects").format(policy=policy)
+
+
+def epsilon_meaning(trials: list[Trial], notions: bool = True) -> str:
+    """What the trials' ε numbers mean together: `DP / SDP, δ = 1e-5, RDP` (their notions, δ and accountants)."""
+    names = sorted({str(t.privacy.get("notion")) for t in trials}) if notions else []
+    deltas = sorted({fmt_delta(t.privacy.get("delta")) for t in trials})
+    accountants = sorted({fmt_accountant(t.privacy.get("accountant")) for t in trials})
+    return ", ".join([*([" / ".join(names)] if names else []), f"δ = {' / '.join(deltas)}", " / ".join(accountants)])
+
+
+def with_notion(mechanism: str, trials: list[Trial]) -> str:
+    """`JFT (SDP)`: a mechanism's display name with the notions of its trials' ε (several joined by `/`)."""
+    notions = sorted({str(t.privacy.get("notion")) for t in trials if t.mechanism == mechanism and t.privacy})
+    return f"{mechanism_name(mechanism)} ({' / '.join(notions) or '?'})"
+
+
+def notions_covered(trials: list[Trial]) -> str:
+    """What each notion among `trials`' finite ε covers, in one clause: `DP covers every record, entirely; SDP covers
+    the tokens detector policy `customersim` flags`."""
+    first = {str(t.privacy.get("notion")): t for t in trials if t.epsilon is not None and t.privacy.get("notion")
+             in COVERS}
+    return "; ".join(f"{notion} covers {covers(first[notion])}" for notion in COVERS if notion in first)
+
+
 def fmt_value(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3g}"
@@ -152,9 +189,9 @@ def sigma_text(events: Iterable[dict]) -> str:
 
 def params_text(trial: Trial) -> str:
     """The sampled hyper-parameters, by the last part of their dotted path: `learning_rate=0.0012, batch_size=32`
-    (the sampled mechanism has its own column)."""
+    (the mechanism and a ladder's ε have columns of their own)."""
     return ", ".join(f"{path.rsplit('.', 1)[-1]}={fmt_value(v)}" for path, v in trial.params.items()
-                     if path != "mechanism.name") or DASH
+                     if path not in ("mechanism.name", EPSILON_PARAM)) or DASH
 
 
 def wall_time(trial: Trial) -> float | None:

@@ -2,23 +2,39 @@
 
 from __future__ import annotations
 
-from sdp_core.report.formatting import fmt, format_epsilon, mechanism_name, metric_label, params_text, sigma_text
+from sdp_core.privacy.numbers import epsilon_number
+from sdp_core.privacy.sweep_cost import NOTION_ORDER
+from sdp_core.report.curve import curve_headline
+from sdp_core.report.formatting import covers, fmt, format_epsilon, mechanism_name, metric_label, with_notion
+from sdp_core.report.load import Trial
 from sdp_core.report.pareto import Analysis
-from sdp_core.report.ranking import ranking_note, separation_note
-from sdp_core.report.tables import TABLE_METRICS
+from sdp_core.report.ranking import rank_mechanisms, ranking_note, separation_note, utilities, verdict
+
+
+def best_per_notion(a: Analysis) -> dict[str, Trial]:
+    """The best trial with a formal guarantee (`Trial.guaranteed`: never an empirical estimate such as JFT's light
+    noise, nor a claim the data shows not to hold) under each notion, strongest notion first."""
+    guaranteed = [t for t in a.sweep.trials if t.guaranteed]
+    best = {n: a.best_of([t for t in guaranteed if t.privacy.get("notion") == n]) for n in NOTION_ORDER}
+    return {n: t for n, t in best.items() if t is not None}
 
 
 def headline(a: Analysis) -> str:
-    """One sentence: the best model with a formal guarantee (`Trial.guaranteed`: never an empirical estimate such as
-    JFT's light noise, nor a claim the data shows not to hold), with its ε, utility and empirical privacy."""
-    t = a.best
-    if t is None:
+    """The answer, comparing like with like: over an ε ladder the curve's (`curve_headline`); at one ε the best model
+    of each notion with what it covers, and a single best only where the rank tests of the guaranteed trials
+    separate it from the next (`verdict`)."""
+    if a.ladder:
+        return curve_headline(a)
+    best = best_per_notion(a)
+    if not best:
         return f"No trial finished with a formal privacy guarantee and a measured {metric_label(a.utility.metric)}."
-    facts = [f"{metric_label(m)} {fmt(t.metric(m))}" for m in dict.fromkeys((a.utility.metric, *TABLE_METRICS))
-             if t.metric(m) is not None]
-    return (f"At {format_epsilon(t.privacy)}, the best model is {mechanism_name(t.mechanism)} "
-            f"(trial {t.trial_id}; {params_text(t)}; σ = {sigma_text(t.privacy.get('events', []))}): "
-            f"{', '.join(facts)}.")
+    trials = list(best.values())
+    parts = [f"{format_epsilon(t.privacy)}, which covers {covers(t)}: {mechanism_name(t.mechanism)} (trial "
+             f"{t.trial_id}), {metric_label(a.utility.metric)} {fmt(t.metric(a.utility.metric))}" for t in trials]
+    text = "The best model of each guarantee: at " + "; at ".join(parts) + "."
+    guaranteed = {m: utilities(a, m, [t for t in a.sweep.trials if t.guaranteed]) for m in a.sweep.config.mechanisms}
+    ranking = rank_mechanisms(guaranteed, a.utility.mode)
+    return text + (f" Of all of them, {verdict(ranking, lambda m: with_notion(m, trials))}." if ranking else "")
 
 
 def counts_line(a: Analysis) -> str:
@@ -58,6 +74,15 @@ def evaluation_unit(a: Analysis) -> str:
             "trains on (CRT trains its sentence units inside their records).")
 
 
+LADDER_NEXT = ("This sweep holds ε at {epsilon}. Next, the trade-off over ε: an ε ladder (`privacy.target_epsilon: "
+               "[1, 3, 8]` in the sweep's base) searches every mechanism at each ε with the same budget and draws "
+               "utility against ε; `sdp-sweep run sweeps/tradeoff.yaml` does it on the embedded default.")
+
+
 def reading_notes(a: Analysis) -> list[str]:
-    """How to read the answer: the evaluation unit, the mechanisms' ranking against noise, privacy separation."""
-    return [n for n in (evaluation_unit(a), ranking_note(a), separation_note(a)) if n]
+    """How to read the answer: the evaluation unit, the mechanisms' ranking against noise (at one ε; a ladder ranks
+    them at each ε in its curve's section), privacy separation, and at one ε the ladder as the next step."""
+    if a.ladder:
+        return [n for n in (evaluation_unit(a), separation_note(a)) if n]
+    next_step = LADDER_NEXT.format(epsilon=epsilon_number(a.sweep.config.base.privacy.target_epsilon))
+    return [n for n in (evaluation_unit(a), ranking_note(a), separation_note(a), next_step) if n]

@@ -15,13 +15,15 @@ from dataclasses import dataclass
 
 from sdp_core.privacy.light_noise import ESTIMATE
 from sdp_core.privacy.numbers import epsilon_number
+from sdp_core.report.curve import curve_table, ranking_table
+from sdp_core.report.curve_plot import CURVE_TITLE, curve_div
 from sdp_core.report.findings import ClaimResult, claims_table
-from sdp_core.report.formatting import DASH, format_epsilon, mechanism_name, metric_label
+from sdp_core.report.formatting import DASH, epsilon_meaning, format_epsilon, mechanism_name, metric_label
 from sdp_core.report.headline import counts_line, front_note, headline, reading_notes, uncertainty_note
 from sdp_core.report.load import Trial
 from sdp_core.report.pareto import Analysis
-from sdp_core.report.plots import Plot, epsilon_meaning, fixed_epsilon, plotly_div, plotly_js
-from sdp_core.report.statement import SweepCost, caveat
+from sdp_core.report.plots import Plot, fixed_epsilon, plotly_div, plotly_js
+from sdp_core.report.statement import WOULD_HOLD, SweepCost, caveat, cost_line
 from sdp_core.report.tables import (
     DETECTOR_TABLES,
     EPSILON_COLUMN,
@@ -172,6 +174,17 @@ DETECTOR_CAPTION = ("Share of training tokens the policy redacts, and of each sp
                     "intervals where the data has them.")
 
 
+def curve_section(a: Analysis) -> Section | None:
+    """An ε ladder's curve, its table (with each mechanism's hypervolume) and the rank tests at each ε."""
+    if not a.ladder:
+        return None
+    body = (f'<div class="plot"><h3>{html.escape(CURVE_TITLE)}</h3>{curve_div(a)}</div>' + _table(curve_table(a))
+            + _table(ranking_table(a)))
+    return Section("curve", "Utility against ε", body, "Each mechanism searched at every ε of the ladder with the "
+                   "same number of trials. Solid: its best trial at each ε; dotted with a bar: the median and range of "
+                   "its trials; dashed: No-DP's best, the utility without privacy. Hover a point for its value.")
+
+
 def claims_section(claims: list[ClaimResult]) -> Section | None:
     if not claims:
         return None
@@ -232,7 +245,10 @@ def cost_section(a: Analysis, cost: SweepCost) -> Section:
     counted = ("<p>Trials counted, each with what it is charged:</p>" + _table(charges_table(a, cost.charges))
                if cost.charges else "")
     bounds = _table(cost_table(cost.bounds)) if cost.bounds else ""
-    return Section("cost", "The sweep's own privacy cost", bounds + counted + f'<ul class="notes">{notes}</ul>',
+    would = (f"<details><summary>What would hold if …</summary><p class=\"caption\">{e(WOULD_HOLD)}</p>"
+             f"{_table(cost_table(cost.conditional))}</details>" if cost.conditional else "")
+    return Section("cost", "The sweep's own privacy cost",
+                   f"<p><b>{e(cost_line(cost))}</b></p>" + bounds + would + counted + f'<ul class="notes">{notes}</ul>',
                    f"Every ε above is one trial's guarantee and does not count the selection among "
                    f"{len(a.sweep.trials)} trials on the same data. These bounds do, under the stated conditions; "
                    f"{e(cost.source)}.")
@@ -259,10 +275,10 @@ PAGE = """<!doctype html>
 def render(a: Analysis, plots: list[Plot], cost: SweepCost, claims: list[ClaimResult] = ()) -> str:
     """The whole page as one string: the headline, then its sections (`*_section`) and the files and versions."""
     e = html.escape
-    sections = [s for s in (claims_section(claims), plots_section(a, plots), frontier_section(a),
+    sections = [s for s in (curve_section(a), claims_section(claims), plots_section(a, plots), frontier_section(a),
                             mechanisms_section(a), unfinished_section(a), detector_section(a), cost_section(a, cost))
                 if s is not None]
-    objectives = ", ".join(f"{metric_label(o.metric)} ({o.mode})" for o in a.sweep.config.objectives)
+    objectives = ", ".join(f"{metric_label(o.metric)} ({o.mode})" for o in a.objectives)
     versions = sorted({", ".join(f"{k} {v}" for k, v in t.versions.items()) for t in a.sweep.trials if t.versions})
     lead = (f'<p class="lead">{e(headline(a))}</p><p class="counts">{e(counts_line(a))}</p>'
             + "".join(f'<p class="counts">{e(n)}</p>' for n in reading_notes(a)))
@@ -271,6 +287,6 @@ def render(a: Analysis, plots: list[Plot], cost: SweepCost, claims: list[ClaimRe
         meta=e(f"{len(a.sweep.trials)} trials of {', '.join(map(mechanism_name, mechanisms(a)))} · objectives: "
                f"{objectives} · generated {time.strftime('%Y-%m-%d %H:%M')}"),
         nav="".join(f'<a href="#{s.anchor}">{e(s.title)}</a>' for s in sections),
-        script=f"<script>{plotly_js()}</script>" if plots else "", sections="".join(s.html() for s in sections),
+        script=f"<script>{plotly_js()}</script>" if plots or a.ladder else "", sections="".join(s.html() for s in sections),
         files=" · ".join(f'<a href="{f}">{f}</a> ({e(what)})' for f, what in FILES),
         versions=e("; ".join(versions)) or DASH)

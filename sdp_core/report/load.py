@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sdp_core.config import parse_model
+from sdp_core.config.mechanism import MECHANISM_SETTINGS
 from sdp_core.config.sweep import Objective, SweepConfig
 from sdp_core.errors import UserError
 from sdp_core.io import read_yaml
@@ -78,6 +79,15 @@ class Trial:
     def epsilon(self) -> float | None:
         """The trial's finite ε, or None (no guarantee, or nothing was trained)."""
         return number(self.privacy.get("epsilon"))
+
+    @property
+    def target_epsilon(self) -> float | None:
+        """The ε target the trial was calibrated to (its config's; over an ε ladder, its rung); None for a mechanism
+        calibrated to none (No-DP, Redacted), whose trials do not depend on ε."""
+        settings = MECHANISM_SETTINGS.get(self.mechanism)
+        if settings is not None and not settings.calibrated:
+            return None
+        return number((self.config.get("privacy") or {}).get("target_epsilon"))
 
     @property
     def formal_epsilon(self) -> float | None:

@@ -27,9 +27,8 @@ from PIL import Image
 
 from sdp_core.config.mechanism import MECHANISM_SETTINGS
 from sdp_core.report.formatting import (
+    epsilon_meaning,
     fmt,
-    fmt_accountant,
-    fmt_delta,
     fmt_value,
     format_epsilon,
     mechanism_name,
@@ -105,14 +104,6 @@ def _axis_label(metric: str, mode: str, trials: list[Trial]) -> str:
     if metric != "epsilon":
         return f"{metric_label(metric)} ({better} is better)"
     return f"ε, formal bound ({epsilon_meaning(trials)})"
-
-
-def epsilon_meaning(trials: list[Trial]) -> str:
-    """What the trials' ε numbers mean together: `DP / SDP, δ = 1e-5, RDP` (their notions, δ and accountants)."""
-    notions = sorted({str(t.privacy.get("notion")) for t in trials})
-    deltas = sorted({fmt_delta(t.privacy.get("delta")) for t in trials})
-    accountants = sorted({fmt_accountant(t.privacy.get("accountant")) for t in trials})
-    return f"{' / '.join(notions)}, δ = {' / '.join(deltas)}, {' / '.join(accountants)}"
 
 
 def fixed_epsilon(a: Analysis) -> float | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 from scipy.stats import mannwhitneyu
 
@@ -14,9 +15,10 @@ from sdp_core.report.load import Trial
 from sdp_core.report.pareto import Analysis, ranked
 
 
-def utilities(a: Analysis, mechanism: str) -> list[float]:
-    """The utility of every finished trial of `mechanism`, best first."""
-    trials = [t for t in a.sweep.trials if t.mechanism == mechanism and t.state == "finished"]
+def utilities(a: Analysis, mechanism: str, trials: list[Trial] | None = None) -> list[float]:
+    """The utility of every finished trial of `mechanism` (among `trials`, by default the sweep's), best first."""
+    trials = [t for t in (a.sweep.trials if trials is None else trials)
+              if t.mechanism == mechanism and t.state == "finished"]
     return [t.metric(a.utility.metric) for t in ranked(trials, a.utility) if t.metric(a.utility.metric) is not None]
 
 
@@ -96,6 +98,18 @@ def rank_mechanisms(values: dict[str, list[float]], mode: str, alpha: float = RA
         agree.append(test.statistic < len(scored[upper]) * len(scored[lower]) / 2)  # upper's values mostly lower
     passes = [ok and same for ok, same in zip(holm_passes(pvalues, alpha), agree)]
     return Ranking(order, pvalues, passes, {m: len(v) for m, v in scored.items()})
+
+
+def verdict(ranking: Ranking, label: Callable[[str], str] = mechanism_name) -> str:
+    """Which mechanism is best: the leader is named best only where the rank tests separate it from the next, else
+    `JFT leads but is not separated from ATDP with 3 trials each; run 2 more each`."""
+    top, second = ranking.order[0], ranking.order[1]
+    if ranking.passes[0]:
+        return f"{label(top)} is best, beyond the spread of its trials"
+    more = ranking.more_trials()
+    n = min(ranking.trials[top], ranking.trials[second])
+    return (f"{label(top)} leads but is not separated from {mechanism_name(second)} with {n} trial{'s' * (n != 1)} "
+            f"each; {f'run {more} more each' if more else 'more trials may separate them'}")
 
 
 def ranking_note(a: Analysis) -> str:

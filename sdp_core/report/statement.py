@@ -19,7 +19,7 @@ from sdp_core.privacy import NOTIONS, basic_composition, counted_events, events_
 from sdp_core.privacy.relations import ADD_REMOVE, RELATIONS
 from sdp_core.privacy.report import EVALUATION_NOT_COVERED
 from sdp_core.privacy.sweep_cost import WHOLE_PLAN, all_trials_cost
-from sdp_core.report.formatting import fmt, format_epsilon, mechanism_name, metric_label
+from sdp_core.report.formatting import covers, fmt, format_epsilon, mechanism_name, metric_label
 from sdp_core.report.headline import front_note, headline
 from sdp_core.report.load import Sweep, Trial, number
 from sdp_core.report.pareto import Analysis
@@ -36,43 +36,54 @@ RDP_NOTIONS = ("DP", "SDP", "confidentiality")
 """Notions whose ε is the RDP conversion of the counted events (Bayesian confidentiality is a transform of it)."""
 
 
-def protected(t: Trial) -> str:
-    """What the trial's guarantee covers, in words."""
-    policy = t.detector.get("policy") or (t.config.get("detector") or {}).get("policy", "?")
-    notion = t.privacy.get("notion")
-    if t.epsilon is None:
-        return "nothing"
-    if notion == "DP":
-        return "every record, entirely"
-    return f"the tokens flagged by detector policy `{policy}` ({notion})"
-
-
 # ------------------------------------------------------------------------------------------ sweep cost
 
 @dataclass(frozen=True)
 class SweepCost:
-    """The sweep's privacy bounds by name, where they come from, what they leave out, and (when computed here) the
-    trials they count with what each is charged."""
+    """The sweep's privacy bounds that hold, by name, where they come from, what they leave out, (when computed
+    here) the trials they count with what each is charged, and the bounds that would hold only under conditions
+    this sweep does not meet (`conditional`: the random-search bound of a random number of trials)."""
 
     bounds: dict[str, dict]
     source: str
     notes: list[str]
     charges: dict[str, dict] = field(default_factory=dict)
+    conditional: dict[str, dict] = field(default_factory=dict)
+
+
+ALL_TRIALS = "all trials on the same data (weakest notion)"
+"""The bound of the whole sweep: every trial touched the same records."""
 
 
 def _trial_count_note(sweep: Sweep) -> str:
     return (f" This sweep ran a fixed number of trials (num_trials = {sweep.config.num_trials}), not a random one, so "
-            "it does not meet these conditions: only basic composition holds for it.")
+            "it does not meet these conditions.")
 
 
-def computed_cost(charges: dict[str, dict], sweep: Sweep) -> dict[str, dict]:
-    """Basic composition and the Papernot–Steinke bound per notion and neighbouring relation (rows written before
-    reports named their relation are add/remove), over the charges (each with a finite ε); then one bound
-    composing them all under the weakest notion (`all_trials_cost`)."""
+def computed_cost(charges: dict[str, dict], sweep: Sweep) -> tuple[dict[str, dict], dict[str, dict]]:
+    """The bounds that hold, then those that would hold under conditions, over the charges (each a finite ε).
+
+    Hold: one bound composing every trial under the weakest notion (`all_trials_cost`: the sweep's own cost, first);
+    over an ε ladder, the composition of each ε's trials per notion; basic composition per notion and neighbouring
+    relation (rows written before reports named their relation are add/remove). Would hold: the Papernot–Steinke
+    bound per notion, which needs a random number of trials and only the best released.
+    """
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for charge in charges.values():
         groups[(charge["notion"], charge.get("neighbouring", ADD_REMOVE))].append(charge)
     bounds: dict[str, dict] = {}
+    composable = [r for (notion, _), reports in groups.items() if notion in RDP_NOTIONS for r in reports]
+    if composable:
+        bounds[ALL_TRIALS] = all_trials_cost(composable)
+    if len(sweep.config.target_epsilons or []) > 1:
+        trials = {t.trial_id: t for t in sweep.trials}
+        levels: dict[tuple[float, str], list[dict]] = defaultdict(list)
+        for trial_id, charge in charges.items():
+            if (level := trials[trial_id].target_epsilon) is not None and charge["notion"] in RDP_NOTIONS:
+                levels[(level, charge["notion"])].append(charge)
+        for (level, notion), reports in sorted(levels.items()):
+            bounds[f"trials at ε = {level:g}, {notion}"] = all_trials_cost(reports)
+    conditional: dict[str, dict] = {}
     for (notion, relation), reports in sorted(groups.items()):
         mixed = sum(n == notion for n, _ in groups) > 1  # one notion under two relations
         label = f"{notion} trials, {RELATIONS[relation]}" if mixed else f"{notion} trials"
@@ -84,12 +95,22 @@ def computed_cost(charges: dict[str, dict], sweep: Sweep) -> dict[str, dict]:
                                     mean_trials=len(reports), relation=relation)
             # The bound holds for the RDP of the counted events under any of RDP_NOTIONS; random_search_cost labels
             # its result DP.
-            bounds["random search (Papernot–Steinke)" + suffix] = {
+            conditional["random search (Papernot–Steinke)" + suffix] = {
                 **ps, "notion": notion, "conditions": ps["conditions"] + "." + _trial_count_note(sweep)}
-    composable = [r for (notion, _), reports in groups.items() if notion in RDP_NOTIONS for r in reports]
-    if composable:
-        bounds["all trials on the same data (weakest notion)"] = all_trials_cost(composable)
-    return bounds
+    return bounds, conditional
+
+
+WOULD_HOLD = ("What would hold if the sweep had run a random number of trials and released only the best "
+              "(Papernot & Steinke 2022); it did not, so these bounds do not apply to it:")
+
+
+def cost_line(cost: SweepCost) -> str:
+    """The one number that holds for the whole sweep, or "" when nothing composes."""
+    whole = cost.bounds.get(ALL_TRIALS)
+    if whole is None:
+        return ""
+    return (f"The sweep's own cost: {format_epsilon(whole)}, composing its {whole.get('trials', len(cost.charges))} "
+            "charged trials (every one touched the same data) under the weakest of their notions.")
 
 
 def _ids(trials: list[Trial]) -> str:
@@ -122,8 +143,9 @@ def sweep_cost(sweep: Sweep) -> SweepCost:
     if sweep.cost is not None:
         bounds = {k: v for k, v in sweep.cost.items() if isinstance(v, dict) and "epsilon" in v}
         return SweepCost(bounds, "written by the sweep (sweep_cost.json)", notes)
-    return SweepCost(computed_cost(counted, sweep),
-                     "computed by the report from the trials' ledgers (no sweep_cost.json)", notes, counted)
+    bounds, conditional = computed_cost(counted, sweep)
+    return SweepCost(bounds, "computed by the report from the trials' ledgers (no sweep_cost.json)", notes, counted,
+                     conditional)
 
 
 # ------------------------------------------------------------------------------------------ statement
@@ -170,7 +192,7 @@ def privacy_statement(a: Analysis, cost: SweepCost) -> str:
     for t in a.front:
         also = "".join(f" Also {format_epsilon(g)}." for g in t.other_guarantees.values())
         lines.append(f"- **{t.trial_id}, {mechanism_name(t.mechanism)}** (seed {t.seed}): "
-                     f"{format_epsilon(t.privacy)}; protects {protected(t)}.{also} Events: {_events_text(t.privacy)}. "
+                     f"{format_epsilon(t.privacy)}; protects {covers(t)}.{also} Events: {_events_text(t.privacy)}. "
                      f"{caveat(t.mechanism)} Empirical check: {_canary_text(t)}.")
     notions = sorted({str(r.get("notion")) for t in a.front for r in (t.privacy, *t.other_guarantees.values())
                       if r.get("notion") in NOTIONS})
@@ -180,9 +202,11 @@ def privacy_statement(a: Analysis, cost: SweepCost) -> str:
     lines += ["", "## The sweep's own selection", "",
               "Each ε above is one trial's guarantee. It does **not** count that these models were selected among "
               f"{len(a.sweep.trials)} trials trained on the same data. The sweep as a whole is bounded below "
-              f"({cost.source}):", ""]
+              f"({cost.source}). {cost_line(cost)}", ""]
     if cost.bounds:
         lines += [cost_table(cost.bounds).markdown(), ""]
+    if cost.conditional:
+        lines += ["### What would hold if", "", WOULD_HOLD, "", cost_table(cost.conditional).markdown(), ""]
     if cost.charges:
         lines += ["Trials counted, each with what it is charged:", "", charges_table(a, cost.charges).markdown(), ""]
     lines += [f"- {note}" for note in cost.notes]

@@ -334,7 +334,8 @@ def _json(value: Any) -> str:
 
 def trial_record(t: Trial, on_front: bool) -> dict[str, Any]:
     """One flat row: state, Pareto flag, hyper-parameters, ledger (its guarantee: formal, empirical estimate or none,
-    and the formal bound beside an estimate), metrics, detector, canary shape, timings, versions."""
+    and the formal bound beside an estimate; the ε target it was calibrated to, none for No-DP and Redacted),
+    metrics, detector, canary shape, timings, versions."""
     p = t.privacy
     eps, formal = p.get("epsilon"), (p.get("formal") or {}).get("epsilon")
     return {
@@ -343,6 +344,7 @@ def trial_record(t: Trial, on_front: bool) -> dict[str, Any]:
         **{f"mechanism.{k}": v for k, v in t.mechanism_settings.items()},
         **{f"metric.{k}": v for k, v in t.metrics.items()},
         "privacy.epsilon": float(eps) if isinstance(eps, (int, float)) else None,
+        "privacy.target_epsilon": t.target_epsilon,
         "privacy.delta": number(p.get("delta")), "privacy.notion": p.get("notion"),
         "privacy.accountant": p.get("accountant"), "privacy.sigma": sigma_text(p.get("events", [])),
         "privacy.guarantee": p.get("guarantee") or ("formal" if t.guaranteed else "none"),
