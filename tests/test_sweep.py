@@ -14,7 +14,7 @@ import yaml
 from optuna.trial import TrialState
 
 from sdp_core.config import parse_model
-from sdp_core.config.sweep import SweepConfig
+from sdp_core.config.sweep import Cell, SweepConfig
 from sdp_core.config.trial import TrialConfig
 from sdp_core.errors import ConfigError, PrivacyError
 from sdp_core.mechanisms import sdpsgd as S
@@ -58,10 +58,10 @@ def test_mechanism_fields_are_sampled_only_for_their_mechanism():
     cfg = tiny_sweep()
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
     for mechanism in ("dpsgd", "jft"):
-        params = sample(study.ask(), cfg.search_space, mechanism, cfg.mechanisms)
+        params = sample(study.ask(), cfg.search_space, Cell(mechanism), cfg.mechanisms)
         assert params["mechanism.name"] == mechanism
         assert ("mechanism.phase1_epochs" in params) == (mechanism == "jft")
-    single = sample(study.ask(), cfg.search_space, "dpsgd", ["dpsgd"])
+    single = sample(study.ask(), cfg.search_space, Cell("dpsgd"), ["dpsgd"])
     assert set(single) == {"training.learning_rate"}  # one mechanism: nothing to record
 
 

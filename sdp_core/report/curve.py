@@ -99,7 +99,8 @@ def ranked_points(a: Analysis, points: list[CurvePoint]) -> list[CurvePoint]:
 
 def crossings(a: Analysis, points: list[CurvePoint]) -> list[str]:
     """Where the best mechanism changes between neighbouring rungs, and how much ε each other mechanism needs to
-    reach the leader's utility at the lowest ε: `DP-SGD (DP) reaches JFT's ε = 1 val perplexity at ε = 8`."""
+    reach the leader's utility at the lowest ε: `DP-SGD reaches JFT's ε = 1 val perplexity at ε = 8`, or `CRT does
+    not reach JFT's ε = 1 val perplexity by ε = 8`."""
     lead = leaders(a, points)
     rungs = sorted(lead)
     out = [f"{mechanism_name(lead[hi])} overtakes {mechanism_name(lead[lo])} between ε = {lo:g} and ε = {hi:g}"
@@ -113,9 +114,9 @@ def crossings(a: Analysis, points: list[CurvePoint]) -> list[str]:
             continue
         reach = next((p.epsilon for p in points if p.mechanism == m and p.epsilon >= first
                       and _better(a, p.best, target.best)), None)
-        where = f"at ε = {reach:g}" if reach is not None else f"not by ε = {max(a.ladder):g}"
-        out.append(f"{mechanism_name(m)} reaches {mechanism_name(target.mechanism)}'s ε = {first:g} "
-                   f"{metric_label(a.utility.metric)} {where}")
+        what = f"{mechanism_name(target.mechanism)}'s ε = {first:g} {metric_label(a.utility.metric)}"
+        out.append(f"{mechanism_name(m)} reaches {what} at ε = {reach:g}" if reach is not None else
+                   f"{mechanism_name(m)} does not reach {what} by ε = {max(a.ladder):g}")
     return out
 
 
@@ -179,7 +180,7 @@ def hypervolume(points: np.ndarray, reference: np.ndarray) -> float:
 
 def hypervolumes(a: Analysis) -> Hypervolumes:
     """Each calibrated mechanism's hypervolume over its finished trials' values on the front's objectives."""
-    axes = [o for o in a.objectives]
+    axes = list(a.objectives)
     trials = [t for p in curve_points(a) for t in p.trials]
     rows = {t.trial_id: [_axis_value(t, o.metric) for o in axes] for t in trials}
     rows = {k: v for k, v in rows.items() if None not in v}
@@ -230,8 +231,8 @@ def curve_table(a: Analysis) -> Table:
     points = {(p.mechanism, p.epsilon): p for p in curve_points(a)}
     h = hypervolumes(a)
     mechanisms = list(dict.fromkeys(m for m, _ in points))
-    rows = [[with_notion(m, a.sweep.trials), *(curve_cell(points.get((m, e))) for e in a.ladder), hypervolume_text(h, m)]
-            for m in mechanisms]
+    rows = [[with_notion(m, a.sweep.trials), *(curve_cell(points.get((m, e))) for e in a.ladder),
+             hypervolume_text(h, m)] for m in mechanisms]
     reference = reference_trials(a)
     without = (f" Without privacy, {mechanism_name(REFERENCE)}'s best is {fmt(reference[0].metric(a.utility.metric))} "
                f"over its {len(reference)} trials (the reference line)." if reference else "")

@@ -53,10 +53,9 @@ def sweep_number(sweep: SweepConfig, cell: Cell, number: int) -> int:
     return number * len(sweep.cells) + sweep.cells.index(cell)
 
 
-def sample(trial: optuna.Trial, space: SearchSpace, cell: Cell | str, mechanisms: list[str]) -> dict[str, Any]:
+def sample(trial: optuna.Trial, space: SearchSpace, cell: Cell, mechanisms: list[str]) -> dict[str, Any]:
     """Define-by-run, in `cell`'s own study: the parameters that apply to its mechanism, and, recorded, not sampled,
     `mechanism.name` when the sweep has several mechanisms and `privacy.target_epsilon` at a rung of a ladder."""
-    cell = Cell(cell) if isinstance(cell, str) else cell
     params: dict[str, Any] = {MECHANISM_PARAM: cell.mechanism} if len(mechanisms) > 1 else {}
     if cell.epsilon is not None:
         params[EPSILON_PARAM] = cell.epsilon
