@@ -1,19 +1,29 @@
-"""Non-private vs DP step time and peak memory (Opacus hooks, Opacus ghost clipping, book-keeping, LoRA + bk), per
-model shape and precision, as ratios to the non-private step of the same shape and precision.
+"""Non-private vs DP step time and peak memory (Opacus hooks, book-keeping, LoRA + bk), per
+model shape and precision, as ratios to the non-private step of the same shape, precision and code.
 
-Each variant runs in its own fresh process so its peak memory is its own; after warm-up each step is timed and a
-run reports its median step. With `--rounds` > 1 the variants run round-robin that many times and each keeps its
-fastest round (a shared machine's load then inflates no variant more than the others). On a machine with a GPU the
-model trains there and memory is CUDA's peak allocation; otherwise CPU and peak RSS. Shapes are GPT-2 architectures
-built from their config (no download) at the batch × length of Bu et al. 2023's GPT-2 runs; `--batch`/`--length`
-override them (a CPU cannot hold hooks' per-sample copies at those sizes).
-Usage: python -m benchmarks.train_step --precision fp32,bf16 --shape gpt2-tiny,gpt2-small,gpt2-medium,gpt2-large
-       python -m benchmarks.train_step --shape gpt2-tiny --steps 5 --warmup 1           # CPU
+After warm-up each step is timed and a run reports its median step. On a CPU each variant runs in its own fresh
+process, so its peak RSS is its own; on a GPU the variants of one shape and precision share a process (CUDA's peak
+allocation is reset between them) and a process starts once per shape, precision and code. With `--rounds` > 1 the
+runs repeat round-robin and each variant keeps its fastest round (a shared machine's load then inflates no variant
+more than the others). Shapes are GPT-2 architectures built from their config (no download) at the batch × length
+of Bu et al. 2023's GPT-2 runs; `--batch`/`--length` override them (a CPU cannot hold hooks' per-sample copies at
+those sizes).
+
+`--before DIR` times the code of another checkout (DIR holds its `sdp_core`) beside this one, in the same run: the
+side-by-side comparison a change to the private step is judged by. `--profile` also breaks each step down by part
+(the `record_function` ranges of `sdp_core.train`: forward, output-gradient backward, ghost norms, instantiated
+per-record gradients, embedding norms, LayerNorm and biases, clipped sums, noise and optimizer) from
+`torch.profiler`: device time on a GPU, CPU time on a CPU.
+
+Usage: python -m benchmarks.train_step --precision fp32,bf16 --shape gpt2-small,gpt2-medium,gpt2-large
+       python -m benchmarks.train_step --shape gpt2-tiny --steps 5 --warmup 1 --profile     # CPU
+       python -m benchmarks.train_step --before /tmp/old-checkout --variants "non-private,DP bk"
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import multiprocessing as mp
 import resource
@@ -32,7 +42,6 @@ SHAPES = {  # preset: (batch, length, vocab)
 VARIANTS = {
     "non-private": (False, "bk", False, False, "non-private"),
     "DP hooks": (True, "hooks", False, False, "non-private"),
-    "DP ghost": (True, "ghost", False, False, "non-private"),
     "DP bk": (True, "bk", False, False, "non-private"),
     "LoRA non-private": (False, "bk", True, False, "non-private"),
     "LoRA DP bk": (True, "bk", True, False, "LoRA non-private"),
@@ -41,10 +50,37 @@ VARIANTS = {
 }
 DEFAULT_VARIANTS = [name for name, variant in VARIANTS.items() if not variant[3]]  # compiling takes minutes
 LORA_RANK = 8
+PARTS = ("step.forward", "step.backward", "step.optimizer", "step.clipping", "bk.output_gradients", "bk.ghost_norms",
+         "bk.instantiate", "bk.embedding_norms", "bk.small_layers", "bk.clipped_sums", "step.noise_and_optimizer")
+"""The `record_function` ranges of the training steps; `step.clipping` encloses the `bk.*` ones."""
 
 
-def measure(variant: str, precision: str, preset: str, batch: int, length: int, vocab: int, steps: int,
-            warmup: int) -> dict:
+def part_seconds(profiler, gpu: bool) -> dict[str, float]:
+    """Seconds in each of `PARTS` over the profiled steps: device time of the kernels launched inside each range on
+    a GPU, CPU time on a CPU. A range counts its children and also the ops other threads started while it was open:
+    on a GPU the backward runs in autograd's device thread while the step's thread waits inside its range. On a GPU
+    each range's host time is also kept (`host.` + name): where it exceeds the device time, launching is the limit."""
+    events = [e for e in profiler.events() if e.device_type.name == "CPU"]
+    ranges = [e for e in events if e.name in PARTS]
+    own_threads = {r.thread for r in ranges}
+    others = sorted((e for e in events if e.thread not in own_threads and e.cpu_parent is None),
+                    key=lambda e: e.time_range.start)
+    starts = [e.time_range.start for e in others]
+
+    def spent(event) -> float:
+        return event.device_time_total if gpu else event.cpu_time_total
+
+    totals: dict[str, float] = {}
+    for r in ranges:
+        inside = others[bisect.bisect_left(starts, r.time_range.start):bisect.bisect_left(starts, r.time_range.end)]
+        totals[r.name] = totals.get(r.name, 0.0) + (spent(r) + sum(spent(e) for e in inside)) / 1e6
+        if gpu:
+            totals["host." + r.name] = totals.get("host." + r.name, 0.0) + r.time_range.elapsed_us() / 1e6
+    return totals
+
+
+def measure_variant(variant: str, precision: str, preset: str, batch: int, length: int, vocab: int, steps: int,
+                    warmup: int, profile: bool, threads: int | None, clock: str) -> dict:
     import torch
 
     from sdp_core.config.model import ModelConfig
@@ -54,10 +90,15 @@ def measure(variant: str, precision: str, preset: str, batch: int, length: int, 
     from sdp_core.train.precision import resolve_precision, use_tf32
 
     private, mode, lora, compiled, _ = VARIANTS[variant]
+    if threads:
+        torch.set_num_threads(threads)
+    now = time.process_time if clock == "cpu" else time.perf_counter
     torch.manual_seed(0)
     gpu = torch.cuda.is_available()
     device = torch.device("cuda" if gpu else "cpu")
     use_tf32(device, True)
+    if gpu:
+        torch.cuda.reset_peak_memory_stats()
     n = batch * 4
     ids = torch.randint(5, vocab, (n, length), device=device)
     weights = torch.ones(n, length, device=device)
@@ -75,6 +116,10 @@ def measure(variant: str, precision: str, preset: str, batch: int, length: int, 
             return torch.cuda.max_memory_allocated() / 2**20
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
+    def synchronize() -> None:
+        if gpu:
+            torch.cuda.synchronize()
+
     base = peak_mb()
     # The training loop's own steps: `PublicStep` for a public phase, `DPStep` for a private one.
     phase = Phase("bench", data, private, 1, batch, sigmas=(1.0,), max_grad_norm=1.0)
@@ -86,39 +131,64 @@ def measure(variant: str, precision: str, preset: str, batch: int, length: int, 
         step(fixed, 1.0)
     times = []
     for _ in range(steps):
-        if gpu:
-            torch.cuda.synchronize()
-        start = time.perf_counter()
+        synchronize()
+        start = now()
         step(fixed, 1.0)
-        if gpu:
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-    peak = peak_mb()
-    return {"step_s": statistics.median(times), "peak_mb": peak, "step_extra_mb": peak - base, "device": str(device)}
+        synchronize()
+        times.append(now() - start)
+    result = {"step_s": statistics.median(times), "peak_mb": peak_mb(), "device": str(device)}
+    result["step_extra_mb"] = result["peak_mb"] - base
+    if profile:
+        activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if gpu else [])
+        with torch.profiler.profile(activities=activities) as profiler:
+            for _ in range(steps):
+                step(fixed, 1.0)
+            synchronize()
+        result["parts_s"] = {name: s / steps for name, s in part_seconds(profiler, gpu).items() if s > 0}
+    step.close()
+    return result
+
+
+def measure(code: str | None, variants: list[str], *args) -> list[dict]:
+    """The variants one after another in this process, with `code`'s sdp_core (None: this checkout's)."""
+    import gc
+    import sys
+
+    if code:
+        sys.path.insert(0, code)
+    results = []
+    for variant in variants:
+        try:
+            results.append(measure_variant(variant, *args))
+        except Exception as e:  # noqa: BLE001 -- an out-of-memory variant is a table cell, not the end of the run
+            results.append({"error": f"{type(e).__name__}: {str(e).splitlines()[0][:60]}"})
+        gc.collect()
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    return results
 
 
 def _child(queue, *args) -> None:
-    try:
-        queue.put(measure(*args))
-    except Exception as e:  # noqa: BLE001 -- an out-of-memory variant is a table cell, not the end of the run
-        queue.put({"error": f"{type(e).__name__}: {str(e).splitlines()[0][:60]}"})
+    queue.put(measure(*args))
 
 
-def run(variant: str, *args) -> dict:
+def run(code: str | None, variants: list[str], *args) -> list[dict]:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    proc = ctx.Process(target=_child, args=(queue, variant, *args))
+    proc = ctx.Process(target=_child, args=(queue, code, variants, *args))
     proc.start()
     while True:  # read before joining: a child blocks on exit until its queued result is taken
         try:
-            result = queue.get(timeout=5)
+            results = queue.get(timeout=5)
             break
         except Empty:
             if not proc.is_alive():
-                result = {"error": f"process died (exit {proc.exitcode})"}
+                results = [{"error": f"process died (exit {proc.exitcode})"}] * len(variants)
                 break
     proc.join()
-    return result
+    return results
 
 
 def main() -> None:
@@ -132,46 +202,84 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     parser.add_argument("--rounds", type=int, default=1, help="round-robin repeats; each variant keeps its fastest")
+    parser.add_argument("--before", help="a checkout whose sdp_core is timed beside this one's, in the same run")
+    parser.add_argument("--profile", action="store_true", help="also break each step down by part (torch.profiler)")
+    parser.add_argument("--threads", type=int, help="torch's intra-op threads (default: torch's own choice)")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="cpu: the process's CPU time per step, which other work on a shared CPU inflates less "
+                             "(with --threads 1, the step's own work)")
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args()
+
+    import torch
+
+    gpu = torch.cuda.is_available()
     variants = args.variants.split(",")
-    results: dict[tuple[str, str, str], dict] = {}
+    codes = {"before": args.before, "after": None} if args.before else {"": None}
+    results: dict[tuple[str, str, str, str], dict] = {}
     for _ in range(args.rounds):
         for shape in args.shape.split(","):
             batch, length, vocab = SHAPES[shape]
             batch, length = args.batch or batch, args.length or length
             for precision in args.precision.split(","):
-                for variant in variants:
-                    r = run(variant, precision, shape, batch, length, vocab, args.steps, args.warmup)
-                    r.update(batch=batch, length=length, vocab=vocab)
-                    key = (shape, precision, variant)
-                    if key not in results or r.get("step_s", float("inf")) < results[key].get("step_s", float("inf")):
-                        results[key] = r
+                for label, code in codes.items():
+                    groups = [variants] if gpu else [[v] for v in variants]  # a CPU's peak RSS is per process
+                    for group in groups:
+                        rows = run(code, group, precision, shape, batch, length, vocab, args.steps, args.warmup,
+                                   args.profile and code is None,  # another checkout's code has no ranges
+                                   args.threads, args.clock)
+                        for variant, r in zip(group, rows):
+                            r.update(batch=batch, length=length, vocab=vocab)
+                            key = (shape, precision, label, variant)
+                            if r.get("step_s", float("inf")) < results.get(key, {}).get("step_s", float("inf")):
+                                results[key] = r
+                            results.setdefault(key, r)
+    device = f"GPU: {torch.cuda.get_device_name()}" if gpu else "CPU"
+    print_tables(results, args, device)
+    if args.json:
+        rows = [{"shape": k[0], "precision": k[1], "code": k[2], "variant": k[3], **r} for k, r in results.items()]
+        Path(args.json).write_text(json.dumps({"device": device, "torch": torch.__version__, "steps": args.steps,
+                                               "rows": rows}, indent=1))
 
-    import torch
+
+def print_tables(results: dict[tuple[str, str, str, str], dict], args: argparse.Namespace, device: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    device = f"GPU: {torch.cuda.get_device_name()}" if torch.cuda.is_available() else "CPU"
-    table = Table(title=f"{args.steps} timed steps (median) after {args.warmup} warm-up, fastest of {args.rounds} "
-                        f"round(s), {device}; ratios to the non-private step of the same shape and precision "
-                        "(LoRA DP bk: to LoRA non-private)")
-    for col in ("shape", "batch x length", "precision", "variant", "step (s)", "time ratio", "peak memory (MB)",
-                "peak ratio", "step memory (MB)", "step memory ratio"):
+    console = Console(width=220)
+    table = Table(title=f"{args.steps} timed steps (median, {args.clock} clock) after {args.warmup} warm-up, fastest "
+                        f"of {args.rounds} round(s), {device}, {args.threads or 'default'} thread(s); ratios to the "
+                        "non-private step of the same shape, precision and code (LoRA DP bk: to LoRA non-private)")
+    for col in ("shape", "batch x length", "precision", "code", "variant", "step (s)", "time ratio",
+                "peak memory (MB)", "peak ratio", "step memory (MB)", "step memory ratio"):
         table.add_column(col, justify="right")
-    for (shape, precision, variant), r in results.items():
-        shape_cells = [shape, f"{r['batch']} x {r['length']}", precision, variant]
-        reference = results.get((shape, precision, VARIANTS[variant][4]), {})
+    for (shape, precision, code, variant), r in results.items():
+        cells = [shape, f"{r['batch']} x {r['length']}", precision, code, variant]
+        reference = results.get((shape, precision, code, VARIANTS[variant][4]), {})
         if "error" in r:
-            table.add_row(*shape_cells, r["error"], *[""] * 5)
+            table.add_row(*cells, r["error"], *[""] * 5)
             continue
         ratio = (lambda key: f"{r[key] / reference[key]:.2f}x" if reference.get(key) else "")
-        table.add_row(*shape_cells, f"{r['step_s']:.3f}", ratio("step_s"), f"{r['peak_mb']:.0f}", ratio("peak_mb"),
+        table.add_row(*cells, f"{r['step_s']:.3f}", ratio("step_s"), f"{r['peak_mb']:.0f}", ratio("peak_mb"),
                       f"{r['step_extra_mb']:.0f}", ratio("step_extra_mb"))
-    Console(width=220).print(table)
-    if args.json:
-        rows = [{"shape": k[0], "precision": k[1], "variant": k[2], **r} for k, r in results.items()]
-        Path(args.json).write_text(json.dumps({"device": device, "steps": args.steps, "rows": rows}, indent=1))
+    console.print(table)
+    if not args.profile:
+        return
+    gpu = device != "CPU"
+    parts = Table(title="Where a step's time goes (ms per step, torch.profiler: "
+                        f"{'device time / host time' if gpu else 'CPU time'}; step.clipping encloses the bk.* rows)")
+    for col in ("shape", "precision", "code", "variant", *(p.split(".", 1)[1] for p in PARTS)):
+        parts.add_column(col, justify="right")
+
+    def cell(seconds: dict[str, float], part: str) -> str:
+        if part not in seconds:
+            return ""
+        return f"{1000 * seconds[part]:.1f}" + (f" / {1000 * seconds['host.' + part]:.1f}" if gpu else "")
+
+    for (shape, precision, code, variant), r in results.items():
+        if "parts_s" in r:
+            parts.add_row(shape, precision, code, variant, *(cell(r["parts_s"], p) for p in PARTS))
+    console.print(parts)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from sdp_core.data.loaders import load_records
 from sdp_core.data.prepare import prepare_data
 from sdp_core.data.records import Record, Span, Splits
 from sdp_core.detectors import Policy, detect_records, get_policy, masked_share
+from sdp_core.detectors.estimate import estimate_summary
 from sdp_core.detectors.evaluation import evaluate
 from sdp_core.detectors.miss import drop_missed
 from sdp_core.errors import UserError
@@ -195,4 +196,6 @@ def detector_summary(policy: Policy, splits: Splits, policy_spans: dict[str, lis
         ev = evaluate(records, spans)
         summary.update(recall=rate(ev.recall), missing_rate=rate(ev.missing_rate), precision=ev.precision,
                        recall_per_label={k: rate(v.tokens) for k, v in ev.per_label.items()})
+    elif records:  # no gold: the policy's recall per type, estimated by inserting secrets into copies of the data
+        summary["recall_estimate"] = estimate_summary(records, policy)
     return summary

@@ -77,7 +77,7 @@ def _flat(model) -> torch.Tensor:
     return torch.cat([p.detach().flatten() for p in model.parameters()])
 
 
-@pytest.mark.parametrize("mode", ["hooks", "ghost"])
+@pytest.mark.parametrize("mode", ["hooks", "bk"])
 def test_sigma_zero_without_clipping_equals_plain_step(mode):
     """Per-sample gradients of the RoBERTa wrapper are exact: a private step with σ = 0, C = ∞ is a plain step."""
     g = torch.Generator().manual_seed(0)

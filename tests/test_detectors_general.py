@@ -108,7 +108,7 @@ def test_general_is_identifiers_cards_usernames_facilities_and_names():
     general = get_policy("general")
     assert general.key == get_policy(GENERAL_POLICY).key
     members = {m.name for m in general.members}
-    assert members == {"identifier", "credit_card", "username", "facility", "person_name"}
+    assert members == {"identifier", "library_id", "credit_card", "username", "facility", "person_name"}
     assert members <= {m.name for m in get_policy("conservative").members}  # π_c flags a superset of `general`
 
 

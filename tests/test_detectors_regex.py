@@ -57,6 +57,12 @@ POSITIVE = {
         ("Login: j.doe42, user=mk_1", ["j.doe42", "mk_1"]),
         ("@Switch01\n@A_Rog", ["Switch01", "A_Rog"]),
     ],
+    "strict_extra": [
+        ("seen 12/03/2024, on 3 March 2024 and le 5 mars; card ending 4821", ["12/03/2024", "3 March 2024",
+                                                                              "5 mars", "4821"]),
+        ("joined Nowak Sp. z o.o. and Müller GmbH", ["Nowak Sp. z o.o.", "Müller GmbH"]),
+        ("see https://example.org/x from 192.168.1.20", ["https://example.org/x", "192.168.1.20"]),
+    ],
     "facility": [
         ("at St Daniel's Hospital and Birdshire Medical Center", ["St Daniel's Hospital", "Birdshire Medical Center"]),
         ("im Klinikum Osterode am Harz, St. Hans-Rudolf-Krankenhaus", ["Klinikum Osterode am Harz",
@@ -79,6 +85,7 @@ NEGATIVE = {
                    "https://github.com/a/b/issues/18427"],
     "username": ["mail ann@example.org", "@property\ndef f(self):", "@app.route('/')", "a @ b", "see @foo.bar"],
     "facility": ["the hospital was closed", "Clinic letter from Dr. Lee", "Hospital"],
+    "strict_extra": ["version 2.1.3 in 2024", "1,250 items at 14:30", "ending soon", "a.b.c.d"],
 }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from sdp_core.config.base import Strict
 
@@ -40,9 +40,9 @@ class TrainingConfig(Strict):
         "mechanisms whose phases differ (JFT's two phases, CRT's alternating epochs)")
     optimizer: Literal["adamw", "sgd"] = "adamw"
     weight_decay: float = Field(0.0, ge=0)
-    grad_sample_mode: Literal["bk", "hooks", "ghost"] = Field(
+    grad_sample_mode: Literal["bk", "hooks"] = Field(
         "bk", description="how private steps clip per-record gradients: bk (book-keeping: one backward, no per-sample "
-        "gradients), hooks (Opacus' per-sample gradients) or ghost (Opacus' ghost clipping, transformers only)")
+        "gradients) or hooks (Opacus' per-sample gradients)")
     precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
         "auto", description="forward and backward under autocast (bf16, fp16 with loss scaling) or fp32; weights, "
         "per-record norms, clipping, the clipped sum and the noise stay fp32; auto: bf16 on a GPU that has it, "
@@ -52,6 +52,15 @@ class TrainingConfig(Strict):
     workers: int = Field(1, ge=1, description="Ray Train workers for the private phases")
     cpu_per_worker: float = Field(0.5, gt=0, description="CPUs each CPU Ray Train worker asks for (fractional, "
                                   "so that workers fit beside their trial on a small machine)")
+
+    @field_validator("grad_sample_mode", mode="before")
+    @classmethod
+    def _no_ghost(cls, value: object) -> object:
+        if value == "ghost":
+            raise ValueError("ghost (Opacus' ghost clipping) is not offered: its norms carry no bound on their rounding, "
+                             "so one record could add more than C; bk computes the same ghost norms with a proven "
+                             "bound, in one backward instead of two")
+        return value
 
 
 class EvaluationConfig(Strict):

@@ -61,8 +61,6 @@ class TrialConfig(Strict):
         problem = self.mechanism.trial_problem(self)
         if problem:
             raise ValueError(problem)
-        if self.model.arch == "lstm" and self.training.grad_sample_mode == "ghost":
-            raise ValueError("ghost clipping is for the transformer models, not the LSTM")
         if self.model.task == "classification":
             self._check_classification()
         return self

@@ -305,3 +305,51 @@ def build_realtext(
         if record is not None and record.text not in out:
             out[record.text] = record
     return sorted(out.values(), key=lambda r: (r.meta["source"], r.meta["origin"]))
+
+
+# -- a held-out source: Debian changelogs -------------------------------------------------------------------------
+
+_SIGN_OFF = re.compile(r"^ -- (?P<who>.+?)\s*<(?P<addr>[^<>\s]+)>\s{1,3}(?P<date>\S.*)$", re.M)
+_UPLOADER = re.compile(r"^  \[ (?P<who>[^\]\n]+?) \]$", re.M)
+_ENTRY_HEAD = re.compile(r"^\S.*\(.*\).*;.*$", re.M)
+
+
+def changelog_drafts(files: Iterable[Path], max_chars: int = MAX_CHARS, per_file: int = 20) -> Iterator[_Draft]:
+    """The first `per_file` entries of each Debian changelog (`changelog.Debian.gz`, Debian Policy §4.4): a head
+    line, change lines, and a sign-off ` -- Name <address>  date` whose name and address are gold, as are the names
+    of the `[ Name ]` lines that credit each uploader's changes. An entry longer than `max_chars` keeps its first
+    lines and its sign-off. Names elsewhere in an entry (people thanked, bug reporters) are not gold."""
+    import gzip
+
+    for path in files:
+        try:
+            text = gzip.decompress(path.read_bytes()).decode("utf-8", errors="replace")
+        except (OSError, EOFError):
+            continue
+        starts = [m.start() for m in _ENTRY_HEAD.finditer(text)]
+        for i, start in enumerate(starts[:per_file]):
+            entry = text[start : starts[i + 1] if i + 1 < len(starts) else len(text)].strip("\n")
+            sign_off = _SIGN_OFF.search(entry)
+            if sign_off is None:
+                continue
+            values: dict[str, str] = {}
+            if is_address(sign_off.group("addr")):
+                values[sign_off.group("addr")] = "email"
+            for who in [sign_off.group("who"), *(m.group("who") for m in _UPLOADER.finditer(entry))]:
+                who = re.sub(r"\s*\([^()]*\)\s*$", "", who.strip().strip('"'))  # `Ann Lee (ann)`: the nick is optional
+                if is_person_name(who):
+                    values[who] = "name"
+            body = entry[: sign_off.start()].rstrip("\n").splitlines()
+            head = next(_chunks(body, max(0, max_chars - len(sign_off.group()) - 2)), "")
+            yield _Draft("changelog", f"{path.parent.name}#{i}", f"{head}\n\n{sign_off.group()}", values)
+
+
+def build_changelogs(debian_doc: Path | None = DEBIAN_DOC, max_chars: int = MAX_CHARS) -> list[Record]:
+    """Every record of the Debian changelogs under `debian_doc` (none when absent), deduplicated, sorted by origin."""
+    files = sorted(debian_doc.glob("*/changelog.Debian.gz")) if debian_doc and debian_doc.is_dir() else []
+    out: dict[str, Record] = {}
+    for draft in changelog_drafts(files, max_chars):
+        record = draft.record()
+        if record is not None and record.text not in out:
+            out[record.text] = record
+    return sorted(out.values(), key=lambda r: r.meta["origin"])

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from sdp_core.data.records import Span
 from sdp_core.detectors.base import Policy, normalise_spans, version_hash
+from sdp_core.detectors.lexicon import HELD_OUT, CommonWords, NameLexicon, common_words, name_lexicon
 from sdp_core.detectors.spacy_tiers import (
     BATCH_SIZE,
     _disabled,
@@ -55,7 +56,7 @@ from sdp_core.detectors.spacy_tiers import (
 if TYPE_CHECKING:
     from spacy.tokens import Doc, Token
 
-NAMES_CODE_VERSION = "3"  # bump when the rules below change
+NAMES_CODE_VERSION = "4"  # bump when the rules below change
 
 _CAP = r"[A-ZÀ-ÖØ-Þ]"
 _PARTICLE = r"(?:van|von|der|den|de|del|della|di|da|du|la|le|bin|ibn|al|el|ten|ter|zu|y)"
@@ -75,7 +76,8 @@ _YEARS = r"(?:(?:19|20)\d\d(?:[ \t]*[-–,/][ \t]*(?:(?:19|20)?\d\d))*[,.]?[ \t]
 # Cues after which a single word is a name (a title, a greeting, a self-introduction) ...
 PERSONAL_CUES = re.compile(
     r"\b(?:Mr|Mrs|Ms|Miss|Mx|Dr|Prof|Sir|Dame|Herr|Frau)\b\.?[ \t]+"
-    r"|(?i:\bmy[ \t]+(?:full[ \t]+)?name[ \t]+is\b|\bname[ \t]*:|\b(?:dear|hi|hello)\b,?)[ \t]*",
+    r"|(?i:\bmy[ \t]+(?:full[ \t]+)?name[ \t]+is\b|\bname[ \t]*:"
+    r"|\b(?:dear|hi|hello|thanks|thank[ \t]+you|bonjour|merci|hola|gracias|ciao|grazie|hallo|danke)\b,?)[ \t]*",
 )
 # ... and cues after which a name needs two words: credits and notices name projects and companies too
 # (`Author: Explosion`, `Copyright 2020 Qhull`).
@@ -206,6 +208,110 @@ def display_names(text: str) -> list[Span]:
     return out
 
 
+# Rule 6: a word before a name that says a person follows, and one after it that says a person acts (English,
+# French, Spanish, Italian, German): "spoke with", "salary of", "de", "von"; "called", "wants", "a appelé", "hat".
+# A single unknown word needs one of the acts a person does (`PERSON_ACTS`): "Chopard wants", not "Python has".
+PERSON_BEFORE = frozenset(
+    "with for from to by of about thanks met called phoned emailed contact contacted told asked de du à a par pour "
+    "avec chez con para por di da per a von für an mit bei".split()
+)
+PERSON_ACTS = frozenset(
+    "called phoned rang emailed wrote writes said says asked asks wants wanted needs needed paid pays joined lost "
+    "moved relocated lives lived confirmed reported requested signed visited complained replied approved submitted "
+    "souhaite veut demande habite llamó quiere solicitó desea vive desidera vuole chiede abita möchte bittet wohnt"
+    .split()
+)
+PERSON_AFTER = PERSON_ACTS | frozenset("cannot can't could will would has had is was a est es está ha è hat ist will"
+                                       .split())
+_LEX_WORD = re.compile(rf"{_WORD}|(?i:{_PARTICLE})(?=[ \t])")
+_PARTICLE_WORD = re.compile(rf"(?i:{_PARTICLE})")
+_BEFORE = re.compile(r"([^\W\d_]+)[ \t]*[,:]?[ \t]*$")
+# Words before a name that only a person follows: "spoke with", "met", "talked to" (a single unknown word too).
+PERSON_MET = re.compile(r"(?i:\b(?:spoke|spoken|talked|speaking|talking|met|meeting)[ \t]+(?:with|to)?|\b(?:met"
+                        r"|phoned|emailed|contacted|told|asked|informed|reminded|thanked))[ \t]*$")
+_AFTER = re.compile(r"(?:[ \t]*\([^()\n]{1,40}\))?(?:(['’]s)\b|[ \t]+([^\W\d_']+(?:'t)?))")
+
+Word = tuple[int, int, str]  # start, end, text
+
+# A handle in parentheses right after a name: "Jacek Ziarnik (wserwach)" (one word, no common word: not "(author)").
+_HANDLE_AFTER = re.compile(r"[ \t]*\((?P<handle>[A-Za-z0-9][A-Za-z0-9._-]{1,38})\)")
+
+
+def handles_after(text: str, names: list[Span], common: CommonWords) -> list[Span]:
+    """A username in parentheses after a detected name, labelled `USERNAME`."""
+    out = []
+    for name in names:
+        m = _HANDLE_AFTER.match(text, name.end)
+        if m and not common(m.group("handle")) and not m.group("handle").isdigit():
+            out.append(Span(m.start("handle"), m.end("handle"), "USERNAME"))
+    return out
+
+
+def _person_context(text: str, start: int, end: int) -> tuple[bool, bool, bool]:
+    """Whether the word before [start, end) says a person follows, whether the word after it says a person acts,
+    and whether that act, or the words before, are what only a person does or has done to them."""
+    before = _BEFORE.search(text, max(0, start - 40), start)
+    after = _AFTER.match(text, end)
+    act = after.group(2).casefold() if after and after.group(2) else ""
+    met = PERSON_MET.search(text, max(0, start - 40), start) is not None
+    return (bool(before and before.group(1).casefold() in PERSON_BEFORE),
+            bool(after and (after.group(1) or act in PERSON_AFTER)), act in PERSON_ACTS or met)
+
+
+def lexicon_names(text: str, lexicon: NameLexicon, common: CommonWords, proper_nouns: frozenset[int] = frozenset()
+                  ) -> list[Span]:
+    """Rule 6: names by their words. A run of capitalised words (name particles inside) is cut at every common
+    word that is not a known name (`Customer`, `Service`, `Bitte`, `The`) and at organisation and department words;
+    a piece of two to four words is a name when one of them is a known given name or surname (it then starts at its
+    first known given name: "Gehalt von Concetta Scholz" is "Concetta Scholz"), or, with no known word, when the
+    word before or after it says a person is named ("spoke with", "de", "phoned"), or the part after a particle
+    ("Pratica di Giuseppe Mantegazza"); a one-word piece must be a known name with such a word beside it, or an
+    unknown one beside what only a person does or has done to them ("Chopard wants", "spoke with Igor"). `proper_nouns` holds the start of every
+    token the tagger reads as a proper noun."""
+    out = []
+    for run in _NAME_AT.finditer(text):
+        piece: list[Word] = []
+        words = [(m.start(), m.end(), m.group()) for m in _LEX_WORD.finditer(text, run.start(), run.end())]
+        for word in [*words, None]:
+            if word is not None and (_PARTICLE_WORD.fullmatch(word[2]) or not _not_a_name(
+                    word[2], lexicon, common, word[0] in proper_nouns)):
+                piece.append(word)
+                continue
+            # the piece, else its part after each particle inside it ("Anschrift von Emir Marti")
+            cuts = [0, *(i + 1 for i, w in enumerate(piece) if 0 < i < len(piece) - 1 and _PARTICLE_WORD.fullmatch(w[2]))]
+            span = next((s for i in cuts if (s := _lexicon_piece(text, piece[i:], lexicon)) is not None), None)
+            out.extend([span] if span else [])
+            piece = []
+    return out
+
+
+def _not_a_name(word: str, lexicon: NameLexicon, common: CommonWords, proper_noun: bool) -> bool:
+    """A stop word, an organisation or department word, an acronym, or a common word that is no known name."""
+    return (word.casefold() in common.stop or word in NOT_A_NAME_WORDS or word in ORGANISATION_WORDS
+            or (word.isupper() and len(word) > 1 and "." not in word)
+            or (not lexicon.knows(word) and common(word, proper_noun)))
+
+
+def _lexicon_piece(text: str, piece: list[Word], lexicon: NameLexicon) -> Span | None:
+    while piece and _PARTICLE_WORD.fullmatch(piece[0][2]):
+        piece = piece[1:]
+    while piece and _PARTICLE_WORD.fullmatch(piece[-1][2]):
+        piece = piece[:-1]
+    if not piece:
+        return None
+    known = [lexicon.knows(w) for _, _, w in piece]
+    given = [i for i, (_, _, w) in enumerate(piece) if lexicon.is_given(w)]
+    if given and given[0] > 0 and not any(known[: given[0]]) and len(piece) - given[0] >= 2:
+        piece, known = piece[given[0]:], known[given[0]:]  # "Akte Sofia Trimmel": the name starts at its given name
+    start, end = piece[0][0], piece[-1][1]
+    words = sum(not _PARTICLE_WORD.fullmatch(w) for _, _, w in piece)
+    if words > 4:
+        return None
+    before, after, act = _person_context(text, start, end)
+    if (words >= 2 and (any(known) or before or after)) or (any(known) and (before or after)) or act:
+        return Span(start, end, "PERSON")
+    return None
+
 class PersonNamePolicy(Policy):
     """Rules 1–5 above: rules 1 and 5 read one spaCy pipeline (NER, tagger and attribute ruler: the tagger's PROPN
     widens NER's PERSON spans and checks a cued name), rules 2–4 the text's own structure."""
@@ -217,11 +323,13 @@ class PersonNamePolicy(Policy):
         patterns = (DISPLAY_NAME, PERSONAL_CUES, CREDIT_CUES, FIELD, ASKED, NAME_LIST, ROLE_CUES, SIGN_OFF)
         self.version = version_hash(NAMES_CODE_VERSION, self.model, model_version(self.model),
                                     *(p.pattern for p in patterns), sorted(ORGANISATION_WORDS),
-                                    sorted(NOT_A_NAME_WORDS), sorted(_TIME_NOUNS))
+                                    sorted(NOT_A_NAME_WORDS), sorted(_TIME_NOUNS), sorted(PERSON_BEFORE),
+                                    sorted(PERSON_AFTER), sorted(PERSON_ACTS), HELD_OUT, model_version("faker"))
 
     def _spacy_names(self, texts: Sequence[str]) -> list[list[Span]]:
-        """Rules 1 and 5, which read the model's entities and tags."""
+        """Rules 1, 5 and 6, which read the model's entities and tags."""
         nlp = load_spacy(self.model)
+        lexicon, common = name_lexicon(), common_words(self.model)
         disable = _disabled(nlp, ["ner", "tagger", "attribute_ruler"], self.name)
         out = []
         for text, doc in zip(texts, nlp.pipe(texts, disable=disable, batch_size=BATCH_SIZE)):
@@ -246,7 +354,9 @@ class PersonNamePolicy(Policy):
                 while end < len(doc) and self._joins(doc[end - 1], doc[end], left=False):
                     end += 1
                 names.append((start, end))
-            out.append(self._plausible(doc, names) + self._role_names(doc, text))
+            proper_nouns = frozenset(t.idx for t in doc if t.pos_ == "PROPN")
+            out.append(self._plausible(doc, names) + self._role_names(doc, text)
+                       + lexicon_names(text, lexicon, common, proper_nouns))
         return out
 
     @classmethod
@@ -309,9 +419,15 @@ class PersonNamePolicy(Policy):
         texts = list(texts)
         if not texts:
             return []
+        common = common_words(self.model)
         results = []
         for text, entities in zip(texts, self._spacy_names(texts)):
             tags = _speaker_tags(text)
             spans = [*entities, *display_names(text), *cued_names(text), *listed_names(text)]
-            results.append(normalise_spans(s for s in spans if not any(a <= s.start and s.end <= b for a, b in tags)))
+            spans += handles_after(text, spans, common)
+            kept = [s for s in spans if not any(a <= s.start and s.end <= b for a, b in tags)]
+            # a name found by several rules is one span: drop a name inside a longer one ("Crystal" in "Crystal Frank")
+            kept = [s for s in kept if not any(o.label == s.label and o.start <= s.start and s.end <= o.end
+                                               and (o.start, o.end) != (s.start, s.end) for o in kept)]
+            results.append(normalise_spans(kept))
         return results

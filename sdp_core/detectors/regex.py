@@ -21,6 +21,7 @@ Built-in patterns and their decisions:
 | address         | US street address: building number, one to four capitalised words, a USPS street suffix (plural allowed), optional Apt/Suite/Unit, optional `City, ST 12345`; PO boxes; APO/FPO/DPO military addresses |
 | username        | a handle after `@` (not an address, decorator or dotted name) or after `user:`, `username=`, `login:`, `handle:` |
 | facility        | a health facility by its head noun: `Grahambury General Hospital`, `St Daniel's Hospital`, `Klinikum Waldmünchen`, `St. Hans-Rudolf-Krankenhaus` |
+| strict_extra    | what `strict` adds to `general`: dates with a day (numeric, or with a month name in English, French, Spanish, Italian, German), card and account number endings ("card ending 4821"), organisations by their legal form (`GmbH`, `S.L.`, `d.o.o.`), URLs, IP addresses |
 | identifier      | identifier shapes for data of unknown formats: 5+ digits; digit groups joined by `-`, `.` or space (3+ groups of 2+ digits, or 7+ digits, not two years or a range of round numbers); upper-case codes with 3+ digits in 6+ characters or 2+ in 8+ (not ICD-10 codes); capitals before spaced digit groups (`QQ 12 34 56 C`); `+` international and area-code phones; email; US, UK (with postcode) and German street addresses; UK postcodes; a date after DOB / date of birth / born. Leaves small numbers, doses, vitals, decimals, `12,500`, `E11.9`, `500mg`, `12/05/2024`, other calendar dates (`2024-03-12`), bug, issue and PR numbers (`bug #18423`, `GH-18426`) |
 """
 
@@ -52,10 +53,12 @@ def luhn_valid(candidate: str) -> bool:
 
 @dataclass(frozen=True)
 class PatternSpec:
-    """One built-in policy: its patterns and an optional validator of the matched string."""
+    """One built-in policy: its patterns, an optional validator of the matched string, and patterns of text that
+    stays in the clear (a match inside one of them is dropped)."""
 
     patterns: tuple[str, ...]
     validator: Callable[[str], bool] | None = None
+    clear: tuple[str, ...] = ()
 
 
 # Boundaries: a secret must not continue into a word character or a dash (so `604-87647-5938` is one order
@@ -133,7 +136,7 @@ _CODE = (
 _SPACED_CODE = r"(?<![\w-])[A-Z]{1,3}\d{0,2}(?=(?: ?\d){5})(?: \d{2,4}){2,6}(?: [A-Z])?(?![\w-])"
 _PHONES = (
     # international: +44 20 7946 0958, +44 (0)161 496 0123, +1-415-555-0132
-    rf"(?<![\w+])\+\d{{1,3}}(?:[ .-]?\(0\))?(?:[ .-]?\(?\d{{1,5}}\)?){{2,6}}{_EXTENSION}{_NUM_R}",
+    rf"(?<![\w+])\+(?=(?:[ .()-]{{0,4}}\d){{7}})\d{{1,3}}(?:[ .-]?\(0\))?(?:[ .-]?\(?\d{{1,5}}\)?){{2,6}}{_EXTENSION}{_NUM_R}",
     # an area code in parentheses or before a slash: (415) 555-0132, (05178) 12865, 030/1234567
     rf"(?<![\w(/])(?:\(\d{{2,5}}\)\s?\d{{3,}}|0\d{{1,4}}/\d{{5,}})(?:[ -]\d{{2,}})*{_EXTENSION}{_NUM_R}",
 )
@@ -155,12 +158,50 @@ _ADDRESSES = (
     rf"(?<![\w-]){_GERMAN_STREET}(?:,?\s+\d{{5}}\s+{_PLACE})?",  # Hauptstraße 12, 10115 Berlin
     rf"(?<![\w-]){_CAP}[^\W\d_]*ring\s+\d{{1,4}}[a-z]?,?\s+\d{{5}}\s+{_PLACE}",  # Kaiserring 5, 68161 Mannheim
 )
+# Postal addresses of other countries, as comma-separated parts: a street part (a house number before or after
+# the street: "Hessstrasse 1", "rue de Mercier 93", "513, avenue de Duval", "Calle 1Y Sur # 2-9", "Strada Dinu
+# Nr. 489", "Szabadság utca 116."), up to two parts more ("35", "Etapa 8 apartamento 2"), and a postcode with its
+# place in either order or alone ("47305 Gelnhausen", "H-4569 Hetvenvég", "9000 AY Hippolytushoef", "90-457 Żory",
+# "674 39 Ústí nad Labem", "4922-838 Amora", "Posadas 3300", "Albacete, 43568", ", 415034,"), then at most one
+# or two more places ("Guayatá, Boyacá", "(SS)"). The postcode part is what makes it an address; street words of many languages
+# allow a street part without a capitalised name before its number.
+_STREET_TYPES = (
+    r"(?:(?i:rue|avenue|av\.?|boulevard|bd\.?|chemin|allée|place|impasse|quai|route|cours|calle|c/|avenida|avda\.?"
+    r"|plaza|paseo|camino|carrera|cr\.?|transversal|diagonal|ronda|travesía|via|viale|piazza|piazzale|corso|largo"
+    r"|vicolo|borgo|strada|contrada|ulica|ul\.|aleja|al\.|plac|osiedle|ulice|náměstí|třída|sokak|sokağı|cadde"
+    r"|caddesi|bulvarı|mahallesi|gatan|vägen|gränd|torget|straat|laan|plein|singel|gracht|kade|dijk|rua|travessa"
+    r"|praça|alameda|estrada|rodovia|bulevardul|strada|splaiul|calea|utca|út|körút|tér|vej|gade|veien|gata"
+    r"|katu|tie|kuja|cesta|ulica|trg|H\.No\.|house\s+no\.?|flat|studio|apartment|unit)|R\.|Cl\.)"
+)
+_MONTH_NAME = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*"
+_PLACE_WORD = r"[A-ZÀ-ÖØ-Þ][^\W\d_]*(?:['’-][^\W\d_]+)*"
+_PLACE_LINK = r"(?:an der|am|an|im|in|nad|pod|sur|sous|lès|les|de|del|la|le|do|da|dos|das|di|en|upon|on|och|bei)"
+_INTL_PLACE = rf"(?!{_MONTH_NAME}\b){_PLACE_WORD}(?:[ \t-]+(?:{_PLACE_LINK}[ \t-]+)*{_PLACE_WORD}){{0,4}}(?:[ \t]*(?:\([A-Z]{{2}}\)|/[ \t]*[A-Z]{{2}}))?"
+_POSTCODE = r"(?:[A-Z]{1,2}-)?(?:\d{2}-\d{3}|\d{3}[ ]\d{2}|\d{4}-\d{3}|\d{4}[ ]?[A-Z]{2}|\d{4,6})(?![\w-])"
+_HOUSE_NUMBER = r"(?:(?:N[°º]|Nr\.|No\.|\#)[ \t]*)?\d{1,5}[a-zA-Zª]?(?:[ \t]*[/-][ \t]*\d{1,4}[a-zA-Z]?)?\.?"
+_STREET_PART = (
+    rf"(?:\d{{1,5}}[a-zA-Z]?,?[ \t]+{_STREET_TYPES}[^,\n.;:!?]{{1,40}}"  # 513, avenue de Duval
+    rf"|{_STREET_TYPES}(?:[ \t]+[^,\n;:!?()]{{1,40}}?)?(?:[ \t]+{_HOUSE_NUMBER}(?:[ \t]+[A-Za-zÀ-ÿ.]+(?:[ \t]+\d{{1,4}})?){{0,3}})?"
+    rf"|{_PLACE_WORD}(?:[ \t-]+(?:{_PLACE_LINK}|na|u|ulica|utca|cesta|{_PLACE_WORD})){{0,4}}[ \t]+{_HOUSE_NUMBER})"
+)
+_MORE_PART = r"(?:[\w.°º#/-]+(?:[ \t]+[\w.°º#/-]+){0,3})"
+_INTL_ADDRESS = (
+    rf"(?<![\w-])(?:{_STREET_PART})(?:,[ \t]*{_MORE_PART}){{0,2}},[ \t]*"
+    rf"(?:{_POSTCODE}[ \t]+{_INTL_PLACE}|{_INTL_PLACE}(?:,[ \t]*|[ \t]+)\d{{4,6}}(?![\w-])|\d{{5,6}}(?![\w-])"
+    rf"|[A-Z]{{1,2}}\d[A-Z\d]?\s\d[A-Z]{{2}}(?![\w-]))"
+    rf"(?:,[ \t]*{_INTL_PLACE}){{0,2}}(?=[ \t]*(?:[.;)\n]|$)|[^,\w])"
+)
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?"
 _DATE = (
     rf"(?:\d{{1,2}}[./-]\d{{1,2}}[./-]\d{{2,4}}|\d{{4}}-\d{{1,2}}-\d{{1,2}}|\d{{1,2}}[ -]{_MONTH}[ -]\d{{4}}"
     rf"|{_MONTH} \d{{1,2}},? \d{{4}})"
 )
-_DATE_OF_BIRTH = rf"(?i:\b(?:DOB|D\.O\.B\.?|date of birth|born(?: on)?))\s*:?\s*(?P<secret>{_DATE})(?!\w)"
+# The cue of a date of birth in English, French, Spanish, Italian and German: born, né(e) le, nacido el, nato il,
+# geboren am, date de naissance, fecha de nacimiento, data di nascita, Geburtsdatum.
+_DOB_CUE = (r"(?i:\b(?:DOB|D\.O\.B\.?|date of birth|birth ?date|born(?: on)?|n[ée]e?(?:\(e\))?(?: le)?|date de naissance"
+            r"|nacid[oa](?: el)?|fecha de nacimiento|nat[oa](?: il)?|data di nascita|geboren(?: am)?|geb\."
+            r"|geburtsdatum))")
+_DATE_OF_BIRTH = rf"{_DOB_CUE}\s*:?\s*(?P<secret>{_DATE})(?!\w)"
 
 # A handle after `@` (not an address's domain, a decorator (`@app.route(`, `@property` above a `def`) or a dotted name) or after a
 # `user:` / `username=` / `login:` cue: @octocat, (gh: @coreygirard), user: jdoe_42.
@@ -178,6 +219,41 @@ _FACILITIES = (
     rf"(?<![\w-])(?:Universitäts)?[Kk]linikum[ \t]+{_NAME_WORD}(?:[ \t]+(?:(?:am|an|der|ob|vorm|bei)[ \t]+)*{_NAME_WORD}){{0,3}}",
     rf"(?<![\w-])(?:St\.?[ \t]+)?{_NAME_WORD}-(?:Krankenhaus|Klinik|Klinikum|Hospital)(?![\w-])",
 )
+
+# What `identifier` leaves in the clear whatever its shape: references to bugs, issues and tickets, alone or in lists
+# ("Closes: #1035654, #1029751", "LP: #2012345", "ticket 48213"), a time with its zone offset ("16:11:37 +0200"),
+# and the names of algorithms, encodings and standards (AES-256, SHA-512, UTF-8, ISO-8859-1, RFC 5322).
+_REFERENCE = (r"(?i:\b(?:closes|fixes|fixed|resolves|bugs?|issues?|tickets?|lp|pr|gh|cve|debian[ \t]+bug)\b[ \t]*:?[ \t]*)"
+              r"#?\d+(?:[ \t]*(?:,|and)[ \t]*#?\d+)*")
+_ZONE_OFFSET = r"\b\d{1,2}:\d{2}(?::\d{2})?(?:[ \t]+\d{4})?[ \t]*[+-](?:[01]\d|2[0-3])[0-5]\d\b"
+_STANDARD = r"\b(?:AES|SHA|MD|RSA|DSA|ECDSA|ED|ISO|IEC|IEEE|UTF|RFC|PEP|IPv|CRC|DES|HMAC|PBKDF)[-_ ]?\d+(?:[-:]\d+)*\b"
+IDENTIFIER_CLEAR = (_REFERENCE, _ZONE_OFFSET, _STANDARD)
+
+# What the `strict` policy adds to `general` (HIPAA Safe Harbor, 45 CFR 164.514(b)(2)): every date but a year
+# alone, numeric or with a month name of five languages; a fragment of a card or account number ("card ending 4821",
+# "last four digits 1234"); URLs and IP addresses; every postcode-like number before a place.
+_MONTH_NAMES = (r"(?i:jan(?:uary|vier|uar)?|feb(?:ruary|ruar)?|f[ée]vrier|mar(?:ch|s|zo)?|märz|apr(?:il|ile)?|avril|"
+                r"abril|may|mai|mayo|maggio|jun(?:e|i)?|juin|junio|giugno|jul(?:y|i)?|juillet|julio|luglio|aug(?:ust)?|"
+                r"ao[uû]t|agosto|sep(?:t(?:ember)?)?|septembre|septiembre|settembre|oct(?:ober)?|oktober|octobre|"
+                r"octubre|ottobre|nov(?:ember)?|novembre|noviembre|dec(?:ember)?|dezember|d[ée]cembre|diciembre|"
+                r"dicembre|enero|gennaio|febrero|febbraio|marzo|aprile)\.?")
+_STRICT_DATES = (
+    rf"(?<![\w./-])(?:\d{{1,2}}[./-]\d{{1,2}}[./-]\d{{2,4}}|\d{{4}}-\d{{1,2}}-\d{{1,2}})(?![\w/-]|\.\d)",
+    rf"\b\d{{1,2}}(?:st|nd|rd|th|er|\.)?[ \t]+(?:de[ \t]+)?{_MONTH_NAMES}(?:[ \t]+(?:de[ \t]+)?\d{{4}})?\b",
+    rf"\b{_MONTH_NAMES}[ \t]+\d{{1,2}}(?:st|nd|rd|th)?(?:,?[ \t]+\d{{4}})?\b",
+)
+_CARD_FRAGMENT = (r"(?i:\b(?:ending(?:[ \t]+(?:in|with))?|last[ \t]+(?:4|four)(?:[ \t]+digits)?|ends[ \t]+(?:in|with)"
+                  r"|se[ \t]+termine[ \t]+par|terminada[ \t]+en|che[ \t]+termina[ \t]+con|endet[ \t]+auf)[ \t:]*)"
+                  r"(?P<secret>\d{2,6})\b")
+# An organisation by its legal form: "Müller GmbH", "Dizdar j.d.o.o.", "Hermanos Marín S.L.N.E", "Kennedy, Moore and
+# Gregory Ltd", "Nowak Sp. z o.o.".
+_LEGAL_FORM = (r"(?:GmbH(?:[ \t]+&[ \t]+Co\.?[ \t]+KG)?|AG|KG|OHG|e\.V\.|S\.?A\.?S?|S\.?L\.?(?:N\.?E\.?|U\.?)?|SARL|S\.?p\.?A\.?"
+               r"|S\.?r\.?l\.?|S\.?N\.?C\.?|Ltda?\.?|LLC|LLP|Inc\.?|PLC|plc|Corp\.?|[jd]\.?o\.?o\.?|d\.d\.|s\.?r\.?o\.?|a\.s\.|k\.s\."
+               r"|v\.o\.s\.|Sp\.[ \t]+z[ \t]+o\.o\.|S\.A\.|A\.Ş\.|AB|ASA?|Oy|Oyj|B\.V\.|N\.V\.|BV|NV|CV|ApS|A/S|Kft\.?|Zrt\.?|Bt\.)")
+_ORGANISATION = (rf"(?<![\w-])[A-ZÀ-ÖØ-Þ][^\W\d_]*(?:['’-][^\W\d_]+)*(?:,?[ \t]+(?:(?:and|und|et|y|e|&)[ \t]+)?"
+                 rf"[A-ZÀ-ÖØ-Þ][^\W\d_]*(?:['’-][^\W\d_]+)*){{0,4}}[ \t]+{_LEGAL_FORM}(?![\w])")
+_URL = r"\b(?:https?://|www\.)[^\s<>\"')]+"
+_IP = r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)(?![\w.])"
 
 BUILTIN_PATTERNS: dict[str, PatternSpec] = {
     "digits": PatternSpec((r"\d+",)),
@@ -197,6 +273,7 @@ BUILTIN_PATTERNS: dict[str, PatternSpec] = {
     "id": PatternSpec((r"(?<![\w.,])\d{6,}(?!\w|[.,]\d)",)),
     "address": PatternSpec(_US_ADDRESSES),
     "username": PatternSpec(_USERNAMES),
+    "strict_extra": PatternSpec((*_STRICT_DATES, _CARD_FRAGMENT, _ORGANISATION, _URL, _IP)),
     "facility": PatternSpec(_FACILITIES),
     "identifier": PatternSpec(
         (
@@ -208,8 +285,10 @@ BUILTIN_PATTERNS: dict[str, PatternSpec] = {
             *_US_ADDRESSES,
             *_ADDRESSES,
             _UK_POSTCODE,
+            _INTL_ADDRESS,
             _DATE_OF_BIRTH,
-        )
+        ),
+        clear=IDENTIFIER_CLEAR,
     ),
 }
 
@@ -217,14 +296,16 @@ BUILTIN_PATTERNS: dict[str, PatternSpec] = {
 class RegexPolicy(Policy):
     """Spans matched by any of `patterns` (the `secret` group when present), labelled with the policy name."""
 
-    def __init__(self, name: str, patterns: Sequence[str], validator: Callable[[str], bool] | None = None):
+    def __init__(self, name: str, patterns: Sequence[str], validator: Callable[[str], bool] | None = None,
+                 clear: Sequence[str] = ()):
         self.name = name
         self._validator = validator
         try:
             self._compiled = tuple(re.compile(p) for p in patterns)
+            self._clear = tuple(re.compile(p) for p in clear)
         except re.error as e:
             raise UserError(f"invalid regex for policy {name!r}: {e}") from None
-        self.version = version_hash(REGEX_CODE_VERSION, *patterns, validator.__name__ if validator else "")
+        self.version = version_hash(REGEX_CODE_VERSION, *patterns, validator.__name__ if validator else "", *clear)
 
     def _spans(self, text: str) -> list[Span]:
         out = []
@@ -234,6 +315,9 @@ class RegexPolicy(Policy):
                 start, end = m.span(group)
                 if end > start and (self._validator is None or self._validator(text[start:end])):
                     out.append(Span(start, end, self.name))
+        if out and self._clear:
+            clear = [m.span() for pattern in self._clear for m in pattern.finditer(text)]
+            out = [s for s in out if not any(a <= s.start and s.end <= b for a, b in clear)]
         return normalise_spans(out)
 
     def detect(self, texts: Sequence[str]) -> list[list[Span]]:
@@ -242,4 +326,4 @@ class RegexPolicy(Policy):
 
 def builtin_regex_policy(name: str) -> RegexPolicy:
     spec = BUILTIN_PATTERNS[name]
-    return RegexPolicy(name, spec.patterns, spec.validator)
+    return RegexPolicy(name, spec.patterns, spec.validator, spec.clear)

@@ -15,6 +15,9 @@ Named policies:
   0.11–0.26 to 0.79–0.86 and the masked share of characters from 32–40 % to 5–13 % (gold 3–11 %), while name
   recall rose to ≥ 0.995; on clinic notes precision 0.61 -> 0.99 at the same recall; on generated bank / HR notes
   name recall is 1.0 at precision 0.96 (`benchmarks/detect_real.py`, `docs/detection.md`);
+- `strict`: `general` ∪ `strict_extra` (dates with a day, card endings, URLs, IP addresses) ∪ `general_entity`
+  (NER's PERSON, ORG, DATE, GPE, LOC, FAC entities): HIPAA Safe Harbor's identifiers (45 CFR 164.514(b)(2)),
+  for data that must meet it; it masks far more than `general` (places, organisations and dates as such);
 - `conservative`: π_c of Zhao et al. 2022 (CRT, §3.2 and A.4), high recall at the price of false positives; it
   flags a superset of every other named policy except the contextual tiers (which flag nearly every sentence and
   would leave CRT no public set): `high_entity` ∪ `proper_nouns` ∪ `person_name` ∪ every built-in regex
@@ -30,6 +33,7 @@ from typing import Callable
 
 from sdp_core.config import DetectorConfig
 from sdp_core.detectors.base import Policy, union
+from sdp_core.detectors.identifiers import LibraryIdentifierPolicy
 from sdp_core.detectors.names import PersonNamePolicy
 from sdp_core.detectors.regex import BUILTIN_PATTERNS, RegexPolicy, builtin_regex_policy
 from sdp_core.detectors.spacy_tiers import TIERS, SpacyTierPolicy
@@ -38,11 +42,24 @@ from sdp_core.errors import UserError
 PolicyFactory = Callable[[DetectorConfig], Policy]
 
 CUSTOMERSIM_POLICY = "phone,email,order_number,tracking_number,address,low_entity,proper_nouns"
-GENERAL_POLICY = "identifier,credit_card,username,facility,person_name"
+GENERAL_POLICY = "identifier,library_id,credit_card,username,facility,person_name"
+STRICT_POLICY = f"{GENERAL_POLICY},strict_extra,general_entity"
+
+# The secret types each named policy claims to mask and the types it leaves in the clear (gold labels of the
+# evaluation sets and the types of the recall estimate). `general`: direct identifiers; `strict`: HIPAA Safe
+# Harbor's identifiers too (45 CFR 164.514(b)(2): every date tied to a person but the year, places smaller than a
+# state, organisations a person belongs to, fragments of card and account numbers, URLs and IP addresses).
+DIRECT_TYPES = ("name", "email", "phone", "address", "username", "card", "iban", "account_number", "national_id",
+                "vat", "mrn", "date_of_birth", "order_number", "tracking_number", "doctor", "hospital")
+SAFE_HARBOR_TYPES = ("date", "city", "organisation", "card_fragment", "url", "ip_address")
+POLICY_TYPES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "general": (DIRECT_TYPES, SAFE_HARBOR_TYPES),
+    "strict": (DIRECT_TYPES + SAFE_HARBOR_TYPES, ()),
+}
 
 
 def _conservative(config: DetectorConfig) -> Policy:
-    names = ["high_entity", "proper_nouns", "person_name", *BUILTIN_PATTERNS, *config.patterns]
+    names = ["high_entity", "proper_nouns", "person_name", "library_id", *BUILTIN_PATTERNS, *config.patterns]
     return union([get_policy(n, config) for n in names])
 
 
@@ -50,8 +67,10 @@ POLICIES: dict[str, PolicyFactory] = {
     **{name: (lambda config, name=name: builtin_regex_policy(name)) for name in BUILTIN_PATTERNS},
     **{name: (lambda config, name=name: SpacyTierPolicy(name, config.spacy_model)) for name in TIERS},
     "person_name": lambda config: PersonNamePolicy(config.spacy_model),
+    "library_id": lambda config: LibraryIdentifierPolicy(),
     "customersim": lambda config: get_policy(CUSTOMERSIM_POLICY, config),
     "general": lambda config: get_policy(GENERAL_POLICY, config),
+    "strict": lambda config: get_policy(STRICT_POLICY, config),
     "conservative": _conservative,
 }
 

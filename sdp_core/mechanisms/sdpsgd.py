@@ -60,7 +60,6 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from sdp_core.config.trial import TrialConfig
-from sdp_core.errors import UserError
 from sdp_core.mechanisms.base import MechanismPlan, calibrate, within_token_budget
 from sdp_core.mechanisms.registry import register_plan
 from sdp_core.preparation import TrialData
@@ -239,8 +238,6 @@ class SelectiveStep:
     """
 
     def __init__(self, ctx: StepContext, phase: SelectivePhase):
-        if ctx.grad_sample_mode == "ghost":
-            raise UserError("Selective-DPSGD needs training.grad_sample_mode hooks or bk (per-row clipping of the LSTM)")
         self.phase, self.noise, self.world_size = phase, ctx.noise, ctx.world_size
         self.dp = DPStep(ctx, phase)
         self.lm = ctx.model.module if isinstance(ctx.model, DPDDP) else ctx.model

@@ -11,7 +11,8 @@ from sdp_core.errors import UserError
 # GPT-2's activation `gelu_new` (tanh approximation) as torch's one fused kernel instead of HF's five elementwise
 # ops: the same function, a gpt2-tiny CPU step about 5 % faster.
 FUSED_GELU = {"gelu_new": "gelu_pytorch_tanh"}
-# The head is untied from the input embedding: Opacus ghost clipping needs distinct parameters.
+# The head of a model built from a preset is untied from the input embedding; a pretrained GPT-2 keeps its tied
+# pair, which private steps clip as one parameter (`clipping.shared`).
 GPT2_PRESETS = {
     "gpt2-tiny": dict(n_layer=2, n_embd=128, n_head=4),
     "gpt2-small": dict(n_layer=12, n_embd=768, n_head=12),

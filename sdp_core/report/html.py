@@ -35,6 +35,7 @@ from sdp_core.report.tables import (
     cost_table,
     frontier_table,
     mechanism_table,
+    recall_estimate_table,
     unfinished_table,
 )
 
@@ -239,6 +240,20 @@ def detector_section(a: Analysis) -> Section | None:
     return Section("detector", "Detector", "".join(map(_table, tables)), DETECTOR_CAPTION) if tables else None
 
 
+def recall_estimate_section(a: Analysis) -> Section | None:
+    """Recall per secret type estimated without gold spans (`detectors.estimate`), where the data has none."""
+    table = recall_estimate_table(a)
+    if not table.rows:
+        return None
+    method = next((t.detector["recall_estimate"].get("method", "") for t in a.sweep.trials
+                   if isinstance((t.detector or {}).get("recall_estimate"), dict)), "")
+    return Section("recall-estimate", "Detector recall without gold spans", _table(table),
+                   f"The data has no gold spans, so recall per secret type is estimated ({html.escape(method)}). It "
+                   "cannot see secrets in formats the generators lack, types the policy does not claim, or secrets "
+                   "that are no value of a type: a person's review of sampled records (sdp-sweep detect --review) "
+                   "is the measure to trust.")
+
+
 def cost_section(a: Analysis, cost: SweepCost) -> Section:
     e = html.escape
     notes = "".join(f"<li>{e(n)}</li>" for n in cost.notes)
@@ -276,7 +291,8 @@ def render(a: Analysis, plots: list[Plot], cost: SweepCost, claims: list[ClaimRe
     """The whole page as one string: the headline, then its sections (`*_section`) and the files and versions."""
     e = html.escape
     sections = [s for s in (curve_section(a), claims_section(claims), plots_section(a, plots), frontier_section(a),
-                            mechanisms_section(a), unfinished_section(a), detector_section(a), cost_section(a, cost))
+                            mechanisms_section(a), unfinished_section(a), detector_section(a),
+                            recall_estimate_section(a), cost_section(a, cost))
                 if s is not None]
     objectives = ", ".join(f"{metric_label(o.metric)} ({o.mode})" for o in a.objectives)
     versions = sorted({", ".join(f"{k} {v}" for k, v in t.versions.items()) for t in a.sweep.trials if t.versions})

@@ -313,6 +313,23 @@ DETECTOR_TABLES: tuple[Callable[[Analysis], Table], ...] = (detector_table, reca
 is one more function of the analysis here."""
 
 
+def recall_estimate_table(a: Analysis) -> Table:
+    """Per detector policy and secret type: the recall estimated without gold spans (`detectors.estimate`: secrets
+    inserted into copies of the data's records), with its 95 % interval and a warning below the policy's bar."""
+    rows, seen = [], set()
+    for t in a.sweep.trials:
+        est = (t.detector or {}).get("recall_estimate")
+        policy = str((t.detector or {}).get("policy", "?"))
+        if not isinstance(est, dict) or policy in seen:
+            continue
+        seen.add(policy)
+        for kind, r in (est.get("per_type") or {}).items():
+            rows.append([policy, str(kind), fmt_rate(r), f"{r.get('k', DASH)}/{r.get('n', DASH)}",
+                         "below 0.95" if r.get("warn") else ""])
+    return Table(["policy", "type", "estimated recall [95% CI]", "found", "warning"], rows,
+                 numeric={"estimated recall [95% CI]", "found"})
+
+
 def charges_table(a: Analysis, charges: dict[str, dict]) -> Table:
     """The trials the sweep's cost counts: state, the ε each is charged, and whether spent steps or its whole plan."""
     trials = {t.trial_id: t for t in a.sweep.trials}

@@ -1,34 +1,38 @@
-"""Per-record gradient clipping for the private step: Opacus' hooks and ghost clipping, and book-keeping (`bk`).
+"""Per-record gradient clipping for the private step: Opacus' hooks and book-keeping (`bk`).
 
 `DPStep` runs a batch's forward through `clipping.module`, hands the per-record losses L_i to `clipping.backward`
 and lets Opacus' DP optimizer add N(0, σ²C²), divide by the expected batch size and step. The modes differ only in
 how they reach the clipped sum Σ_i c_i·G_i, c_i = min(1, C/‖G_i‖), of the per-record gradients G_i = ∇L_i:
 
 - `hooks`: Opacus materialises every G_i (`p.grad_sample`, B copies of each parameter); `DPOptimizer` clips them.
-- `ghost`: Opacus' ghost clipping (Li et al. 2022, "Large language models can be strong differentially private
-  learners"): a first backward yields the norms ‖G_i‖ without any G_i, a second backward of Σ_i c_i·L_i the sum.
 - `bk`: book-keeping (Bu et al. 2023, "Differentially private optimization on large model at small cost"): one
   backward of Σ_i L_i that computes output gradients only (no parameter gradient); every trainable layer keeps its
-  inputs a and output gradients g, from which it forms its share of ‖G_i‖² — a ghost norm or an instantiated G_i,
-  whichever is cheaper for that layer (mixed ghost clipping, Bu et al. 2022, "Scalable and efficient training of
-  large convolutional neural networks with differential privacy") — and then, from the same tensors, its clipped
-  sum ((c ⊙ g)ᵀ a as one matmul, or Σ_i c_i·G_i). No second backward; the embedding never gets a per-record copy
-  (B × V × d), and a weight only where its G_i take no more memory than the a and g they replace.
+  inputs a and output gradients g, from which it forms its share of ‖G_i‖² — a ghost norm (Li et al. 2022, "Large
+  language models can be strong differentially private learners") or an instantiated G_i, whichever is cheaper for
+  that layer (mixed ghost clipping, Bu et al. 2022, "Scalable and efficient training of large convolutional neural
+  networks with differential privacy") — and then, from the same tensors, its clipped sum ((c ⊙ g)ᵀ a as one
+  matmul, or Σ_i c_i·G_i). No second backward; the embedding never gets a per-record copy (B × V × d), and a weight
+  only where its G_i take no more memory than the a and g they replace.
 
-Both `ghost` and `bk` hand the clipped sum over in `p.grad` to Opacus' `DPOptimizerFastGradientClipping` (or its
-distributed variant), the `DPOptimizer` that takes a clipped sum as given: its `step` copies it to `summed_grad`,
-then `add_noise` (rank 0 only under DDP), `scale_grad`, `reduce_gradients` (DDP) and the original optimizer's step,
-with the same noise draws, in the same parameter order, as `DPOptimizer` in `hooks` mode.
+Opacus' own ghost clipping is not offered: its norms carry no bound on their rounding, and a record whose position
+terms cancel gets a norm near 0 and adds many times C. `bk`'s norms are upper bounds with proven error terms
+(`ghost_norms`, `rounding_allowance`): one record adds at most C in every precision and layer form.
 
-Under mixed precision (`precision`) the pieces (activations, output gradients, Opacus' per-sample gradients or
-norms) are bf16/fp16; every mode forms the norms, clipping factors (`clip_factors`: weight 0 for a non-finite norm)
-and clipped sum in fp32 from them, and divides fp16's loss scale out in fp32 before anything is compared with C.
+`bk` hands the clipped sum over in `p.grad` to Opacus' `DPOptimizerFastGradientClipping` (or its distributed
+variant), the `DPOptimizer` that takes a clipped sum as given: its `step` copies it to `summed_grad`, then
+`add_noise` (rank 0 only under DDP), `scale_grad`, `reduce_gradients` (DDP) and the original optimizer's step, with
+the same noise draws, in the same parameter order, as `DPOptimizer` in `hooks` mode.
+
+Under mixed precision (`precision`) the pieces (activations, output gradients, Opacus' per-sample gradients) are
+bf16/fp16; every mode forms the norms, clipping factors (`clip_factors`: weight 0 for a non-finite norm) and
+clipped sum in fp32 from them, and divides fp16's loss scale out in fp32 before anything is compared with C.
 `bk` reads bf16 pieces as bf16 matmul operands with fp32 accumulation and output (`fp32_product`: the GPU's tensor
-cores); the one operand it rounds, c_i·a_i of a ghost layer's clipped sum, is covered by `rounding_allowance`.
+cores); what rounding can move, in the norms and in the sum, is covered by its bounds.
 """
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections import defaultdict, deque
 from contextlib import contextmanager
@@ -40,10 +44,11 @@ from opacus.grad_sample.utils import wrap_model
 from opacus.optimizers import DPOptimizer
 from torch import nn
 from torch.autograd.graph import GradientEdge, get_gradient_edge
+from torch.profiler import record_function
 from transformers.pytorch_utils import Conv1D
 
 from sdp_core.errors import UserError
-from sdp_core.train.precision import clip_factors, scaled_rows
+from sdp_core.train.precision import clip_factors, cuda_fp32_matmul_roundoff, scaled_rows
 
 # Opacus' hooks on the embedding see no input gradient (token ids are integers); torch warns on every step.
 warnings.filterwarnings("ignore", message="Full backward hook is firing", category=UserWarning)
@@ -70,19 +75,15 @@ def unscaled(x: torch.Tensor, loss_scale: float) -> torch.Tensor:
     return x / loss_scale if loss_scale != 1.0 else x
 
 
-def zero_clipped_sum(optimizer: DPOptimizer) -> None:
-    """An empty Poisson batch's clipped sum, in `p.grad` (ghost, bk): zero, so the step adds noise only."""
-    for p in optimizer.params:
-        p.grad = torch.zeros_like(p)
+class OpacusHooks:
+    """Opacus' per-sample gradients (Abadi et al. 2016): every G_i in `p.grad_sample`, clipped by `DPOptimizer`."""
 
+    optimizer_mode = "hooks"
 
-class OpacusModule:
-    """The model inside Opacus' `GradSampleModule` of mode `optimizer_mode` (the base of `hooks` and `ghost`)."""
-
-    optimizer_mode: str
-
-    def __init__(self, model: nn.Module, **kwargs: float):
-        self.module = wrap_model(model, self.optimizer_mode, batch_first=True, loss_reduction="sum", **kwargs)
+    def __init__(self, model: nn.Module, max_grad_norm: float, loss_scale: float = 1.0):
+        # DPOptimizer clips the per-sample gradients
+        self.module = wrap_model(model, self.optimizer_mode, batch_first=True, loss_reduction="sum")
+        self.loss_scale = loss_scale
 
     @contextmanager
     def paused(self) -> Iterator[None]:
@@ -94,16 +95,6 @@ class OpacusModule:
 
     def close(self) -> nn.Module:
         return self.module.to_standard_module()
-
-
-class OpacusHooks(OpacusModule):
-    """Opacus' per-sample gradients (Abadi et al. 2016): every G_i in `p.grad_sample`, clipped by `DPOptimizer`."""
-
-    optimizer_mode = "hooks"
-
-    def __init__(self, model: nn.Module, max_grad_norm: float, loss_scale: float = 1.0):
-        super().__init__(model)  # DPOptimizer clips
-        self.loss_scale = loss_scale
 
     def backward(self, losses: torch.Tensor, optimizer: DPOptimizer) -> None:
         """The module's loss_reduction "sum": exact per-record gradients. Opacus forms them in the pieces' dtype;
@@ -125,34 +116,24 @@ class OpacusHooks(OpacusModule):
             p.grad_sample = torch.zeros((0, *p.shape), dtype=p.dtype, device=p.device)
 
 
-class OpacusGhost(OpacusModule):
-    """Opacus' ghost clipping (Li et al. 2022; Bu et al. 2022): norms from a first backward, the clipped sum from a
-    second backward of Σ_i c_i·L_i, in `p.grad`."""
-
-    optimizer_mode = "ghost"
-
-    def __init__(self, model: nn.Module, max_grad_norm: float, loss_scale: float = 1.0):
-        if loss_scale != 1.0:
-            raise UserError("training.precision fp16 needs grad_sample_mode bk or hooks: Opacus' ghost norms are "
-                            "formed in fp16, whose range a squared norm above 256 overflows")
-        super().__init__(model, max_grad_norm=max_grad_norm)
-        self.max_grad_norm = max_grad_norm
-
-    def backward(self, losses: torch.Tensor, optimizer: DPOptimizer) -> None:
-        """Opacus' two passes (`DPTensorFastGradientClipping.backward`), with the clipping factors formed in fp32
-        from its per-layer norms (bf16 under autocast), and weight 0 for a record whose norm is not finite."""
-        losses.sum().backward(retain_graph=True)
-        optimizer.zero_grad()
-        norms = torch.stack([p._norm_sample.float() for p in self.module.trainable_parameters]).norm(dim=0)
-        clip = clip_factors(norms, self.max_grad_norm).to(losses.device)
-        with self.paused():
-            scaled_rows(losses, clip).sum().backward()
-
-    def empty_batch(self, optimizer: DPOptimizer) -> None:
-        zero_clipped_sum(optimizer)
-
-
 # ------------------------------------------------------------------------------------- book-keeping
+
+ACCUMULATION_ROUNDOFF = 2.0**-23
+"""u of an fp32 accumulation inside a matmul or reduction: round-to-nearest's 2⁻²⁴, doubled because tensor cores
+may truncate while they accumulate (Fasi et al. 2021, "Numerical behavior of NVIDIA tensor cores")."""
+GRAM_CHUNK = 1024
+"""Features summed per fp32 product when a Gram matrix is formed; the partial products are then added in fp32.
+An entry's accumulation bound then grows with k + ⌈d/k⌉ − 1 terms instead of d (Higham 2002, §3.1, blocked
+summation): for an LM head's output gradients (d = 50,257) 1,073 instead of 50,257."""
+BF16_SCALED_ROUNDOFF = 2.0**-8 * (1 + 2.0**-15)
+"""c_i·x rounded twice, to fp32 (the product) and then to bf16: (1 + 2⁻²⁴)(1 + 2⁻⁸) − 1 < 2⁻⁸(1 + 2⁻¹⁵)."""
+
+
+def gamma(n: int) -> float:
+    """γ_n = n·u/(1 − n·u) (Higham 2002, Lemma 3.1): an n-term fp32 accumulation of products is off by at most γ_n
+    times the sum of the terms' magnitudes, whatever the order of the additions."""
+    nu = n * ACCUMULATION_ROUNDOFF
+    return nu / (1 - nu)
 
 
 def fp32_product(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -164,40 +145,90 @@ def fp32_product(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return x.float() @ y.float()
 
 
-def operand_roundoff(x: torch.Tensor) -> float:
-    """u such that a matmul reads an fp32 value v, computed in place of x, as v·(1 + δ) with |δ| ≤ u per entry
-    (Higham 2002, "Accuracy and stability of numerical algorithms", §2.2). bf16 operands: u = 2⁻⁸. fp32 operands
-    on a GPU with TF32 matmuls: TF32's 2⁻¹¹ for v and again for the piece the norm was formed from, 2⁻⁹ with room.
-    Plain fp32: 0 here (the rounding every fp32 step has, in every mode)."""
-    if x.dtype == torch.bfloat16:
-        return 2.0**-8
-    if x.is_cuda and torch.backends.cuda.matmul.allow_tf32:
-        return 2.0**-9
-    return 0.0
+def instantiation_product(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """x @ y for instantiated per-record gradients, in fp32. On a GPU, `fp32_product`. On a CPU, bf16 operands are
+    multiplied as bf16 (fp32 accumulation, the result rounded to bf16, as a bf16 step's weight gradients are): an
+    instantiated G_i's norm and clipped sum read the same numbers, so rounding them moves no record past C, and
+    the product runs on the CPU's bf16 units (about 3× faster than upcasting both operands, at gpt2-tiny's head)."""
+    if not x.is_cuda and x.dtype == torch.bfloat16 and y.dtype == x.dtype:
+        return (x @ y).float()
+    return fp32_product(x, y)
+
+
+def read_roundoff(x: torch.Tensor) -> float:
+    """u such that a matmul reads each entry v of x as v·(1 + δ), |δ| ≤ u (Higham 2002, §2.2): 0 for 16-bit pieces
+    (their products are exact in fp32) and for fp32 on a CPU; on a GPU, the operand format of its fp32 matmuls
+    (TF32's 2⁻¹¹ unless they run in IEEE fp32)."""
+    return cuda_fp32_matmul_roundoff() if x.is_cuda and x.dtype == torch.float32 else 0.0
+
+
+def scaled_roundoff(x: torch.Tensor) -> float:
+    """u of c_i·x_i computed in fp32 and stored in x's format (bf16: `BF16_SCALED_ROUNDOFF`; fp32: 2⁻²⁴)."""
+    return BF16_SCALED_ROUNDOFF if x.dtype == torch.bfloat16 else 2.0**-24
 
 
 @dataclass(frozen=True)
 class ParameterGradients:
-    """One layer's share of a parameter's per-record gradients G_i, held in whichever form is cheapest: their
-    squared norms, the clipped sum Σ_i c_i·G_i formed on demand from the same tensors, and G_i materialised
-    ([B, *parameter shape]; only for a parameter several layers share, such as a tied embedding and LM head).
-    `rounding` bounds, per record, how far the clipped sum's contribution can be from c_i times the G_i whose norm
-    was taken, per unit of c_i, where norm and sum read differently rounded operands (`rounding_allowance`: a ghost
-    layer's sum rounds c_i·a_i; on a GPU, TF32 rounds the embedding's Gram matrix); 0 where they read the same."""
+    """One layer's share of a parameter's per-record gradients G_i, held in whichever form is cheapest.
 
-    squared_norms: torch.Tensor  # [B]
-    clipped_sum: Callable[[torch.Tensor], torch.Tensor]  # c [B] -> Σ_i c_i·G_i
+    - `squared_norms` [B], float64: an upper bound on ‖G̃_i‖², where G̃_i is the gradient formed from the pieces as
+      the matmuls read them: exact for an instantiated G_i, and for ghost norms the computed value plus a bound on
+      its accumulation error (`ghost_norms`).
+    - `rounding` [B], float64: a bound, per unit of c_i, on how far the clipped sum's share of record i can be from
+      c_i·G_i beyond what `squared_norms` covers: ‖G_i − G̃_i‖ (pieces a matmul rounds when it reads them, TF32)
+      plus the rounding of c_i·x_i in the clipped sum (`rounding_allowance`); 0 where norm and sum read the same
+      fp32 numbers.
+    - `clipped_sum(c)`: Σ_i c_i·G_i, formed on demand from `pieces`.
+    - `per_record()`: G_i materialised ([B, *parameter shape]; only for a parameter several layers share).
+    - `pieces`: the tensors `clipped_sum` reads, records first. Under fp16 a record of weight 0 may hold inf or NaN
+      there (its pieces overflowed under the loss scale), and 0·inf is NaN in every entry of a matmul over all
+      positions, so `BookKeeping` replaces them by copies with that record's rows zeroed before any sum is formed.
+      bf16 and fp32 pieces have fp32's range: one record's gradient entries stay finite (only its squared norm, a
+      sum of squares, can overflow, and `clip_factors` gives that record weight 0).
+    """
+
+    squared_norms: torch.Tensor
+    rounding: torch.Tensor
+    clipped_sum: Callable[[torch.Tensor], torch.Tensor]
     per_record: Callable[[], torch.Tensor]
-    rounding: torch.Tensor  # [B]
+    pieces: list[torch.Tensor]
+
+    def drop_records(self, keep: torch.Tensor) -> None:
+        """Zero the rows of records whose factor is 0 (`keep` False) in every piece the clipped sum reads."""
+        self.pieces[:] = [torch.where(keep.view(-1, *[1] * (x.dim() - 1)), x, 0) if x.is_floating_point() else x
+                          for x in self.pieces]
+
+
+SQUARES_CHUNK = 32
+"""Entries whose squares are summed in fp32 before the partial sums go to float64 (`sum_of_squares`): a bound
+γ_36 ≈ 4·10⁻⁶ below the true sum, and partial sums that take 1/32 of the tensor's memory."""
+
+
+def sum_of_squares(x: torch.Tensor) -> torch.Tensor:
+    """An upper bound on Σ_j x_ij² per record i of an fp32 tensor [B, ...], in float64: the entries' squares summed
+    `SQUARES_CHUNK` at a time in fp32 (whatever the order, at most γ_{k+4} below the true sum of those positive
+    terms, the square root and squaring included), the partial sums added in float64. No float64 copy of x."""
+    flat = x.flatten(1)
+    k = min(flat.shape[1], SQUARES_CHUNK)
+    body = flat.shape[1] - flat.shape[1] % k
+    norms = [torch.linalg.vector_norm(flat[:, :body].reshape(len(flat), -1, k), dim=2)]
+    if body < flat.shape[1]:
+        norms.append(torch.linalg.vector_norm(flat[:, body:], dim=1, keepdim=True))
+    return torch.cat(norms, dim=1).double().square().sum(1) / (1 - gamma(k + 4))
 
 
 def instantiated(per_record: torch.Tensor) -> ParameterGradients:
     """G_i materialised in fp32, [B, ...]: biases, LayerNorm, and weights whose G_i are no larger than their a and g.
-    Norm and clipped sum read the same numbers, so the contribution is c_i·G_i up to fp32 rounding."""
-    per_record = per_record.float()
-    norms = torch.linalg.vector_norm(per_record.flatten(1), dim=1).square()
-    return ParameterGradients(norms, lambda c: scaled_rows(per_record, c).sum(0), lambda: per_record,
-                              torch.zeros_like(norms))
+    Norm and clipped sum read the same numbers (`sum_of_squares` bounds the norm from above), so the contribution
+    is c_i·G_i up to the sum's own fp32 accumulation."""
+    pieces = [per_record.float()]
+    norms = sum_of_squares(pieces[0])
+
+    def clipped_sum(c: torch.Tensor) -> torch.Tensor:
+        (per_record,) = pieces
+        return (c @ per_record.flatten(1)).view(per_record.shape[1:])  # one matrix-vector product
+
+    return ParameterGradients(norms, torch.zeros_like(norms), clipped_sum, lambda: pieces[0], pieces)
 
 
 def shared(layers: list[ParameterGradients]) -> ParameterGradients:
@@ -206,23 +237,42 @@ def shared(layers: list[ParameterGradients]) -> ParameterGradients:
     return instantiated(sum(layer.per_record() for layer in layers))
 
 
+def gram(x: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """x_i·x_iᵀ per record ([B, T, d] -> [B, T, T], fp32) and γ such that each entry (t, s) is off by at most
+    γ·‖x_it‖‖x_is‖ (Cauchy–Schwarz on γ_n's bound): `GRAM_CHUNK` features per product, the partial products added."""
+    chunks = x.split(GRAM_CHUNK, dim=-1)
+    out = fp32_product(chunks[0], chunks[0].transpose(1, 2))
+    for chunk in chunks[1:]:
+        out += fp32_product(chunk, chunk.transpose(1, 2))
+    return out, gamma(chunks[0].shape[-1] + len(chunks) - 1)
+
+
 def ghost_norms(a: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """‖Σ_t g_it a_itᵀ‖² = Σ_{t,s} (a_it·a_is)(g_it·g_is) for a [B, T, d_in], g [B, T, d_out], without forming the
-    d_out × d_in sums (Li et al. 2022's ghost clipping): B·T²·(d_in + d_out) multiply-adds, in fp32 from 16-bit
-    operands. Also Σ_t ‖a_it‖·‖g_it‖, from the Gram matrices' diagonals, for `rounding_allowance`."""
-    a_gram, g_gram = fp32_product(a, a.transpose(1, 2)), fp32_product(g, g.transpose(1, 2))
-    diagonal = (a_gram.diagonal(dim1=1, dim2=2) * g_gram.diagonal(dim1=1, dim2=2)).sqrt().sum(1)
-    return (a_gram * g_gram).sum((1, 2)), diagonal
+    """Upper bounds on ‖G̃_i‖² = ‖Σ_t g̃_it ã_itᵀ‖² = Σ_{t,s} (ã_it·ã_is)(g̃_it·g̃_is) and on D_i = Σ_t ‖ã_it‖‖g̃_it‖,
+    for a [B, T, d_in] and g [B, T, d_out] as the matmuls read them (ã, g̃), without forming the d_out × d_in sums
+    (Li et al. 2022's ghost clipping): B·T²·(d_in + d_out) multiply-adds, in fp32 from 16-bit operands.
+
+    The Gram matrices' entries are off by at most γ_a‖ã_t‖‖ã_s‖ and γ_g‖g̃_t‖‖g̃_s‖ (`gram`), their elementwise
+    products round once more and are summed in float64, so the computed Σ_{t,s} is off by at most
+    κ·D_i², κ = (1 + γ_a)(1 + γ_g)(1 + 2u) − 1; the bound adds κ·D_i². Without it a record whose position terms
+    cancel (‖G_i‖ ≪ D_i) can get a norm near 0, a clipping factor of 1, and add many times C. D_i is read off the
+    Gram matrices' diagonals (‖ã_t‖² ≥ (1 − γ_a)·computed), with its own fp32 rounding covered."""
+    (a_gram, gamma_a), (g_gram, gamma_g) = gram(a), gram(g)
+    diagonal = (a_gram.diagonal(dim1=1, dim2=2) * g_gram.diagonal(dim1=1, dim2=2)).sqrt().sum(1, dtype=torch.float64)
+    diagonal *= (1 + gamma(a.shape[1] + 2)) / math.sqrt((1 - gamma_a) * (1 - gamma_g))
+    kappa = (1 + gamma_a) * (1 + gamma_g) * (1 + 2 * ACCUMULATION_ROUNDOFF) - 1
+    return (a_gram * g_gram).sum((1, 2), dtype=torch.float64) + kappa * diagonal.square(), diagonal
 
 
 def rounding_allowance(norms: torch.Tensor, rounding: torch.Tensor) -> torch.Tensor:
-    """What the clipping factors are computed from: ‖G_i‖ + ‖(R_il)_l‖, over layers l, with R_il = u·Σ_t ‖a_it‖·‖g_it‖.
+    """What the clipping factors are computed from: ‖G_i‖ + ‖(R_il)_l‖ over layers l, with R_il = ρ_l·D_il.
 
     A ghost layer's clipped sum multiplies c_i·a_it (or c_i·g_it), rounded to its operand format, rather than the
-    a_it the norm read: entry by entry (1 + δ) with |δ| ≤ u (`operand_roundoff`), so its contribution differs from
-    c_i·G_il by at most c_i·u·Σ_t ‖g_it‖‖δ ⊙ a_it‖ ≤ c_i·R_il, and by the triangle inequality the record's whole
-    contribution has norm ≤ c_i·(‖G_i‖ + ‖R_i‖) ≤ C (up to fp32 accumulation, as in every mode). Without this a
-    record whose per-position terms cancel could exceed C by up to u·R_i/‖G_i‖ of it. fp32 on a CPU: R = 0."""
+    a_it the norm read, and a GPU's TF32 matmuls read fp32 pieces rounded: entry by entry (1 + δ) with
+    |δ| ≤ u (`read_roundoff`, `scaled_roundoff`), so its contribution differs from c_i·G_il by at most c_i·R_il,
+    and by the triangle inequality the record's whole contribution has norm ≤ c_i·(‖G_i‖ + ‖R_i‖) ≤ C (up to the
+    clipped sum's own fp32 accumulation, as in every mode). Without this a record whose per-position terms cancel
+    could exceed C by up to R_i/‖G_i‖ of it."""
     return norms + torch.linalg.vector_norm(rounding, dim=0)
 
 
@@ -237,28 +287,37 @@ def weight_gradients(a: torch.Tensor, g: torch.Tensor, transposed: bool) -> Para
     otherwise (the large layers of long sequences: their extra memory is two T×T Gram matrices per record).
     """
     positions, d_in, d_out = a.shape[1], a.shape[2], g.shape[2]
+    pieces = [a, g]
 
     def per_record() -> torch.Tensor:
-        return fp32_product(a.transpose(1, 2), g) if transposed else fp32_product(g.transpose(1, 2), a)
+        a, g = pieces
+        x, y = (a.transpose(1, 2), g) if transposed else (g.transpose(1, 2), a)
+        return instantiation_product(x, y)
 
     if d_in * d_out <= positions * (d_in + d_out):
-        return instantiated(per_record())
+        with record_function("bk.instantiate"):
+            return instantiated(per_record())
 
     def clipped_sum(c: torch.Tensor) -> torch.Tensor:
-        # c in fp32, the product rounded once to the operand format (`rounding_allowance`)
-        x, y = (scaled_rows(a, c).to(a.dtype), g) if d_in <= d_out else (a, scaled_rows(g, c).to(g.dtype))
+        a, g = pieces  # c in fp32, the product rounded once to the operand format (`scaled_roundoff`)
+        x, y = ((a * c.view(-1, 1, 1)).to(a.dtype), g) if d_in <= d_out else (a, (g * c.view(-1, 1, 1)).to(g.dtype))
         x, y = x.reshape(-1, d_in), y.reshape(-1, d_out)
         return fp32_product(x.T, y) if transposed else fp32_product(y.T, x)
 
-    norms, diagonal = ghost_norms(a, g)
-    return ParameterGradients(norms, clipped_sum, per_record, operand_roundoff(a) * diagonal)
+    with record_function("bk.ghost_norms"):
+        norms, diagonal = ghost_norms(a, g)
+    u_a, u_g = read_roundoff(a), read_roundoff(g)
+    read = (1 + u_a) * (1 + u_g) - 1  # ‖G_i − G̃_i‖ ≤ read·D_i
+    summed = (1 + scaled_roundoff(a if d_in <= d_out else g)) * (1 + u_a) * (1 + u_g) - 1
+    return ParameterGradients(norms, (read + summed) * diagonal, clipped_sum, per_record, pieces)
 
 
 def affine(module: nn.Module, a: torch.Tensor, g: torch.Tensor, transposed: bool) -> dict[str, ParameterGradients]:
     """y = a·Wᵀ + b (or a·W + b): the weight's gradients and, with a bias, its G_i = Σ_t g_it."""
     out = {"weight": weight_gradients(a, g, transposed)}
     if module.bias is not None:
-        out["bias"] = instantiated(g.sum(1, dtype=torch.float32))
+        with record_function("bk.small_layers"):
+            out["bias"] = instantiated(g.sum(1, dtype=torch.float32))
     return out
 
 
@@ -273,32 +332,39 @@ def conv1d(module: Conv1D, a: torch.Tensor, g: torch.Tensor) -> dict[str, Parame
 
 def embedding(module: nn.Embedding, ids: torch.Tensor, g: torch.Tensor) -> dict[str, ParameterGradients]:
     """Row x_it of G_i collects g_it: ‖G_i‖² = Σ_{t,s} [x_it = x_is] (g_it·g_is) (Li et al. 2022), and the clipped
-    sum adds c_i·g_it into row x_it — never a dense B × V × d tensor. The padding row gets no gradient, as in torch."""
+    sum adds c_i·g_it into row x_it — never a dense B × V × d tensor. The padding row gets no gradient, as in torch.
+    As in `ghost_norms`, the norm adds its accumulation bound κ·(Σ_t ‖g_it‖)², and a Gram matrix formed from rounded
+    g (TF32) is off by at most u·Σ_t ‖g_it‖, which goes to `rounding` with the fp32 rounding of c_i·g_it."""
     if module.padding_idx is not None:
         g = g * (ids != module.padding_idx).unsqueeze(-1)
-    same = ids.unsqueeze(2) == ids.unsqueeze(1)
-    gram = fp32_product(g, g.transpose(1, 2))
-    norms = (gram * same).sum((1, 2))
-    # The sum below reads g exactly; a Gram matrix formed from rounded g (TF32) is off by at most u·Σ_t ‖g_it‖.
-    rounding = operand_roundoff(g) * gram.diagonal(dim1=1, dim2=2).sqrt().sum(1)
+    pieces = [g]
+    with record_function("bk.embedding_norms"):
+        same = ids.unsqueeze(2) == ids.unsqueeze(1)
+        g_gram, gamma_g = gram(g)
+        lengths = g_gram.diagonal(dim1=1, dim2=2).sqrt().sum(1, dtype=torch.float64)
+        lengths *= (1 + gamma(g.shape[1] + 1)) / math.sqrt(1 - gamma_g)
+        kappa = (1 + gamma_g) * (1 + 2 * ACCUMULATION_ROUNDOFF) - 1
+        norms = (g_gram * same).sum((1, 2), dtype=torch.float64) + kappa * lengths.square()
+        rounding = (read_roundoff(g) + 2.0**-24) * lengths
 
     def clipped_sum(c: torch.Tensor) -> torch.Tensor:
-        rows = scaled_rows(g.float(), c).flatten(0, 1)
+        rows = (pieces[0].float() * c.view(-1, 1, 1)).flatten(0, 1)
         return torch.zeros_like(module.weight, dtype=torch.float32).index_add_(0, ids.flatten(), rows)
 
     def per_record() -> torch.Tensor:
         rows = torch.zeros((len(ids), *module.weight.shape), dtype=torch.float32, device=g.device)
-        return rows.scatter_add_(1, ids.unsqueeze(-1).expand_as(g), g.float())
+        return rows.scatter_add_(1, ids.unsqueeze(-1).expand_as(g), pieces[0].float())
 
-    return {"weight": ParameterGradients(norms, clipped_sum, per_record, rounding)}
+    return {"weight": ParameterGradients(norms, rounding, clipped_sum, per_record, pieces)}
 
 
 def layer_norm(module: nn.LayerNorm, a: torch.Tensor, g: torch.Tensor) -> dict[str, ParameterGradients]:
     """y = x̂ ⊙ w + b: G_i = Σ_t g_it ⊙ x̂_it for w, Σ_t g_it for b, instantiated ([B, d] each)."""
-    a, g = a.float(), g.float()
-    x_hat = nn.functional.layer_norm(a, module.normalized_shape, eps=module.eps)
-    per_record = {"weight": (g * x_hat).sum(1), "bias": g.sum(1)}
-    return {name: instantiated(per_record[name]) for name, _ in module.named_parameters(recurse=False)}
+    with record_function("bk.small_layers"):
+        a, g = a.float(), g.float()
+        x_hat = nn.functional.layer_norm(a, module.normalized_shape, eps=module.eps)
+        per_record = {"weight": (g * x_hat).sum(1), "bias": g.sum(1)}
+        return {name: instantiated(per_record[name]) for name, _ in module.named_parameters(recurse=False)}
 
 
 LayerRule = Callable[[nn.Module, torch.Tensor, torch.Tensor], dict[str, ParameterGradients]]
@@ -380,7 +446,8 @@ class BookKeeping:
         Each layer's inputs and output gradients are released as soon as its parameters' sums are formed."""
         calls, self.calls = self.calls, defaultdict(list)
         edges = [edge for layer_calls in calls.values() for _, edge in layer_calls]
-        grads = deque(torch.autograd.grad(losses.sum() * self.loss_scale, edges, allow_unused=True))  # call order
+        with record_function("bk.output_gradients"):
+            grads = deque(torch.autograd.grad(losses.sum() * self.loss_scale, edges, allow_unused=True))  # call order
         with torch.no_grad():
             shares: dict[nn.Parameter, list[ParameterGradients]] = defaultdict(list)  # one per layer using it
             for module in list(calls):
@@ -391,9 +458,16 @@ class BookKeeping:
             norms = torch.stack([grads_of.squared_norms for grads_of in per_param.values()]).sum(0).sqrt()
             rounding = torch.stack([grads_of.rounding for grads_of in per_param.values()])
             clip = clip_factors(rounding_allowance(norms, rounding), self.max_grad_norm)
-            for p in optimizer.params:
-                grads_of = per_param.pop(p, None)
-                p.grad = torch.zeros_like(p) if grads_of is None else grads_of.clipped_sum(clip).view_as(p).to(p.dtype)
+            if self.loss_scale != 1.0:  # fp16: a record's pieces can overflow, and none of its inf may be summed
+                keep = clip > 0
+                if not keep.all():  # a host sync, which a GPU pays only here: it stops launches running ahead
+                    for grads_of in per_param.values():
+                        grads_of.drop_records(keep)
+            with record_function("bk.clipped_sums"):
+                for p in optimizer.params:
+                    grads_of = per_param.pop(p, None)
+                    p.grad = (torch.zeros_like(p) if grads_of is None
+                              else grads_of.clipped_sum(clip).view_as(p).to(p.dtype))
 
     def layer_gradients(self, module: nn.Module, calls: list[tuple[torch.Tensor, GradientEdge]],
                         grads: deque[torch.Tensor | None], batch: int) -> list[tuple[nn.Parameter, ParameterGradients]]:
@@ -407,7 +481,9 @@ class BookKeeping:
                 if module.get_parameter(name).requires_grad]
 
     def empty_batch(self, optimizer: DPOptimizer) -> None:
-        zero_clipped_sum(optimizer)
+        """An empty Poisson batch's clipped sum, in `p.grad`: zero, so the step adds noise only."""
+        for p in optimizer.params:
+            p.grad = torch.zeros_like(p)
 
     @contextmanager
     def paused(self) -> Iterator[None]:
@@ -425,7 +501,6 @@ class BookKeeping:
 
 CLIPPING: dict[str, Callable[[nn.Module, float, float], PerRecordClipping]] = {
     "hooks": OpacusHooks,
-    "ghost": OpacusGhost,
     "bk": BookKeeping,
 }
 """`training.grad_sample_mode` -> how the private step clips: built from the model, the clipping norm C and the

@@ -34,6 +34,7 @@ from typing import Callable, Iterator, Protocol
 import torch
 from opacus.optimizers import get_optimizer_class
 from torch import nn
+from torch.profiler import record_function
 
 from sdp_core.tensors import LMData, model_device, record_losses
 from sdp_core.train.clipping import CLIPPING
@@ -194,11 +195,13 @@ class PublicStep:
 
     def __call__(self, batch: LMData, sigma: float) -> float:
         self.optimizer.zero_grad(set_to_none=True)
-        with self.precision.autocast(self.device):
+        with record_function("step.forward"), self.precision.autocast(self.device):
             losses = record_losses(self.model(batch.input_ids), batch.input_ids, batch.weights, batch.labels)
-        self.scaler.scale(losses.mean()).backward()
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
+        with record_function("step.backward"):
+            self.scaler.scale(losses.mean()).backward()
+        with record_function("step.optimizer"):
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
         return losses.mean().item()
 
     def close(self) -> nn.Module:
@@ -209,8 +212,8 @@ class DPStep:
     """One private phase's per-record clipping and Opacus DP optimizer.
 
     `grad_sample_mode` picks how the clipped sum of per-record gradients is computed (`clipping.CLIPPING`):
-    `hooks` (per-sample gradients materialised), `ghost` (ghost clipping: two backward passes; Li et al. 2022) or
-    `bk` (book-keeping: one backward, no per-sample gradients; Bu et al. 2023). Noise, division by B and the step
+    `hooks` (per-sample gradients materialised) or `bk` (book-keeping: one backward, no per-sample gradients;
+    Bu et al. 2023). Noise, division by B and the step
     are Opacus' DP optimizer's in every mode. With `world_size` > 1 the optimizer is Opacus' distributed one: it
     adds the noise once (rank 0) and all-reduces; every rank divides by B/world, so the all-reduced update is
     (Σ clipped + noise)/B, as on one worker. The forward runs under the precision's autocast; the backward, the
@@ -242,10 +245,12 @@ class DPStep:
         if len(batch) == 0:
             self.empty_batch()
         else:
-            with self.precision.autocast(self.device):
+            with record_function("step.forward"), self.precision.autocast(self.device):
                 losses = record_losses(self.module(batch.input_ids), batch.input_ids, batch.weights, batch.labels)
-            self.clipping.backward(losses, self.optimizer)
-        self.optimizer.step()
+            with record_function("step.clipping"):
+                self.clipping.backward(losses, self.optimizer)
+        with record_function("step.noise_and_optimizer"):
+            self.optimizer.step()
 
     def empty_batch(self) -> None:
         """A Poisson batch can be empty; the step still happens (and is accounted): noise only."""

@@ -57,10 +57,27 @@ def resolve_precision(setting: str, device: torch.device, loss_scale: float = 10
 
 def use_tf32(device: torch.device, enabled: bool) -> None:
     """TF32 tensor-core matmuls for the fp32 work on an NVIDIA GPU (10-bit mantissa products, fp32 accumulation):
-    the fp32 step and the fp32 parts of a mixed step. A process-wide switch; nothing to do off the GPU."""
+    the fp32 step and the fp32 parts of a mixed step. A process-wide switch, set through torch's `fp32_precision`
+    settings (reading the legacy `allow_tf32` after they were used raises); nothing to do off the GPU."""
     if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = enabled
-        torch.backends.cudnn.allow_tf32 = enabled
+        setting = "tf32" if enabled else "ieee"
+        torch.backends.cuda.matmul.fp32_precision = setting
+        torch.backends.cudnn.conv.fp32_precision = setting
+        torch.backends.cudnn.rnn.fp32_precision = setting
+
+
+FP32_MATMUL_OPERAND_ROUNDOFF = {"tf32": 2.0**-11, "bf16": 2.0**-8}
+"""Unit roundoff of the operand format an fp32 CUDA matmul rounds to under each `fp32_precision` ('ieee': none)."""
+
+
+def cuda_fp32_matmul_roundoff() -> float:
+    """u such that an fp32 matmul on the GPU reads each operand entry v as v·(1 + δ), |δ| ≤ u: TF32's 2⁻¹¹ when
+    TF32 is on however it was switched on (`use_tf32`, `torch.set_float32_matmul_precision`, the legacy
+    `allow_tf32`, or the global `torch.backends.fp32_precision` that a backend's 'none' defers to), 0 for IEEE."""
+    setting = torch.backends.cuda.matmul.fp32_precision
+    if setting == "none":
+        setting = torch.backends.fp32_precision
+    return FP32_MATMUL_OPERAND_ROUNDOFF.get(setting, 0.0)
 
 
 def clip_factors(norms: torch.Tensor, max_grad_norm: float) -> torch.Tensor:

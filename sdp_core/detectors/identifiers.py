@@ -1,0 +1,99 @@
+"""Identifiers found and checked by the libraries made for them, labelled with their type (`library_id`).
+
+- `phone`: `phonenumbers` (Google's libphonenumber) finds phone numbers in text: international numbers of every
+  country, and national numbers as the default region writes them, at leniency POSSIBLE (the number has a length
+  some number of its country can have; random test numbers are not assigned, so VALID would miss them), with
+  seven digits or more and not written as a calendar date;
+- `iban`: an IBAN whose country format and ISO 7064 mod 97-10 check digits `python-stdnum` accepts;
+- `national_id`: a digit-bearing token that one of `python-stdnum`'s validators of national identity and tax
+  numbers accepts (`NATIONAL_ID_MODULES`: CPF, PESEL, NIR, codice fiscale, DNI/NIE, BSN, personnummer, rodné
+  číslo, T.C. Kimlik, Aadhaar, Steuer-IdNr, AHV, HETU, CPR, fødselsnummer, rijksregisternummer, SSN, SIN, CNP,
+  OIB, ...), each with its check digits;
+- `vat`: the value after a VAT cue (`VAT`, `USt-IdNr.`, `TVA`, `P. IVA`, `BTW`, `NIF`), whatever its format, or
+  any token `stdnum.eu.vat` accepts.
+
+The `identifier` shapes mask most of these already; this policy adds what shapes miss (national phone formats
+such as `74/092-4466`, VAT numbers with a prefix) and the type of each value, which the `strict` policy, the
+recall estimate and `sdp-sweep detect` report by.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from typing import Sequence
+
+from sdp_core.data.records import Span
+from sdp_core.detectors.base import Policy, normalise_spans, version_hash
+from sdp_core.detectors.regex import IDENTIFIER_CLEAR
+
+_CLEAR = tuple(re.compile(p) for p in IDENTIFIER_CLEAR)  # bug references, zone offsets, standards: as `identifier`
+
+IDENTIFIERS_CODE_VERSION = "1"
+PHONE_REGION = "DE"  # national numbers are read as this region writes them; international ones need no region
+NATIONAL_ID_MODULES = (
+    "br.cpf", "pl.pesel", "fr.nir", "it.codicefiscale", "es.dni", "es.nie", "nl.bsn", "se.personnummer", "cz.rc",
+    "tr.tckimlik", "in_.aadhaar", "de.idnr", "ch.ssn", "fi.hetu", "dk.cpr", "no.fodselsnummer", "be.nn", "us.ssn",
+    "ca.sin", "ar.cuit", "ro.cnp", "hr.oib", "pt.nif", "gb.nhs",
+)  # fmt: skip
+# Calendar dates and years (`2001-2003`, `1998, 2022`) are not identifiers, whatever a validator accepts.
+_DATE = re.compile(r"\d{1,4}[-./]\d{1,2}[-./]\d{1,4}|(?:(?:19|20)\d\d(?:[ \t]*[-–,/][ \t]*)?)+")
+_IBAN = re.compile(r"(?<![\w-])[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]){11,30}(?![\w-])")
+_TOKEN = re.compile(r"(?<![\w.+/-])(?=(?:[\w./ -]{0,24}\d){6})[A-Za-z0-9](?:[A-Za-z0-9]|[./-](?=\w)|[ ](?=\d)){5,24}"
+                    r"(?![\w-])")
+_VAT = re.compile(r"(?:\bVAT(?:[ \t]+(?:ID|id|number|no\.?|reg\.?(?:[ \t]+no\.?)?))?|\bUSt-?Id(?:Nr)?\.?|\bTVA"
+                  r"|\bP\.?[ \t]?IVA|\bBTW|\bMwSt-?Nr\.?|\bNIF|\bCIF|\bMOMS)[ \t]*[:#]?[ \t]*"
+                  r"(?P<secret>[A-Za-z]{0,3}[ -]?\d[0-9A-Za-z]*(?:[ .-][0-9A-Za-z]+){0,4})")
+
+
+def _validators() -> list:
+    modules = []
+    for name in (*NATIONAL_ID_MODULES,):
+        try:
+            modules.append(importlib.import_module(f"stdnum.{name}"))
+        except ImportError:  # a module a newer python-stdnum renamed: the others still check
+            continue
+    return modules
+
+
+class LibraryIdentifierPolicy(Policy):
+    """Phones (phonenumbers), IBANs, national identity and VAT numbers (python-stdnum), labelled by type."""
+
+    name = "library_id"
+
+    def __init__(self, phone_region: str = PHONE_REGION):
+        import phonenumbers
+        import stdnum
+
+        self.phone_region = phone_region
+        self.version = version_hash(IDENTIFIERS_CODE_VERSION, phone_region, phonenumbers.__version__,
+                                    stdnum.__version__, NATIONAL_ID_MODULES, _IBAN.pattern, _TOKEN.pattern, _VAT.pattern)
+        self._national = _validators()
+
+    def _spans(self, text: str) -> list[Span]:
+        from phonenumbers import Leniency, PhoneNumberMatcher
+        from stdnum import iban
+        from stdnum.eu import vat
+
+        if sum(c.isdigit() for c in text) < 6:
+            return []
+        # seven digits at least: a short number (emergency, service codes) is no one's, and the matcher reads times
+        # and amounts as short numbers
+        out = [Span(m.start, m.end, "phone")
+               for m in PhoneNumberMatcher(text, self.phone_region, leniency=Leniency.POSSIBLE)
+               if sum(c.isdigit() for c in m.raw_string) >= 7 and not _DATE.fullmatch(m.raw_string)]
+        out += [Span(*m.span(), "iban") for m in _IBAN.finditer(text) if iban.is_valid(m.group())]
+        out += [Span(*m.span("secret"), "vat") for m in _VAT.finditer(text)]
+        for m in _TOKEN.finditer(text):
+            value = m.group().strip()
+            if _DATE.fullmatch(value):
+                continue
+            if any(module.is_valid(value) for module in self._national):
+                out.append(Span(m.start(), m.start() + len(value), "national_id"))
+            elif vat.is_valid(value):
+                out.append(Span(m.start(), m.start() + len(value), "vat"))
+        clear = [m.span() for pattern in _CLEAR for m in pattern.finditer(text)]
+        return normalise_spans(s for s in out if not any(a <= s.start and s.end <= b for a, b in clear))
+
+    def detect(self, texts: Sequence[str]) -> list[list[Span]]:
+        return [self._spans(t) for t in texts]

@@ -1,0 +1,69 @@
+"""The `general` policy on the frozen held-out samples (never tuned on: `docs/detection.md`), and the recall
+estimate without gold spans.
+
+Fixtures: `python -m benchmarks.detect_heldout --write-fixtures tests/fixtures` (business messages of the held-out
+split, EN/FR/ES/IT/DE, eleven locales; real Debian changelogs). Thresholds are the held-out numbers measured when the
+rules were written against the dev split, less a margin: a regression fails them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sdp_core.data.customersim import generate_customersim
+from sdp_core.data.loaders import load_jsonl
+from sdp_core.detectors import evaluate, get_policy
+from sdp_core.detectors.estimate import estimate_recall
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(scope="module")
+def business():
+    records = load_jsonl(FIXTURES / "business_heldout.jsonl")
+    return evaluate(records, get_policy("general").detect([r.text for r in records]))
+
+
+@pytest.mark.parametrize(("label", "least"), [
+    ("name", 0.97), ("email", 0.99), ("phone", 0.99), ("iban", 0.99), ("national_id", 0.99), ("card", 0.99),
+    ("date_of_birth", 0.99), ("vat", 0.9), ("username", 0.9), ("address", 0.7),
+])
+def test_general_on_held_out_business_messages(business, label, least):
+    assert business.per_label[label].secrets.value >= least, business.per_label[label].secrets
+
+
+def test_general_leaves_dates_places_and_organisations_of_business_messages(business):
+    """What only `strict` claims stays mostly in the clear under `general`."""
+    for label in ("date", "card_fragment"):
+        assert business.per_label[label].secrets.value <= 0.1, label
+    assert business.precision >= 0.95
+
+
+def test_general_on_held_out_changelogs():
+    records = load_jsonl(FIXTURES / "changelog_heldout.jsonl")
+    ev = evaluate(records, get_policy("general").detect([r.text for r in records]))
+    assert ev.per_label["email"].secrets.value >= 0.99
+    assert ev.per_label["name"].secrets.value >= 0.96
+    assert ev.precision >= 0.7, ev.precision  # time-zone offsets and bug numbers stay in the clear
+
+
+@pytest.mark.parametrize(("text", "clear"), [
+    ("-- Ann Lee <ann@example.org>  Thu, 25 May 2023 16:11:37 +0200", "+0200"),
+    ("* Fix the build (Closes: #1035654, #1029751)", "1035654"),
+    ("Use AES-256 and SHA-512 by default.", "AES-256"),
+])
+def test_offsets_bug_numbers_and_standards_stay_clear(text, clear):
+    [spans] = get_policy("general").detect([text])
+    start = text.index(clear)
+    assert not any(s.start <= start < s.end for s in spans), [text[s.start:s.end] for s in spans]
+
+
+def test_recall_estimate_falls_when_the_policy_misses_a_type():
+    texts = [r.text for r in generate_customersim(20, 4)]
+    full = estimate_recall(texts, get_policy("general"), per_type=20, types=("name", "email"))
+    without_names = estimate_recall(texts, get_policy("identifier,credit_card,username"), per_type=20,
+                                    types=("name", "email"))
+    assert full["name"].recall.value >= 0.9 and without_names["name"].recall.value <= 0.1
+    assert full["email"].recall.value == without_names["email"].recall.value == 1.0
