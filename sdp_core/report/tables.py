@@ -339,10 +339,13 @@ def charges_table(a: Analysis, charges: dict[str, dict]) -> Table:
 
 
 def cost_table(cost: dict[str, dict]) -> Table:
-    """The sweep's own privacy cost: one row per bound, with the conditions under which it holds."""
+    """The sweep's own privacy cost: one row per bound, with the conditions under which it holds, each distinct one
+    said once above the table and referred to by its number."""
+    conditions = list(dict.fromkeys(str(entry.get("conditions", DASH)) for entry in cost.values()))
     rows = [[name, format_epsilon(entry), fmt(entry.get("trials", entry.get("mean_trials"))),
-             str(entry.get("conditions", DASH))] for name, entry in cost.items()]
-    return Table(["bound", EPSILON_COLUMN, "trials", "holds when"], rows, numeric={"trials"})
+             f"[{conditions.index(str(entry.get('conditions', DASH))) + 1}]"] for name, entry in cost.items()]
+    note = " ".join(f"[{i}] {text}." for i, text in enumerate(conditions, 1)).replace("..", ".")
+    return Table(["bound", EPSILON_COLUMN, "trials", "holds when"], rows, numeric={"trials"}, note=f"Holds when: {note}")
 
 
 def _json(value: Any) -> str:
