@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from sdp_core.privacy.numbers import epsilon_number
 from sdp_core.privacy.relations import qualifiers
 
 TRIAL_STATES = ("finished", "early_stopped", "infeasible", "failed")
@@ -93,7 +94,7 @@ class TrialRow:
     def summary_line(self) -> str:
         p, m = self.privacy, self.metrics
         eps = p.get(EPSILON)
-        privacy = (f"ε={eps:.3f} ({qualifiers(p)})"
+        privacy = (f"ε={epsilon_number(eps)} ({qualifiers(p)})"
                    if isinstance(eps, (int, float)) and eps != float("inf") else f"no DP guarantee ({p.get('notion')})")
         if self.mechanism.get("guarantee"):  # what the ε covers, where it is narrower than its notion says (Redacted)
             privacy += f": {self.mechanism['guarantee']}"

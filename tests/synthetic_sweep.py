@@ -16,6 +16,7 @@ from pathlib import Path
 
 import yaml
 
+from sdp_core.config.base import apply_settings
 from sdp_core.config.sweep import SweepConfig
 from sdp_core.config.trial import TrialConfig
 from sdp_core.privacy import events_from_dicts, privacy_report
@@ -157,10 +158,18 @@ def trial_row(cfg: SweepConfig, i: int, rng: random.Random, secrets: tuple[str, 
     return row
 
 
+AUDIT = {"epsilon_lower_bound": 0.0, "epsilon_lower_bound_per_record": 0.0, "delta": 1e-5, "confidence": 0.95,
+         "notion": "empirical lower bound", "neighbouring": "replace_one", "accountant": "audit:one_run",
+         "method": "one_run", "canaries": 1000, "members": 480, "nonmembers": 520, "guesses": 0, "correct": 0,
+         "ceiling": 4.47, "group_size": 1}
+"""A one-run audit as a finished trial's row holds it (`attacks.empirical_epsilon`), 480 of 1,000 canaries inserted."""
+
+
 def write_synthetic_sweep(directory: str | Path, n_trials: int = 40, seed: int = 0, name: str = "synthetic",
-                          secrets: tuple[str, ...] = (), intervals: bool = False) -> Path:
+                          secrets: tuple[str, ...] = (), intervals: bool = False, audit: bool = False) -> Path:
     """Write `sweep.yaml` and `trials/t0000.json`, ... into `directory`; returns it. With `intervals`, exposure has
-    a 95 % interval (±30 %) and the random-rank floor, as a real trial's row."""
+    a 95 % interval (±30 %) and the random-rank floor, as a real trial's row; with `audit`, every finished trial
+    has a one-run audit (`AUDIT`, its bound growing with exposure)."""
     directory = Path(directory)
     (directory / "trials").mkdir(parents=True, exist_ok=True)
     cfg = sweep_config(name, n_trials)
@@ -172,5 +181,78 @@ def write_synthetic_sweep(directory: str | Path, n_trials: int = 40, seed: int =
         if intervals and exposure is not None:
             row["metrics"].update(exposure_mean_low=0.7 * exposure, exposure_mean_high=1.3 * exposure,
                                   exposure_floor=1.44)
+        if audit and row["state"] == "finished":
+            bound = round(max(0.0, exposure - 2.0) / 4, 2)
+            row["attacks"] = {"empirical_epsilon": {**AUDIT, "epsilon_lower_bound": bound,
+                                                    "epsilon_lower_bound_per_record": bound}}
         (directory / "trials" / f"{row['trial_id']}.json").write_text(json.dumps(row, indent=1))
     return directory
+
+
+LADDER_PPL = {"dpsgd": 60.0, "jft": 27.0, "crt": 33.0, "atdp": 30.0, "nodp": 18.0}
+"""Perplexity of each mechanism's best setting at ε = ∞ in `write_ladder_sweep`; at ε it is this × (1 + 2/ε)."""
+LADDER_SAMPLE_RATE, LADDER_STEPS = 0.016, 60
+
+
+def ladder_sigma(epsilon: float) -> float:
+    """The σ that spends `epsilon` in the ladder trials' one private phase (RDP, δ = 1e-5, add/remove)."""
+    from sdp_core.privacy import calibrate_noise
+
+    return calibrate_noise([(LADDER_SAMPLE_RATE, LADDER_STEPS)], epsilon, 1e-5, "rdp")
+
+
+def write_ladder_sweep(directory: str | Path, ladder: tuple[float, ...] = (1.0, 3.0, 8.0), per_cell: int = 3,
+                       seed: int = 0, mechanisms: tuple[str, ...] = ("dpsgd", "jft", "crt", "atdp", "nodp"),
+                       ppl: dict[str, float] | None = None, slope: dict[str, float] | None = None) -> Path:
+    """A finished ε-ladder sweep as `sdp-sweep run` stores it: `per_cell` trials of every (mechanism, ε) cell (No-DP
+    once), numbered as the driver numbers them, each calibrated to its ε with one private phase, its perplexity
+    `ppl` (default `LADDER_PPL`) × (1 + `slope`/ε, slope 2 by default) × (1 + up to 10 % by chance)."""
+    ppl, slope = {**LADDER_PPL, **(ppl or {})}, slope or {}
+    from sdp_core.privacy import GaussianEvent
+
+    directory = Path(directory)
+    (directory / "trials").mkdir(parents=True, exist_ok=True)
+    cfg = SweepConfig.model_validate({
+        "name": "ladder", "mechanisms": list(mechanisms),
+        "base": {"data": {"n_train": TRAIN_RECORDS}, "privacy": {"target_epsilon": list(ladder)}},
+        "objectives": [{"metric": "val_perplexity", "mode": "min"}, {"metric": "exposure_mean", "mode": "min"}],
+        "search_space": {"parameters": {"training.learning_rate": {"type": "loguniform", "low": 5e-4, "high": 5e-3}}},
+        "trials_per_mechanism": per_cell})
+    (directory / "sweep.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+    rng = random.Random(seed)
+    for n in range(per_cell):
+        for c, cell in enumerate(cfg.cells):
+            number = n * len(cfg.cells) + c
+            m, epsilon = cell.mechanism, cell.epsilon
+            lr = math.exp(rng.uniform(math.log(5e-4), math.log(5e-3)))
+            params = {"mechanism.name": m, **({"privacy.target_epsilon": epsilon} if epsilon else {}),
+                      "training.learning_rate": lr}
+            config = TrialConfig.model_validate(apply_settings(
+                {**cfg.base.model_dump(mode="json"), "name": f"ladder-trial_{number:04d}", "seed": number,
+                 "mechanism": {"name": m}}, params)).model_dump(mode="json")
+            perplexity = ppl[m] * (1 + slope.get(m, 2.0) / epsilon if epsilon else 1) * (1 + 0.1 * rng.random())
+            exposure = BASE_EXPOSURE[m] * (0.8 + 0.4 * rng.random())
+            notion = NOTION[m]
+            events = ([] if epsilon is None else
+                      [GaussianEvent(LADDER_SAMPLE_RATE, ladder_sigma(epsilon), LADDER_STEPS, "dp", m,
+                                     "private" if m == "crt" else "all")])
+            privacy = privacy_report(math.inf if epsilon is None else epsilon * (1 - 1e-6), 1e-5, notion, "rdp",
+                                     events, complete=True)
+            row = {"trial_id": f"trial_{number:04d}", "name": config["name"], "state": "finished", "seed": number,
+                   "config": config, "params": params, "privacy": privacy,
+                   "ledger": _ledger(notion, [e.__dict__ for e in privacy_events(privacy)], LADDER_SAMPLE_RATE,
+                                     False, spent=True),
+                   "metrics": {"val_perplexity": perplexity, "val_private_perplexity": 2.3 * perplexity,
+                               "exposure_mean": exposure,
+                               "exposure_mean_low": 0.7 * exposure, "exposure_mean_high": 1.3 * exposure,
+                               "exposure_floor": 1.44, "mia_auc": 0.5 + 0.02 * exposure, "train_seconds": 100.0},
+                   "objectives": {"val_perplexity": perplexity, "exposure_mean": exposure}, "mechanism": {},
+                   "phases": [],
+                   "canaries": None, "detector": {"policy": "customersim", "data_fingerprint": "0f" * 16},
+                   "timings": {"total": 120.0}, "versions": {"sdp_sweep": "0.1.0"}, "error": None}
+            (directory / "trials" / f"{row['trial_id']}.json").write_text(json.dumps(row, indent=1))
+    return directory
+
+
+def privacy_events(privacy: dict) -> list:
+    return events_from_dicts(privacy["events"])

@@ -38,6 +38,7 @@ def test_untrained_model_is_at_chance(splits):
     result = membership_inference(small_gpt2(len(tok), seed=1), members, nonmembers)
     assert 0.35 < result["auc"] < 0.65
     assert result["members"] == result["nonmembers"] > 50  # ~3 secrets a dialog
+    assert "training records' secrets" in result["not_covered"]  # read without noise: outside the trial's ε
 
 
 def test_secrets_are_maximal_sensitive_runs_scored_by_mean_nll():

@@ -149,4 +149,4 @@ def test_a_redacted_trial_says_its_zero_epsilon_is_for_detected_secrets_only(tmp
 
     cfg = parse_model(TrialConfig, small_trial_dict(mechanism={"name": "redacted"}, training={"max_steps": 1}))
     line = run_trial(cfg, None).summary_line()
-    assert "ε=0.000 (SDP" in line and ": epsilon_s = 0 for detected secrets only; none for missed;" in line
+    assert "ε=0 (SDP" in line and ": epsilon_s = 0 for detected secrets only; none for missed;" in line

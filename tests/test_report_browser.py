@@ -1,5 +1,5 @@
 """`index.html` in headless Chromium, offline: the plots render, the console stays clean, the decision columns fit
-1280 px without horizontal scrolling, a screenshot is saved.
+1280 px and no table needs horizontal scrolling there, a screenshot is saved.
 
 The browser is Debian's `chromium` package: the `chromium` fixture installs it with `apt-get install chromium`
 when it is missing (the pip packages that drive a browser download their own build, which needs a network this
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from sdp_core.report import build_report
-from tests.synthetic_sweep import write_synthetic_sweep
+from tests.synthetic_sweep import write_ladder_sweep, write_synthetic_sweep
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -52,7 +52,7 @@ def chromium() -> str:
 @pytest.fixture(scope="module")
 def page(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("browser")
-    sweep = write_synthetic_sweep(root / "sweep", 60, seed=3, intervals=True)
+    sweep = write_synthetic_sweep(root / "sweep", 60, seed=3, intervals=True, audit=True)
     return build_report(sweep, root / "report") / "index.html"
 
 
@@ -75,22 +75,32 @@ MEASURE = """<script>window.addEventListener("load", () => setTimeout(() => {
 }, 500));</script>"""
 
 
-def test_decision_columns_fit_1280px_without_horizontal_scrolling(chromium, page, tmp_path):
+def measure(chromium: str, page: Path, tmp_path: Path, width: int = 1280) -> tuple[dict, str]:
+    """Every table's widths and headers' right edges, measured in the laid-out page, and the page's DOM."""
     import json
 
     probe = page.with_name("probe.html")
     probe.write_text(page.read_text().replace("</body>", MEASURE + "</body>"))
-    result = open_page(chromium, probe, tmp_path, "--dump-dom", width=1280)
+    result = open_page(chromium, probe, tmp_path, "--dump-dom", width=width)
     assert result.returncode == 0, result.stderr[-2000:]
     measured = json.loads(re.search(r'<pre id="measured">(.*?)</pre>', result.stdout, re.S).group(1)
                           .replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"))
+    return measured, result.stdout
+
+
+def test_decision_columns_fit_1280px_without_horizontal_scrolling(chromium, page, tmp_path):
+    measured, _ = measure(chromium, page, tmp_path)
     sections = {s["id"]: s["tables"] for s in measured["sections"]}
     for name in ("frontier", "mechanisms"):
         (table,) = sections[name]
-        assert table["scroll"] <= table["client"], (name, table)  # no horizontal scroll box
         headers = dict(table["headers"])
-        for column in ("mechanism", "ε", "val perplexity", "canary exposure", "MIA AUC"):
+        for column in ("mechanism", "ε", "audit ε ≥", "val perplexity", "private-token perplexity", "canary exposure",
+                       "MIA AUC"):
             assert 0 < headers[column] <= measured["width"], (name, column, headers)
+    assert len(sections["detector"]) == 2  # the policies, then recall per gold label
+    for name, tables in sections.items():
+        for table in tables:
+            assert table["scroll"] <= table["client"], (name, table)  # no horizontal scroll box anywhere
 
 
 def test_plots_render_offline_without_console_errors(chromium, page, tmp_path):
@@ -102,7 +112,7 @@ def test_plots_render_offline_without_console_errors(chromium, page, tmp_path):
     # Plotly drew every graph: an SVG per graph, scatter traces and their markers.
     assert dom.count('<svg class="main-svg"') >= 2 * len(graphs)
     assert dom.count('class="point"') >= 60
-    assert "Pareto front" in dom and "At ε = 3 (" in dom
+    assert "Pareto front" in dom and "The best model of each guarantee: at ε = 3 (" in dom
     console = [line for line in result.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
     assert not console, console
 
@@ -115,3 +125,14 @@ def test_screenshot(chromium, page, tmp_path):
     keep = os.environ.get("SDP_REPORT_SCREENSHOT")
     if keep:  # for a person to look at: SDP_REPORT_SCREENSHOT=/tmp/report.png pytest tests/test_report_browser.py
         shutil.copy(shot, keep)
+
+
+def test_an_epsilon_ladder_report_draws_its_curve_and_fits_1280px(chromium, tmp_path):
+    page = build_report(write_ladder_sweep(tmp_path / "ladder"), tmp_path / "report") / "index.html"
+    measured, dom = measure(chromium, page, tmp_path)
+    assert measured["sections"][0]["id"] == "curve" and len(measured["sections"][0]["tables"]) == 2
+    for section in measured["sections"]:
+        for table in section["tables"]:
+            assert table["scroll"] <= table["client"], (section["id"], table)
+    curve = dom[dom.index('<div id="utility_vs_target_epsilon"'):]
+    assert '<svg class="main-svg"' in curve[:200_000] and curve.count('class="point"') >= 12

@@ -78,7 +78,7 @@ def test_trial_tables_show_the_formal_bound_and_a_detail_row(sweep_dir, tmp_path
     assert frontier.count('<tr class="detail') == frontier.count('<tr class="trial')
     assert "hyper-parameters</b> learning_rate=" in frontier
     estimate_cells = re.findall(r"<td title=\"[^\"]*empirical estimate[^\"]*\">([^<]*)</td>", html)
-    assert estimate_cells and all(c.startswith(f"{LIGHT_NOISE_FORMAL_EPSILON:.1f} · SDP, formal (estimate 3")
+    assert estimate_cells and all(c.startswith(f"{LIGHT_NOISE_FORMAL_EPSILON:g} · SDP, formal (estimate 3")
                                   for c in estimate_cells)
 
 
@@ -89,3 +89,27 @@ def test_the_page_inlines_the_basic_bundle_only(sweep_dir, tmp_path):
     assert get_plotlyjs()[:2000] not in html and html.count("plotly.js (basic - minified)") == 1
     assert len(html.encode()) < 1_600_000  # the full bundle alone is 4.6 MB
     assert html.count('"scatter"') >= 3 and '"template":{"layout"' in html.replace(" ", "")
+
+
+@pytest.mark.parametrize("epsilon,shown", [(0.001, "0.001"), (4e-4, "0.0004"), (2.994, "3"), (5.1631, "5.17"),
+                                           (3.0 - 1e-6, "3")])
+def test_no_line_prints_a_nonzero_epsilon_as_zero_or_below_itself(epsilon, shown):
+    """Every line that prints an ε (the trial's summary, the live table, `sdp-sweep epsilon`, the report, the formal
+    bound beside an estimate) prints it with 3 significant digits rounded up: never 0.000 for 0.001, never 2.99
+    for 2.994 (an upper bound printed below itself)."""
+    from sdp_core.privacy import privacy_report
+    from sdp_core.privacy.cli import _line
+    from sdp_core.privacy.relations import qualifiers
+    from sdp_core.report.formatting import format_epsilon
+    from sdp_core.row import TrialRow
+    from sdp_core.sweep.live import epsilon_text
+
+    report = privacy_report(epsilon, 1e-5, "DP", "rdp", [])
+    row = TrialRow(name="t", state="finished", seed=0, config={"mechanism": {"name": "dpsgd"}}, privacy=report,
+                   metrics={"val_perplexity": 20.0})
+    assert f"ε={shown} (DP" in row.summary_line()
+    assert epsilon_text(report).startswith(f"{shown} (DP")
+    assert format_epsilon(report).startswith(f"ε = {shown} (DP")
+    assert epsilon <= float(_line(report).split()[2]) <= epsilon * 1.0001  # `sdp-sweep epsilon`: 5 digits
+    estimate = {**report, "guarantee": ESTIMATE, "formal": report}
+    assert qualifiers(estimate).endswith(f"formal bound ε={shown}")

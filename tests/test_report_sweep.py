@@ -59,5 +59,5 @@ def test_report_from_stored_sweep_results(sweep_dir, tmp_path):
         assert load_trial_config(path).model_dump(mode="json") == row["config"]
 
     summary = (out / "summary.md").read_text()
-    assert "At ε = 3 (" in summary and "δ = 1e-5, RDP)" in summary
+    assert "The best model of each guarantee: at ε = 3 (" in summary and "δ = 1e-5, RDP)" in summary
     assert "| DP-SGD |" in summary or "| JFT |" in summary

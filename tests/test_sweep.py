@@ -10,10 +10,11 @@ from functools import partial
 import optuna
 import pytest
 import torch
+import yaml
 from optuna.trial import TrialState
 
 from sdp_core.config import parse_model
-from sdp_core.config.sweep import SweepConfig
+from sdp_core.config.sweep import Cell, SweepConfig
 from sdp_core.config.trial import TrialConfig
 from sdp_core.errors import ConfigError, PrivacyError
 from sdp_core.mechanisms import sdpsgd as S
@@ -57,10 +58,10 @@ def test_mechanism_fields_are_sampled_only_for_their_mechanism():
     cfg = tiny_sweep()
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
     for mechanism in ("dpsgd", "jft"):
-        params = sample(study.ask(), cfg.search_space, mechanism, cfg.mechanisms)
+        params = sample(study.ask(), cfg.search_space, Cell(mechanism), cfg.mechanisms)
         assert params["mechanism.name"] == mechanism
         assert ("mechanism.phase1_epochs" in params) == (mechanism == "jft")
-    single = sample(study.ask(), cfg.search_space, "dpsgd", ["dpsgd"])
+    single = sample(study.ask(), cfg.search_space, Cell("dpsgd"), ["dpsgd"])
     assert set(single) == {"training.learning_rate"}  # one mechanism: nothing to record
 
 
@@ -220,6 +221,54 @@ def test_each_mechanism_searches_alone_with_an_equal_share(tmp_path):
     assert dpsgd(first) == dpsgd(second)
 
 
+def test_an_epsilon_ladder_gives_every_mechanism_and_epsilon_the_same_budget_and_survives_a_resume(tmp_path):
+    """`privacy.target_epsilon: [8, 1, 3]` in base: one study per (mechanism, ε), each given exactly its trials, every
+    trial calibrated to its cell's ε and recording it; No-DP, calibrated to no ε, is one cell. Half-way the driver
+    dies with two trials running: resume hands those out again as themselves and fills every cell to its budget."""
+    base = small_trial_dict(training={"max_steps": 3}, privacy={"target_epsilon": [8, 1, 3]})
+    cfg = tiny_sweep(base=base, mechanisms=["dpsgd", "jft", "nodp"], trials_per_mechanism=2, num_trials=None)
+    assert cfg.target_epsilons == [1.0, 3.0, 8.0] and cfg.num_trials == 2 * 7
+    store = SweepStore(tmp_path)
+    store.create(cfg)
+    assert parse_model(SweepConfig, yaml.safe_load(store.config_file.read_text())) == cfg  # the stored sweep.yaml
+
+    def cell_of(config: dict) -> tuple:
+        trial = config["trial"]
+        epsilon = trial["privacy"]["target_epsilon"] if trial["mechanism"]["name"] != "nodp" else None
+        assert config["params"].get("privacy.target_epsilon") == epsilon
+        return trial["mechanism"]["name"], epsilon
+
+    search = SweepSearch(cfg, cfg.search_space, store, open_studies(cfg, store), {}, set())
+    configs = [search.suggest(str(i)) for i in range(9)]
+    for i, config in enumerate(configs[:7]):
+        search.on_trial_complete(str(i), _final(config, val_perplexity=10.0 + i, val_private_perplexity=20.0))
+    studies = open_studies(cfg, store)  # the driver died: trials 7 and 8 were running
+    orphans = reconcile(cfg, studies, store)
+    assert sum(map(len, orphans.values())) == 2
+    again = SweepSearch(cfg, cfg.search_space, store, studies, orphans, set())
+    rest = [again.suggest(f"r{i}") for i in range(cfg.num_trials - 7)]
+    assert again.suggest("last") == "FINISHED"
+    assert rest[:2] == configs[7:]  # the same ids, parameters and seeds
+    handed = [cell_of(c) for c in configs[:7] + rest]
+    expected = {("nodp", None)} | {(m, e) for m in ("dpsgd", "jft") for e in (1.0, 3.0, 8.0)}
+    assert {cell: handed.count(cell) for cell in expected} == dict.fromkeys(expected, 2)
+    assert sorted(c["trial_id"] for c in configs[:7] + rest) == [f"trial_{i:04d}" for i in range(14)]
+    assert sorted(studies) == ["dpsgd@eps1", "dpsgd@eps3", "dpsgd@eps8", "jft@eps1", "jft@eps3", "jft@eps8", "nodp"]
+
+
+def test_a_ladder_is_not_searched_and_needs_targets():
+    base = small_trial_dict(privacy={"target_epsilon": [1, 3]})
+    cfg = tiny_sweep(base=base, search_space={"parameters": {"privacy.target_epsilon": {
+        "type": "uniform", "low": 1, "high": 8}}})
+    with pytest.raises(ConfigError, match="the sweep's ε ladder sets it"):
+        check_space(cfg, cfg.search_space, "sweep.yaml")
+    for ladder in ([], [3, 3], [0, 1]):
+        with pytest.raises(ConfigError, match="distinct finite targets > 0"):
+            tiny_sweep(base=small_trial_dict(privacy={"target_epsilon": ladder}))
+    with pytest.raises(ConfigError, match="over 6 \\(mechanism, ε\\) cells"):
+        tiny_sweep(base=small_trial_dict(privacy={"target_epsilon": [1, 3, 8]}), num_trials=4)
+
+
 # ------------------------------------------------------------------------------------ real Ray
 
 
@@ -243,7 +292,7 @@ def test_multi_objective_sweep_spends_exactly_the_target_in_every_trial(local_ra
     trials = [t for study in studies.values() for t in study.get_trials()]
     assert [t.state for t in trials] == [TrialState.COMPLETE] * cfg.num_trials
     assert sorted(t.user_attrs["trial_id"] for t in trials) == sorted(rows)
-    assert [len(study.get_trials()) for study in studies.values()] == [cfg.per_mechanism] * len(cfg.mechanisms)
+    assert [len(study.get_trials()) for study in studies.values()] == [cfg.per_cell] * len(cfg.cells)
 
 
 VOCAB, T = 300, 16
@@ -303,5 +352,5 @@ def test_live_view_prints_epsilon_with_notion_delta_and_accountant():
     from sdp_core.sweep.live import epsilon_text
 
     assert epsilon_text({"epsilon": 2.994, "delta": 1e-5, "notion": "SDP", "accountant": "rdp",
-                         "neighbouring": "replace_one"}) == "2.99 (SDP, replace-one neighbours, δ=1e-05, rdp)"
+                         "neighbouring": "replace_one"}) == "3 (SDP, replace-one neighbours, δ=1e-05, rdp)"
     assert epsilon_text({"epsilon": float("inf"), "delta": 1e-5, "notion": "none", "accountant": "rdp"}) == "∞ (none)"

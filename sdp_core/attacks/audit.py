@@ -23,6 +23,11 @@ records is a group of n: `epsilon_lower_bound` is on that group's ε. Record-lev
 (n·ε, n·e^{(n−1)ε}·δ)-DP (group privacy), so `one_run` also reports `epsilon_lower_bound_per_record`, the
 largest record-level ε that this group guarantee, at the configured δ, cannot explain; it is what compares with
 a ledger's ε.
+
+The relation: a canary goes into an existing training record (`data.canaries`), so the two worlds the audit tells
+apart have the same records, one of them with its text changed. The bound is on ε for replace-one neighbours
+(`neighbouring` in the result), and compares with a trial's replace-one ε, which for DP (accounted for add/remove
+neighbours) is larger than its reported ε, up to about twice it: a DP trial's audit may exceed its add/remove ε.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import numpy as np
 from scipy import optimize, special, stats
 
 from sdp_core.errors import UserError
+from sdp_core.privacy.relations import REPLACE_ONE
 
 Method = Literal["one_run", "clopper_pearson"]
 
@@ -85,9 +91,11 @@ def _one_run(members: np.ndarray, nonmembers: np.ndarray, delta: float, alpha: f
     order = np.lexsort((rng.permutation(len(scores)), -scores))
     m = len(scores)
     ks = sorted({max(1, m // 2 >> j) for j in range(int(math.log2(max(m // 2, 1))) + 1)})
-    # The most this audit can show, every guess right: what m canaries can resolve at all (~1.4 for m = 20,
-    # ~5.2 for m = 1000 at δ = 1e-5, 95 %).
-    ceiling = max(one_run_epsilon(m, 2 * k, 2 * k, delta, alpha / len(ks), group_size) for k in ks)
+    # The most this audit can show: every guess right. Of k guesses each way at most min(k, inserted) and
+    # min(k, held out) can be, so it depends on how many canaries the coin flips inserted (δ = 1e-5, 95 %, m =
+    # 1000: 5.16 with 500 inserted, 4.47 with 480 or 520; ~1.4 for m = 20).
+    right = {k: min(k, len(members)) + min(k, len(nonmembers)) for k in ks}
+    ceiling = max(one_run_epsilon(m, 2 * k, right[k], delta, alpha / len(ks), group_size) for k in ks)
     best = {"epsilon_lower_bound": 0.0, "epsilon_lower_bound_per_record": 0.0, "canaries": m, "guesses": 0,
             "correct": 0, "ceiling": ceiling}
     for k in ks:
@@ -126,10 +134,11 @@ def empirical_epsilon(member_scores: Sequence[float], nonmember_scores: Sequence
     """Lower bound on ε that holds with probability ≥ `confidence` (see the module docstring for assumptions).
 
     Returns `epsilon_lower_bound` (of a canary's group of `group_size` records), `delta`, `confidence`, `notion`
-    ("empirical lower bound"), `accountant` ("audit:<method>"), `method`, `members`, `nonmembers`, `group_size`,
-    and the attack's operating point: for one_run `canaries` (m), `guesses` (r), `correct` (v) and
-    `epsilon_lower_bound_per_record`, and `ceiling`, the record-level bound with every guess right (the most m
-    canaries can show); for clopper_pearson `tpr`, `fpr`.
+    ("empirical lower bound"), `neighbouring` (replace-one: see the module docstring), `accountant`
+    ("audit:<method>"), `method`, `members`, `nonmembers`, `group_size`, and the attack's operating point: for
+    one_run `canaries` (m), `guesses` (r), `correct` (v) and `epsilon_lower_bound_per_record`, and `ceiling`, the
+    record-level bound with every guess right (the most these members and non-members can show); for
+    clopper_pearson `tpr`, `fpr`.
     """
     members, nonmembers = np.asarray(member_scores, float), np.asarray(nonmember_scores, float)
     if method not in ("one_run", "clopper_pearson"):
@@ -146,5 +155,5 @@ def empirical_epsilon(member_scores: Sequence[float], nonmember_scores: Sequence
     else:
         result = _clopper_pearson(members, nonmembers, delta, alpha)
     return {**result, "delta": delta, "confidence": confidence, "notion": "empirical lower bound",
-            "accountant": f"audit:{method}", "method": method, "members": len(members),
+            "neighbouring": REPLACE_ONE, "accountant": f"audit:{method}", "method": method, "members": len(members),
             "nonmembers": len(nonmembers), "group_size": group_size}

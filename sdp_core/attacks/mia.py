@@ -25,6 +25,7 @@ from transformers import PreTrainedTokenizerBase
 
 from sdp_core.attacks.lm import selected_logprobs, steppable
 from sdp_core.errors import UserError
+from sdp_core.privacy.report import EVALUATION_NOT_COVERED
 from sdp_core.tensors import LMData
 
 Reference = Literal["none", "zlib"]
@@ -77,7 +78,8 @@ def membership_inference(model: nn.Module, member_data: LMData, nonmember_data: 
 
     Returns `auc`, `best_accuracy` (balanced), `group_auc`, `group_best_accuracy` (None without one full group per
     side), `group_size`, `members`, `nonmembers`, `member_groups`, `nonmember_groups`, `member_nll_mean`,
-    `nonmember_nll_mean`, `score` (`mean_nll` or `zlib_ratio`), `unit` (`secret`). No secret text.
+    `nonmember_nll_mean`, `score` (`mean_nll` or `zlib_ratio`), `unit` (`secret`) and `not_covered`: these
+    statistics read the training records without noise, so the trial's ε does not cover them. No secret text.
     """
     if reference == "zlib" and tokenizer is None:
         raise UserError("membership inference with reference zlib needs the tokenizer")
@@ -110,4 +112,5 @@ def membership_inference(model: nn.Module, member_data: LMData, nonmember_data: 
         "nonmember_nll_mean": float(nonmember_nll.mean()),
         "score": "zlib_ratio" if reference == "zlib" else "mean_nll",
         "unit": "secret",
+        "not_covered": EVALUATION_NOT_COVERED["membership_inference"],
     }

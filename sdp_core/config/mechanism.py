@@ -32,6 +32,8 @@ class MechanismSettings(Strict):
     colour: ClassVar[str]  # its points and bars in reports
     notion: ClassVar[str]  # the notion it claims, in words (e.g. "SDP", or "DP / SDP / none, by base")
     caveat: ClassVar[str]  # what its guarantee covers, one or two sentences for the privacy statement
+    calibrated: ClassVar[bool] = True
+    """Whether its noise is calibrated to `privacy.target_epsilon` (a sweep's ε ladder runs it at every ε)."""
 
     def trial_problem(self, trial: "TrialConfig") -> str | None:
         """What makes `trial` unusable with these settings (one line), or None; the trial config reports it."""
@@ -73,6 +75,7 @@ class NoDPConfig(MechanismSettings):
     colour: ClassVar[str] = "#8c564b"
     notion: ClassVar[str] = "none"
     caveat: ClassVar[str] = "No-DP trains without noise: no privacy guarantee; a reference point only."
+    calibrated: ClassVar[bool] = False
 
 
 @register_settings
@@ -98,6 +101,7 @@ class RedactedConfig(MechanismSettings):
     notion: ClassVar[str] = "SDP (ε = 0 for detected secrets)"
     caveat: ClassVar[str] = ("Redacted trains without noise on policy-redacted text: it protects the secrets the "
                              "policy detects; secrets it misses have no guarantee.")
+    calibrated: ClassVar[bool] = False
 
 
 # --------------------------------------------------------------------------------- the selective mechanisms

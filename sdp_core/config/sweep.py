@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -116,6 +118,41 @@ class Claim(Strict):
         return list(self.arms)
 
 
+EPSILON_PARAM = "privacy.target_epsilon"
+"""The trial setting a sweep's ε ladder sets: recorded as a trial's parameter, never sampled."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One budget of a search: a mechanism at one ε of the sweep's ladder (`epsilon` None: the base's target, when
+    the sweep has no ladder or the mechanism's noise is not calibrated to one). Each cell has a study of its own and
+    the same number of trials."""
+
+    mechanism: str
+    epsilon: float | None = None
+
+    @property
+    def name(self) -> str:
+        """`dpsgd`, or `dpsgd@eps3` at ε = 3 of a ladder: its study's name ends with it."""
+        return self.mechanism if self.epsilon is None else f"{self.mechanism}@eps{self.epsilon:g}"
+
+
+def _ladder(data: dict) -> list | None:
+    """The ε ladder a sweep's raw data gives, as `target_epsilons` or as a list at `base.privacy.target_epsilon`."""
+    base = data.get("base")
+    privacy = base.get("privacy") if isinstance(base, dict) else None
+    target = privacy.get("target_epsilon") if isinstance(privacy, dict) else None
+    return target if isinstance(target, list) else data.get("target_epsilons")
+
+
+def _cell_count(data: dict) -> int:
+    """How many cells (`SweepConfig.cells`) a sweep's raw data has: a calibrated mechanism counts once per ε."""
+    ladder = _ladder(data)
+    rungs = len(ladder) if isinstance(ladder, list) and ladder else 1
+    names = data.get("mechanisms") or ["dpsgd"]
+    return sum(rungs if getattr(MECHANISM_SETTINGS.get(m), "calibrated", True) else 1 for m in names)
+
+
 class ResourcesConfig(Strict):
     cpu: float = Field(1.0, gt=0)
     gpu: float = Field(0.0, ge=0)
@@ -136,8 +173,12 @@ class SweepConfig(Strict):
     claims: list[Claim] = Field(default_factory=list, description="orderings of arms the report checks")
     num_trials: int = Field(8, ge=1, description="a search's trials, divided evenly over its mechanisms")
     trials_per_mechanism: int | None = Field(
-        None, ge=1, description="a search's trials of each mechanism (then num_trials = this × mechanisms): every "
-        "mechanism gets the same budget and a study of its own")
+        None, ge=1, description="a search's trials of each mechanism, at each ε of a ladder (then num_trials = this × "
+        "cells): every (mechanism, ε) gets the same budget and a study of its own")
+    target_epsilons: list[float] | None = Field(
+        None, description="an ε ladder: the search runs at every target, each (mechanism, ε) with its own study and "
+        "the same number of trials (No-DP and Redacted, calibrated to no ε, once); written "
+        "`privacy.target_epsilon: [1, 3, 8]` in `base`, whose own target is then the first")
     concurrency: int = Field(1, ge=1)
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
     early_stopping: bool = Field(False, description="ASHA on the held-out validation loss")
@@ -179,20 +220,44 @@ class SweepConfig(Strict):
     @model_validator(mode="before")
     @classmethod
     def _per_mechanism(cls, data: Any) -> Any:
-        """`trials_per_mechanism` sets a search's `num_trials` (a stored sweep.yaml repeats both, consistently)."""
-        if not (isinstance(data, dict) and isinstance(data.get("trials_per_mechanism"), int)
-                and isinstance(data.get("mechanisms", []), list) and data.get("experiments") is None):
+        """`trials_per_mechanism` sets a search's `num_trials`, per cell (a stored sweep.yaml repeats both); a list at
+        `base.privacy.target_epsilon` is the ladder `target_epsilons`, the base keeping its first target."""
+        if not isinstance(data, dict):
             return data
-        total = data["trials_per_mechanism"] * len(data.get("mechanisms") or ["dpsgd"])
+        ladder = _ladder(data)
+        if isinstance(ladder, list) and data.get("target_epsilons") is None:
+            base = data["base"]
+            data = {**data, "target_epsilons": ladder,
+                    "base": {**base, "privacy": {**base["privacy"], "target_epsilon": (ladder or [None])[0]}}}
+        if not (isinstance(data.get("trials_per_mechanism"), int) and isinstance(data.get("mechanisms", []), list)
+                and data.get("experiments") is None):
+            return data
+        cells = _cell_count(data)
+        total = data["trials_per_mechanism"] * cells
         if "num_trials" in data and data["num_trials"] != total:
-            raise ValueError(f"num_trials: {data['num_trials']} is not trials_per_mechanism × mechanisms = {total} "
+            what = "mechanisms" if cells == len(data.get("mechanisms") or ["dpsgd"]) else "(mechanism, ε) cells"
+            raise ValueError(f"num_trials: {data['num_trials']} is not trials_per_mechanism × {what} = {total} "
                              "(set one of them)")
         return {**data, "num_trials": total}
 
     @property
-    def per_mechanism(self) -> int:
-        """Trials of each mechanism in a search."""
-        return self.num_trials // len(self.mechanisms)
+    def cells(self) -> list[Cell]:
+        """The search's budgets: each mechanism at each ε of the ladder (once when it has none, or for a mechanism
+        calibrated to no ε), mechanism by mechanism."""
+        ladder: list[float | None] = [*self.target_epsilons] if self.target_epsilons else [None]
+        return [Cell(m, e) for m in self.mechanisms for e in (ladder if MECHANISM_SETTINGS[m].calibrated else [None])]
+
+    @property
+    def per_cell(self) -> int:
+        """Trials of each cell (each mechanism, at each ε of a ladder) in a search."""
+        return self.num_trials // len(self.cells)
+
+    @field_validator("target_epsilons")
+    @classmethod
+    def _rungs(cls, v: list[float] | None) -> list[float] | None:
+        if v is not None and (not v or len(set(v)) != len(v) or not all(0 < e < math.inf for e in v)):
+            raise ValueError("an ε ladder is a list of distinct finite targets > 0, e.g. [1, 3, 8]")
+        return sorted(v) if v is not None else None
 
     @model_validator(mode="after")
     def _search_or_grid(self) -> "SweepConfig":
@@ -206,9 +271,13 @@ class SweepConfig(Strict):
             bad = next((n for n in self.experiments if not n.replace("_", "").isalnum()), None)
             if bad is not None:
                 raise ValueError(f"experiments: arm name {bad!r} must be letters, digits and _")
-        if self.experiments is None and self.num_trials % len(self.mechanisms):
-            raise ValueError(f"num_trials: {self.num_trials} trials do not divide evenly over {len(self.mechanisms)} "
-                             "mechanisms (each gets the same budget): use a multiple, or trials_per_mechanism")
+        if self.experiments is None and self.num_trials % len(self.cells):
+            what = (f"{len(self.mechanisms)} mechanisms" if self.target_epsilons is None
+                    else f"{len(self.cells)} (mechanism, ε) cells")
+            raise ValueError(f"num_trials: {self.num_trials} trials do not divide evenly over {what} (each gets the "
+                             "same budget): use a multiple, or trials_per_mechanism")
+        if self.experiments is not None and self.target_epsilons is not None:
+            raise ValueError("target_epsilons: a grid sets each arm's ε in its `set:`, not with a ladder")
         if self.experiments is not None and self.trials_per_mechanism is not None:
             raise ValueError("trials_per_mechanism: not used with `experiments` (a grid sweep runs every arm × seed)")
         unknown = [a for c in self.claims for a in c.arm_names() if a not in (self.experiments or {})]

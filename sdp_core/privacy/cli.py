@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from decimal import ROUND_CEILING, Decimal
 from pathlib import Path
 
 from sdp_core.errors import UserError
 from sdp_core.privacy.commands import epsilon_command
 from sdp_core.privacy.ledger import epsilon_from_ledger
+from sdp_core.privacy.numbers import epsilon_number, round_up
 from sdp_core.privacy.relations import ADD_REMOVE, RELATIONS
 
 SIGMA_DIGITS = 6
@@ -31,12 +31,6 @@ def add_epsilon_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target-epsilon", type=float, help="calibrate σ for this ε instead of computing ε")
     p.add_argument("--ledger", help="a trial's result.json (or a saved ledger): recompute its ε")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-
-
-def round_up(x: float, digits: int = SIGMA_DIGITS) -> str:
-    """`x` (> 0) to `digits` significant digits, rounded up exactly (on the float's decimal expansion)."""
-    exact = Decimal(x)
-    return str(exact.quantize(Decimal(1).scaleb(exact.adjusted() - digits + 1), rounding=ROUND_CEILING))
 
 
 def _ledger_dict(path: str) -> dict:
@@ -74,6 +68,7 @@ def run_epsilon(args: argparse.Namespace) -> int:
 
 def _line(report: dict) -> str:
     calibrated = report.get("target_epsilon") is not None
-    sigma = "" if report.get("sigma") is None else f", σ={round_up(report['sigma']) if calibrated else report['sigma']}"
-    return (f"ε = {report['epsilon']:.4f} ({report['notion']}, {RELATIONS[report['neighbouring']]}, "
+    sigma = report.get("sigma")
+    sigma = "" if sigma is None else f", σ={round_up(sigma, SIGMA_DIGITS) if calibrated else sigma}"
+    return (f"ε = {epsilon_number(report['epsilon'], 5)} ({report['notion']}, {RELATIONS[report['neighbouring']]}, "
             f"δ = {report['delta']:g}, {report['accountant']}{sigma})")

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from sdp_core.errors import PrivacyError
+from sdp_core.privacy.numbers import epsilon_number
 
 ADD_REMOVE = "add_remove"
 REPLACE_ONE = "replace_one"
@@ -37,5 +38,5 @@ def qualifiers(report: dict) -> str:
     phrase = f"{report.get('notion')}, {relation}, δ={report.get('delta'):g}, {report.get('accountant')}"
     formal = report.get("formal")  # an empirical estimate (JFT's light noise) carries its formal bound
     if isinstance(formal, dict) and isinstance(formal.get("epsilon"), (int, float)):
-        phrase += f"; {report.get('guarantee')}, formal bound ε={formal['epsilon']:.3g}"
+        phrase += f"; {report.get('guarantee')}, formal bound ε={epsilon_number(formal['epsilon'])}"
     return phrase

@@ -14,30 +14,25 @@ import yaml
 
 from sdp_core.errors import UserError
 from sdp_core.io import atomic_directory
+from sdp_core.report.curve import curve_table, ranking_table
+from sdp_core.report.curve_plot import CURVE_NAME, write_curve_png
 from sdp_core.report.findings import ClaimResult, check_claims, claims_markdown
+from sdp_core.report.headline import counts_line, front_note, headline, reading_notes, uncertainty_note
 from sdp_core.report.html import render
 from sdp_core.report.load import Trial, load_sweep
 from sdp_core.report.pareto import Analysis, analyse
 from sdp_core.report.plots import build_plots, write_pngs
 from sdp_core.report.statement import privacy_statement, sweep_cost
-from sdp_core.report.tables import (
-    SEARCH_BOUND,
-    counts_line,
-    front_note,
-    frontier_table,
-    headline,
-    mechanism_table,
-    reading_notes,
-    trials_frame,
-    uncertainty_note,
-)
+from sdp_core.report.tables import SEARCH_BOUND, frontier_table, mechanism_table, trials_frame
 
 __all__ = ["build_report"]
 
 
 def summary_markdown(a: Analysis, claims: list[ClaimResult]) -> str:
+    curve = (["## Utility against ε", "", curve_table(a).markdown(), "", ranking_table(a).markdown(), "",
+              f"![utility against ε]({CURVE_NAME}.png)", ""] if a.ladder else [])
     return "\n".join([f"# Sweep `{a.sweep.config.name}`", "", headline(a), "", counts_line(a), "",
-                      *[line for note in reading_notes(a) for line in (note, "")],
+                      *[line for note in reading_notes(a) for line in (note, "")], *curve,
                       *([claims_markdown(claims)] if claims else []),
                       "## Best model of each mechanism", "", mechanism_table(a).markdown(), "",
                       "## Pareto front", "", front_note(a) or frontier_table(a).markdown(), "",
@@ -84,6 +79,8 @@ def build_report(sweep_dir: Path, out_dir: Path | None = None) -> Path:
     with atomic_directory(out) as tmp:
         (tmp / "index.html").write_text(render(a, plots, cost, claims), encoding="utf-8")
         write_pngs(plots, a, tmp)
+        if a.ladder:
+            write_curve_png(a, tmp)
         (tmp / "summary.md").write_text(summary_markdown(a, claims), encoding="utf-8")
         (tmp / "privacy_statement.md").write_text(privacy_statement(a, cost), encoding="utf-8")
         frame = trials_frame(a)

@@ -17,8 +17,9 @@ from typing import Sequence
 from scipy.stats import spearmanr
 
 from sdp_core.config.sweep import Claim
+from sdp_core.report.formatting import fmt, metric_label, privacy_qualifier
 from sdp_core.report.load import Sweep, Trial, number
-from sdp_core.report.tables import Table, fmt, metric_label, privacy_qualifier
+from sdp_core.report.tables import Table
 
 
 def claim_value(trial: Trial, metric: str) -> float | None:

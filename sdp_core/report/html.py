@@ -15,31 +15,28 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from sdp_core.privacy.light_noise import ESTIMATE
+from sdp_core.privacy.numbers import epsilon_number
+from sdp_core.report.curve import curve_table, ranking_table
+from sdp_core.report.curve_plot import CURVE_TITLE, curve_div
 from sdp_core.report.findings import ClaimResult, claims_table
-from sdp_core.report.pareto import Analysis
+from sdp_core.report.formatting import DASH, epsilon_meaning, format_epsilon, mechanism_name, metric_label
+from sdp_core.report.headline import counts_line, front_note, headline, reading_notes, uncertainty_note
 from sdp_core.report.load import Trial
-from sdp_core.report.plots import Plot, epsilon_meaning, fixed_epsilon, formal_epsilon, plotly_div, plotly_js
-from sdp_core.report.statement import SweepCost, caveat
+from sdp_core.report.pareto import Analysis
+from sdp_core.report.plots import Plot, fixed_epsilon, plotly_div, plotly_js
+from sdp_core.report.statement import WOULD_HOLD, SweepCost, caveat, cost_line
 from sdp_core.report.tables import (
-    DASH,
+    DETECTOR_TABLES,
     EPSILON_COLUMN,
     MODEL_COLUMN,
+    REPLACE_ONE_COLUMN,
+    SEARCH_COLUMN,
     Table,
     charges_table,
     cost_table,
-    counts_line,
-    detector_table,
-    recall_estimate_table,
-    fmt,
-    format_epsilon,
-    front_note,
     frontier_table,
-    headline,
-    mechanism_name,
     mechanism_table,
-    metric_label,
-    reading_notes,
-    uncertainty_note,
+    recall_estimate_table,
     unfinished_table,
 )
 
@@ -89,7 +86,7 @@ FILES = (("summary.md", "headline tables"), ("privacy_statement.md", "what was p
          ("frontier/", "re-runnable trial configs"))
 
 
-DETAIL_COLUMNS = ("σ", "hyper-parameters", MODEL_COLUMN, "wall time")
+DETAIL_COLUMNS = ("σ", REPLACE_ONE_COLUMN, "hyper-parameters", MODEL_COLUMN, SEARCH_COLUMN, "wall time")
 """Columns of a trial table shown in the detail row under each trial rather than as columns of their own."""
 TRIAL_ID_COLUMNS = ("trial", "best trial")
 
@@ -101,9 +98,11 @@ def short_epsilon(t: Trial) -> str:
     if t.epsilon is None:
         return format_epsilon(t.privacy)
     if t.privacy.get("guarantee") == ESTIMATE:
-        bound = formal_epsilon(t)
-        return f"{fmt(bound) if bound is not None else '∞'} · {notion}, formal (estimate {fmt(t.epsilon)})"
-    return f"{fmt(t.epsilon)} · {notion}" + (", does not hold here" if t.privacy.get("holds") is False else "")
+        bound = t.formal_epsilon
+        estimate = epsilon_number(t.epsilon)
+        return f"{epsilon_number(bound) if bound is not None else '∞'} · {notion}, formal (estimate {estimate})"
+    holds = ", does not hold here" if t.privacy.get("holds") is False else ""
+    return f"{epsilon_number(t.epsilon)} · {notion}{holds}"
 
 
 def _cell(column: str, value: str) -> str:
@@ -149,7 +148,9 @@ def _table(table: Table, a: Analysis | None = None) -> str:
                               for c, v in details)
             rows.append(f'<tr class="detail{band}"><td colspan="{len(main)}">{text}</td></tr>')
     head = "".join(header(table.columns[i]) for i in main)
-    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+    note = f'<p class="caption">{e(table.note)}</p>' if table.note else ""
+    return (f'{note}<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody>'
+            '</table></div>')
 
 
 @dataclass(frozen=True)
@@ -166,86 +167,143 @@ class Section:
                 f'<p class="caption">{self.caption}</p>{self.body}</section>')
 
 
-def render(a: Analysis, plots: list[Plot], cost: SweepCost, claims: Sequence[ClaimResult] = ()) -> str:
-    """The whole page as one string."""
-    e = html.escape
-    sweep = a.sweep
-    objectives = ", ".join(f"{metric_label(o.metric)} ({o.mode})" for o in sweep.config.objectives)
-    figures = "".join(f'<div class="plot"><h3>{e(p.title)}</h3>{plotly_div(p, a)}</div>' for p in plots)
+PLOTS_CAPTION = ("Colour: mechanism. ★ on the sweep's Pareto front; ● dominated; grey × stopped early (partial "
+                 "metrics). Dashed: the best trade-off of the two plotted quantities alone. Bars: 95 % intervals; "
+                 "dotted: the random-rank floor (not memorised).")
+DETECTOR_CAPTION = ("Share of training tokens the policy redacts, and of each split's non-space characters it masks "
+                    "beside the share gold spans cover: what it masks beyond the gold share is text Redacted, JFT's "
+                    "phase 1 and CRT's public set lose to false positives. Recall against gold spans with 95 % Wilson "
+                    "intervals where the data has them.")
+
+
+def curve_section(a: Analysis) -> Section | None:
+    """An ε ladder's curve, its table (with each mechanism's hypervolume) and the rank tests at each ε."""
+    if not a.ladder:
+        return None
+    body = (f'<div class="plot"><h3>{html.escape(CURVE_TITLE)}</h3>{curve_div(a)}</div>' + _table(curve_table(a))
+            + _table(ranking_table(a)))
+    return Section("curve", "Utility against ε", body, "Each mechanism searched at every ε of the ladder with the "
+                   "same number of trials. Solid: its best trial at each ε; dotted with a bar: the median and range of "
+                   "its trials; dashed: No-DP's best, the utility without privacy. Hover a point for its value.")
+
+
+def claims_section(claims: Sequence[ClaimResult]) -> Section | None:
+    if not claims:
+        return None
+    return Section("claims", f"Claims: {sum(r.held is True for r in claims)} of {len(claims)} held",
+                   _table(claims_table(claims)), "Each paper's claim as an ordering of arms by the mean over their "
+                   "seeds, with how many seeds agree. A claim that did not hold here is reported as such.")
+
+
+def plots_section(a: Analysis, plots: list[Plot]) -> Section:
+    if not plots:
+        return Section("plots", "Pareto plots", "<p>No finished or early-stopped trial has the plotted metrics.</p>",
+                       PLOTS_CAPTION)
+    figures = "".join(f'<div class="plot"><h3>{html.escape(p.title)}</h3>{plotly_div(p, a)}</div>' for p in plots)
     fixed = fixed_epsilon(a)
-    spent = [t for t in sweep.trials if t.state == "finished" and (formal_epsilon(t) or 0) > 0]  # fixed_epsilon's
-    fixed_note = (f" Every finished trial spends the same formal ε = {fmt(fixed)} ({epsilon_meaning(spent)}), so no "
-                  "plot has an ε axis; the privacy axis is what the trials differ in." if fixed is not None else
-                  " ε is the formal bound.")
-    mechanisms = dict.fromkeys([*sweep.config.mechanisms, *(t.mechanism for t in sweep.trials)])
-    caveats = "".join(f"<li><b>{e(mechanism_name(m))}</b>: {e(caveat(m))}</li>" for m in mechanisms if caveat(m))
-    unfinished = unfinished_table(a)
-    detector = detector_table(a)
-    plots_body = (f'<script>{plotly_js()}</script><div class="plots">{figures}</div>' if plots else
-                  "<p>No finished or early-stopped trial has the plotted metrics.</p>")
-    sections = [Section("claims", f"Claims: {sum(r.held is True for r in claims)} of {len(claims)} held",
-                        _table(claims_table(claims)),
-                        "Each paper's claim as an ordering of arms by the mean over their seeds, with how many "
-                        "seeds agree. A claim that did not hold here is reported as such.")] if claims else []
-    sections += [
-        Section("plots", "Pareto plots", plots_body,
-                "Colour: mechanism. ★ on the sweep's Pareto front; ● dominated; grey × stopped early (partial "
-                "metrics). Dashed: the best trade-off of the two plotted quantities alone. Bars: 95 % intervals; "
-                "dotted: the random-rank floor (not memorised)." + e(fixed_note) + " Hover a point for its "
-                "configuration; drag to zoom, double-click to reset."),
-        Section("frontier", "Pareto front",
-                f"<p>{e(front_note(a))}</p>" if not a.front else _table(frontier_table(a), a),
-                f"Finished trials no other finished trial beats on every objective ({e(objectives)}), best "
-                f"{e(metric_label(a.utility.metric))} first. {e(uncertainty_note(a))} Each re-runs with its data and "
-                "initialisation (<code>sdp-sweep trial frontier/&lt;trial&gt;.yaml</code>); its DP noise is secret, "
-                "so the trained model itself is the one kept under <code>models/</code>."),
-        Section("mechanisms", "Best model of each mechanism",
-                _table(mechanism_table(a), a) + f'<ul class="notes">{caveats}</ul>',
-                f"Best finished trial of each mechanism by {e(metric_label(a.utility.metric))}, as in the papers' "
-                "tables; “finished” counts finished trials out of all trials of the mechanism."),
-    ]
-    if unfinished.rows:
-        sections.append(Section("unfinished", "Trials without comparable results", _table(unfinished),
-                                "Infeasible and failed trials have no metrics; early-stopped ones have partial "
-                                "metrics. None of them can be on the front."))
-    if detector.rows:
-        sections.append(Section("detector", "Detector", _table(detector),
-                                "Share of training tokens the policy redacts, and of each split's non-space "
-                                "characters it masks beside the share gold spans cover: what it masks beyond the "
-                                "gold share is text Redacted, JFT's phase 1 and CRT's public set lose to false "
-                                "positives. Recall against gold spans with 95 % Wilson intervals where the data has "
-                                "them."))
-    estimate = recall_estimate_table(a)
-    if estimate.rows:
-        method = next((t.detector["recall_estimate"].get("method", "") for t in sweep.trials
-                       if isinstance((t.detector or {}).get("recall_estimate"), dict)), "")
-        sections.append(Section("recall-estimate", "Detector recall without gold spans", _table(estimate),
-                                f"The data has no gold spans, so recall per secret type is estimated ({e(method)}). "
-                                "It cannot see secrets in formats the generators lack, types the policy does not "
-                                "claim, or secrets that are no value of a type: a person's review of sampled records "
-                                "(sdp-sweep detect --review) is the measure to trust."))
+    spent = [t for t in a.sweep.trials if t.state == "finished" and (t.formal_epsilon or 0) > 0]  # fixed_epsilon's
+    epsilon = (f" Every finished trial spends the same formal ε = {epsilon_number(fixed)} ({epsilon_meaning(spent)}), "
+               "so no plot has an ε axis; the privacy axis is what the trials differ in." if fixed is not None else
+               " ε is the formal bound.")
+    return Section("plots", "Pareto plots", f'<div class="plots">{figures}</div>', PLOTS_CAPTION + html.escape(
+        epsilon) + " Hover a point for its configuration; drag to zoom, double-click to reset.")
+
+
+def frontier_section(a: Analysis) -> Section:
+    e = html.escape
+    objectives = ", ".join(f"{metric_label(o.metric)} ({o.mode})" for o in a.objectives)
+    body = _table(frontier_table(a), a) if a.front else f"<p>{e(front_note(a))}</p>"
+    return Section("frontier", "Pareto front", body,
+                   f"Finished trials no other finished trial beats on every objective ({e(objectives)}), best "
+                   f"{e(metric_label(a.utility.metric))} first. {e(uncertainty_note(a))} Each re-runs with its data "
+                   "and initialisation (<code>sdp-sweep trial frontier/&lt;trial&gt;.yaml</code>); its DP noise is "
+                   "secret, so the trained model itself is the one kept under <code>models/</code>.")
+
+
+def mechanisms_section(a: Analysis) -> Section:
+    e = html.escape
+    caveats = "".join(f"<li><b>{e(mechanism_name(m))}</b>: {e(caveat(m))}</li>" for m in mechanisms(a) if caveat(m))
+    return Section("mechanisms", "Best model of each mechanism",
+                   _table(mechanism_table(a), a) + f'<ul class="notes">{caveats}</ul>',
+                   f"Best finished trial of each mechanism by {e(metric_label(a.utility.metric))}, as in the papers' "
+                   "tables; “finished” counts finished trials out of all trials of the mechanism.")
+
+
+def unfinished_section(a: Analysis) -> Section | None:
+    table = unfinished_table(a)
+    return Section("unfinished", "Trials without comparable results", _table(table), "Infeasible and failed trials "
+                   "have no metrics; early-stopped ones have partial metrics. None of them can be on the front."
+                   ) if table.rows else None
+
+
+def detector_section(a: Analysis) -> Section | None:
+    tables = [t for t in (make(a) for make in DETECTOR_TABLES) if t.rows]
+    return Section("detector", "Detector", "".join(map(_table, tables)), DETECTOR_CAPTION) if tables else None
+
+
+def recall_estimate_section(a: Analysis) -> Section | None:
+    """Recall per secret type estimated without gold spans (`detectors.estimate`), where the data has none."""
+    table = recall_estimate_table(a)
+    if not table.rows:
+        return None
+    method = next((t.detector["recall_estimate"].get("method", "") for t in a.sweep.trials
+                   if isinstance((t.detector or {}).get("recall_estimate"), dict)), "")
+    return Section("recall-estimate", "Detector recall without gold spans", _table(table),
+                   f"The data has no gold spans, so recall per secret type is estimated ({html.escape(method)}). It "
+                   "cannot see secrets in formats the generators lack, types the policy does not claim, or secrets "
+                   "that are no value of a type: a person's review of sampled records (sdp-sweep detect --review) "
+                   "is the measure to trust.")
+
+
+def cost_section(a: Analysis, cost: SweepCost) -> Section:
+    e = html.escape
     notes = "".join(f"<li>{e(n)}</li>" for n in cost.notes)
     counted = ("<p>Trials counted, each with what it is charged:</p>" + _table(charges_table(a, cost.charges))
                if cost.charges else "")
-    sections.append(Section(
-        "cost", "The sweep's own privacy cost",
-        (_table(cost_table(cost.bounds)) if cost.bounds else "") + counted + f'<ul class="notes">{notes}</ul>',
-        f"Every ε above is one trial's guarantee and does not count the selection among {len(sweep.trials)} trials "
-        f"on the same data. These bounds do, under the stated conditions; {e(cost.source)}."))
-    reading = "".join(f'<p class="counts">{e(n)}</p>' for n in reading_notes(a))
-    nav = "".join(f'<a href="#{s.anchor}">{e(s.title)}</a>' for s in sections)
-    files = " · ".join(f'<a href="{f}">{f}</a> ({e(what)})' for f, what in FILES)
-    versions = sorted({", ".join(f"{k} {v}" for k, v in t.versions.items()) for t in sweep.trials if t.versions})
-    return f"""<!doctype html>
+    bounds = _table(cost_table(cost.bounds)) if cost.bounds else ""
+    would = (f"<details><summary>What would hold if …</summary><p class=\"caption\">{e(WOULD_HOLD)}</p>"
+             f"{_table(cost_table(cost.conditional))}</details>" if cost.conditional else "")
+    return Section("cost", "The sweep's own privacy cost",
+                   f"<p><b>{e(cost_line(cost))}</b></p>" + bounds + would + counted + f'<ul class="notes">{notes}</ul>',
+                   f"Every ε above is one trial's guarantee and does not count the selection among "
+                   f"{len(a.sweep.trials)} trials on the same data. These bounds do, under the stated conditions; "
+                   f"{e(cost.source)}.")
+
+
+def mechanisms(a: Analysis) -> list[str]:
+    """The sweep's mechanisms, then any other a trial ran, in order."""
+    return list(dict.fromkeys([*a.sweep.config.mechanisms, *(t.mechanism for t in a.sweep.trials)]))
+
+
+PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{e(sweep.config.name)}: privacy–utility report</title><style>{CSS}</style></head>
+<title>{name}: privacy–utility report</title><style>{css}</style></head>
 <body><main>
-<header><p class="eyebrow">sdp-sweep report</p><h1>{e(sweep.config.name)}</h1>
-<p class="meta">{len(sweep.trials)} trials of {e(", ".join(mechanism_name(m) for m in mechanisms))} · objectives:
-{e(objectives)} · generated {time.strftime("%Y-%m-%d %H:%M")}</p></header>
-<div class="headline"><p class="lead">{e(headline(a))}</p><p class="counts">{e(counts_line(a))}</p>{reading}</div>
+<header><p class="eyebrow">sdp-sweep report</p><h1>{name}</h1><p class="meta">{meta}</p></header>
+<div class="headline">{headline}</div>
 <nav>{nav}</nav>
-{"".join(s.html() for s in sections)}
-<footer><p>Files: {files}</p><p>Versions: {e("; ".join(versions)) or "—"}</p></footer>
+{script}{sections}
+<footer><p>Files: {files}</p><p>Versions: {versions}</p></footer>
 </main></body></html>
 """
+
+
+def render(a: Analysis, plots: list[Plot], cost: SweepCost, claims: Sequence[ClaimResult] = ()) -> str:
+    """The whole page as one string: the headline, then its sections (`*_section`) and the files and versions."""
+    e = html.escape
+    sections = [s for s in (curve_section(a), claims_section(claims), plots_section(a, plots), frontier_section(a),
+                            mechanisms_section(a), unfinished_section(a), detector_section(a),
+                            recall_estimate_section(a), cost_section(a, cost))
+                if s is not None]
+    objectives = ", ".join(f"{metric_label(o.metric)} ({o.mode})" for o in a.objectives)
+    versions = sorted({", ".join(f"{k} {v}" for k, v in t.versions.items()) for t in a.sweep.trials if t.versions})
+    lead = (f'<p class="lead">{e(headline(a))}</p><p class="counts">{e(counts_line(a))}</p>'
+            + "".join(f'<p class="counts">{e(n)}</p>' for n in reading_notes(a)))
+    return PAGE.format(
+        name=e(a.sweep.config.name), css=CSS, headline=lead,
+        meta=e(f"{len(a.sweep.trials)} trials of {', '.join(map(mechanism_name, mechanisms(a)))} · objectives: "
+               f"{objectives} · generated {time.strftime('%Y-%m-%d %H:%M')}"),
+        nav="".join(f'<a href="#{s.anchor}">{e(s.title)}</a>' for s in sections),
+        script=f"<script>{plotly_js()}</script>" if plots or a.ladder else "", sections="".join(s.html() for s in sections),
+        files=" · ".join(f'<a href="{f}">{f}</a> ({e(what)})' for f, what in FILES),
+        versions=e("; ".join(versions)) or DASH)

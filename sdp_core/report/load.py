@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sdp_core.config import parse_model
+from sdp_core.config.mechanism import MECHANISM_SETTINGS
 from sdp_core.config.sweep import Objective, SweepConfig
 from sdp_core.errors import UserError
 from sdp_core.io import read_yaml
@@ -26,7 +27,7 @@ QUALIFIER_FIELDS = ("guarantee", "formal", "holds", "condition")
 """What qualifies a privacy report, lifted with it when present: an empirical estimate with its formal bound, or a
 claim whose condition (`holds`) the data did not meet."""
 LEDGER_FIELDS = ("format", "notion", "delta", "accountant", "plan", "spent_steps", REAL_SAMPLE_RATES)
-AUDIT_WORDS = ("notion", "accountant", "method")  # what its bound means; every other field is a number
+AUDIT_WORDS = ("notion", "neighbouring", "accountant", "method")  # what its bound means; every other field is a number
 AUDIT_FIELDS = ("epsilon_lower_bound", "epsilon_lower_bound_per_record", "ceiling", "confidence", "delta",
                 *AUDIT_WORDS, "canaries", "members", "nonmembers", "guesses", "correct", "group_size")
 """The one-run ε audit of a trial (`attacks.empirical_epsilon`): counts and bounds, never a canary."""
@@ -78,6 +79,23 @@ class Trial:
     def epsilon(self) -> float | None:
         """The trial's finite ε, or None (no guarantee, or nothing was trained)."""
         return number(self.privacy.get("epsilon"))
+
+    @property
+    def target_epsilon(self) -> float | None:
+        """The ε target the trial was calibrated to (its config's; over an ε ladder, its rung); None for a mechanism
+        calibrated to none (No-DP, Redacted), whose trials do not depend on ε."""
+        settings = MECHANISM_SETTINGS.get(self.mechanism)
+        if settings is not None and not settings.calibrated:
+            return None
+        return number((self.config.get("privacy") or {}).get("target_epsilon"))
+
+    @property
+    def formal_epsilon(self) -> float | None:
+        """The trial's formal ε bound: its ε, or for an empirical estimate the formal bound reported beside it (None:
+        no finite bound)."""
+        if self.privacy.get("guarantee") == ESTIMATE:
+            return number((self.privacy.get("formal") or {}).get("epsilon"))
+        return self.epsilon
 
     @property
     def guaranteed(self) -> bool:

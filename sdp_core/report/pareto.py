@@ -81,11 +81,19 @@ def ranked(trials: list[Trial], utility: Objective) -> list[Trial]:
 
 @dataclass(frozen=True)
 class Analysis:
-    """A sweep, its utility objective and its Pareto front (best utility first)."""
+    """A sweep, its utility objective, the objectives of its front (the sweep's, and ε over an ε ladder) and its
+    Pareto front (best utility first)."""
 
     sweep: Sweep
     utility: Objective
     front: list[Trial]
+    objectives: list[Objective]
+
+    @property
+    def ladder(self) -> list[float]:
+        """The sweep's ε ladder when it has two or more rungs (else [], and the report is the one-ε report)."""
+        rungs = self.sweep.config.target_epsilons or []
+        return list(rungs) if len(rungs) > 1 else []
 
     def best_of(self, trials: list[Trial]) -> Trial | None:
         """The finished trial with the best utility among `trials`."""
@@ -107,7 +115,14 @@ def check_same_data(sweep: Sweep) -> None:
                         "front needs one dataset: give every trial the same data.seed and data settings")
 
 
+LADDER_OBJECTIVE = Objective(metric="epsilon", mode="min")
+"""The objective an ε ladder adds to the front: utility, ε and the sweep's privacy objectives trade off together."""
+
+
 def analyse(sweep: Sweep) -> Analysis:
     check_same_data(sweep)
     utility = utility_objective(sweep.config.objectives)
-    return Analysis(sweep, utility, ranked(pareto_front(sweep.trials, sweep.config.objectives), utility))
+    objectives = list(sweep.config.objectives)
+    if len(sweep.config.target_epsilons or []) > 1 and all(o.metric != "epsilon" for o in objectives):
+        objectives.append(LADDER_OBJECTIVE)
+    return Analysis(sweep, utility, ranked(pareto_front(sweep.trials, objectives), utility), objectives)

@@ -27,19 +27,17 @@ from matplotlib.figure import Figure
 from PIL import Image
 
 from sdp_core.config.mechanism import MECHANISM_SETTINGS
-from sdp_core.privacy.light_noise import ESTIMATE
-from sdp_core.report.load import Trial, number
-from sdp_core.report.pareto import Analysis, non_dominated
-from sdp_core.report.tables import (
+from sdp_core.report.formatting import (
+    epsilon_meaning,
     fmt,
-    fmt_accountant,
-    fmt_delta,
     fmt_value,
     format_epsilon,
     mechanism_name,
     metric_label,
     sigma_text,
 )
+from sdp_core.report.load import Trial
+from sdp_core.report.pareto import Analysis, non_dominated
 
 OTHER_COLOR = "#17becf"
 STOPPED_COLOR = "#a8a8a8"
@@ -60,17 +58,9 @@ def plotly_js() -> str:
     return PLOTLY_JS.read_text(encoding="utf-8")
 
 
-def formal_epsilon(t: Trial) -> float | None:
-    """The trial's formal ε bound: its ε, or for an empirical estimate the formal bound reported beside it (None:
-    no finite bound)."""
-    if t.privacy.get("guarantee") == ESTIMATE:
-        return number((t.privacy.get("formal") or {}).get("epsilon"))
-    return t.epsilon
-
-
 def plotted(t: Trial, metric: str) -> float | None:
     """A trial's value on a plot axis: a metric, with ε as its formal bound."""
-    return formal_epsilon(t) if metric == "epsilon" else t.metric(metric)
+    return t.formal_epsilon if metric == "epsilon" else t.metric(metric)
 
 
 @dataclass(frozen=True)
@@ -117,18 +107,10 @@ def _axis_label(metric: str, mode: str, trials: list[Trial]) -> str:
     return f"ε, formal bound ({epsilon_meaning(trials)})"
 
 
-def epsilon_meaning(trials: list[Trial]) -> str:
-    """What the trials' ε numbers mean together: `DP / SDP, δ = 1e-5, RDP` (their notions, δ and accountants)."""
-    notions = sorted({str(t.privacy.get("notion")) for t in trials})
-    deltas = sorted({fmt_delta(t.privacy.get("delta")) for t in trials})
-    accountants = sorted({fmt_accountant(t.privacy.get("accountant")) for t in trials})
-    return f"{' / '.join(notions)}, δ = {' / '.join(deltas)}, {' / '.join(accountants)}"
-
-
 def fixed_epsilon(a: Analysis) -> float | None:
     """The one formal ε every finished trial with a noised bound spends (a fixed-ε sweep), or None when they differ.
     (ε = 0 is Redacted's, for detected secrets only: no noise was calibrated to a target.)"""
-    values = [e for t in a.sweep.trials if t.state == "finished" and (e := formal_epsilon(t)) is not None and e > 0]
+    values = [e for t in a.sweep.trials if t.state == "finished" and (e := t.formal_epsilon) is not None and e > 0]
     if values and max(values) <= min(values) * (1 + FIXED_EPSILON_SPREAD):
         return max(values)
     return None

@@ -17,20 +17,13 @@ from typing import Any
 from sdp_core.config.mechanism import MECHANISM_SETTINGS
 from sdp_core.privacy import NOTIONS, basic_composition, counted_events, events_from_dicts, random_search_cost
 from sdp_core.privacy.relations import ADD_REMOVE, RELATIONS
+from sdp_core.privacy.report import EVALUATION_NOT_COVERED
 from sdp_core.privacy.sweep_cost import WHOLE_PLAN, all_trials_cost
+from sdp_core.report.formatting import covers, fmt, format_epsilon, mechanism_name, metric_label
+from sdp_core.report.headline import front_note, headline
 from sdp_core.report.load import Sweep, Trial, number
 from sdp_core.report.pareto import Analysis
-from sdp_core.report.tables import (
-    charges_table,
-    cost_table,
-    fmt,
-    format_epsilon,
-    front_note,
-    headline,
-    mechanism_name,
-    metric_label,
-    trial_charges,
-)
+from sdp_core.report.tables import charges_table, cost_table, trial_charges
 
 
 def caveat(mechanism: str) -> str:
@@ -43,43 +36,54 @@ RDP_NOTIONS = ("DP", "SDP", "confidentiality")
 """Notions whose ε is the RDP conversion of the counted events (Bayesian confidentiality is a transform of it)."""
 
 
-def protected(t: Trial) -> str:
-    """What the trial's guarantee covers, in words."""
-    policy = t.detector.get("policy") or (t.config.get("detector") or {}).get("policy", "?")
-    notion = t.privacy.get("notion")
-    if t.epsilon is None:
-        return "nothing"
-    if notion == "DP":
-        return "every record, entirely"
-    return f"the tokens flagged by detector policy `{policy}` ({notion})"
-
-
 # ------------------------------------------------------------------------------------------ sweep cost
 
 @dataclass(frozen=True)
 class SweepCost:
-    """The sweep's privacy bounds by name, where they come from, what they leave out, and (when computed here) the
-    trials they count with what each is charged."""
+    """The sweep's privacy bounds that hold, by name, where they come from, what they leave out, (when computed
+    here) the trials they count with what each is charged, and the bounds that would hold only under conditions
+    this sweep does not meet (`conditional`: the random-search bound of a random number of trials)."""
 
     bounds: dict[str, dict]
     source: str
     notes: list[str]
     charges: dict[str, dict] = field(default_factory=dict)
+    conditional: dict[str, dict] = field(default_factory=dict)
+
+
+ALL_TRIALS = "all trials on the same data (weakest notion)"
+"""The bound of the whole sweep: every trial touched the same records."""
 
 
 def _trial_count_note(sweep: Sweep) -> str:
     return (f" This sweep ran a fixed number of trials (num_trials = {sweep.config.num_trials}), not a random one, so "
-            "it does not meet these conditions: only basic composition holds for it.")
+            "it does not meet these conditions.")
 
 
-def computed_cost(charges: dict[str, dict], sweep: Sweep) -> dict[str, dict]:
-    """Basic composition and the Papernot–Steinke bound per notion and neighbouring relation (rows written before
-    reports named their relation are add/remove), over the charges (each with a finite ε); then one bound
-    composing them all under the weakest notion (`all_trials_cost`)."""
+def computed_cost(charges: dict[str, dict], sweep: Sweep) -> tuple[dict[str, dict], dict[str, dict]]:
+    """The bounds that hold, then those that would hold under conditions, over the charges (each a finite ε).
+
+    Hold: one bound composing every trial under the weakest notion (`all_trials_cost`: the sweep's own cost, first);
+    over an ε ladder, the composition of each ε's trials per notion; basic composition per notion and neighbouring
+    relation (rows written before reports named their relation are add/remove). Would hold: the Papernot–Steinke
+    bound per notion, which needs a random number of trials and only the best released.
+    """
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for charge in charges.values():
         groups[(charge["notion"], charge.get("neighbouring", ADD_REMOVE))].append(charge)
     bounds: dict[str, dict] = {}
+    composable = [r for (notion, _), reports in groups.items() if notion in RDP_NOTIONS for r in reports]
+    if composable:
+        bounds[ALL_TRIALS] = all_trials_cost(composable)
+    if len(sweep.config.target_epsilons or []) > 1:
+        trials = {t.trial_id: t for t in sweep.trials}
+        levels: dict[tuple[float, str], list[dict]] = defaultdict(list)
+        for trial_id, charge in charges.items():
+            if (level := trials[trial_id].target_epsilon) is not None and charge["notion"] in RDP_NOTIONS:
+                levels[(level, charge["notion"])].append(charge)
+        for (level, notion), reports in sorted(levels.items()):
+            bounds[f"trials at ε = {level:g}, {notion}"] = all_trials_cost(reports)
+    conditional: dict[str, dict] = {}
     for (notion, relation), reports in sorted(groups.items()):
         mixed = sum(n == notion for n, _ in groups) > 1  # one notion under two relations
         label = f"{notion} trials, {RELATIONS[relation]}" if mixed else f"{notion} trials"
@@ -91,12 +95,22 @@ def computed_cost(charges: dict[str, dict], sweep: Sweep) -> dict[str, dict]:
                                     mean_trials=len(reports), relation=relation)
             # The bound holds for the RDP of the counted events under any of RDP_NOTIONS; random_search_cost labels
             # its result DP.
-            bounds["random search (Papernot–Steinke)" + suffix] = {
+            conditional["random search (Papernot–Steinke)" + suffix] = {
                 **ps, "notion": notion, "conditions": ps["conditions"] + "." + _trial_count_note(sweep)}
-    composable = [r for (notion, _), reports in groups.items() if notion in RDP_NOTIONS for r in reports]
-    if composable:
-        bounds["all trials on the same data (weakest notion)"] = all_trials_cost(composable)
-    return bounds
+    return bounds, conditional
+
+
+WOULD_HOLD = ("What would hold if the sweep had run a random number of trials and released only the best "
+              "(Papernot & Steinke 2022); it did not, so these bounds do not apply to it:")
+
+
+def cost_line(cost: SweepCost) -> str:
+    """The one number that holds for the whole sweep, or "" when nothing composes."""
+    whole = cost.bounds.get(ALL_TRIALS)
+    if whole is None:
+        return ""
+    return (f"The sweep's own cost: {format_epsilon(whole)}, composing its {whole.get('trials', len(cost.charges))} "
+            "charged trials (every one touched the same data) under the weakest of their notions.")
 
 
 def _ids(trials: list[Trial]) -> str:
@@ -129,8 +143,9 @@ def sweep_cost(sweep: Sweep) -> SweepCost:
     if sweep.cost is not None:
         bounds = {k: v for k, v in sweep.cost.items() if isinstance(v, dict) and "epsilon" in v}
         return SweepCost(bounds, "written by the sweep (sweep_cost.json)", notes)
-    return SweepCost(computed_cost(counted, sweep),
-                     "computed by the report from the trials' ledgers (no sweep_cost.json)", notes, counted)
+    bounds, conditional = computed_cost(counted, sweep)
+    return SweepCost(bounds, "computed by the report from the trials' ledgers (no sweep_cost.json)", notes, counted,
+                     conditional)
 
 
 # ------------------------------------------------------------------------------------------ statement
@@ -150,6 +165,24 @@ def _canary_text(t: Trial) -> str:
             f"{c.get('repeats')} copies; {metric_label('exposure_mean')} {fmt(exposure)}")
 
 
+MIA_METRICS = ("mia_auc", "mia_group_auc")
+"""The membership-inference statistics a trial row carries (`trial.ATTACK_METRICS`)."""
+
+
+def not_covered(a: Analysis) -> list[str]:
+    """What no trial's ε covers: what the trials' reports list (the dataset size, a tokenizer trained on training
+    text, ...), then the evaluation outputs released beside the models (`EVALUATION_NOT_COVERED`), and whether a
+    sweep objective is one of them (the search then chose the front with them)."""
+    listed = [item for t in a.sweep.trials for item in t.privacy.get("not_covered", []) if isinstance(item, str)]
+    out = list(dict.fromkeys(listed))
+    if any(t.metric(m) is not None for t in a.sweep.trials for m in MIA_METRICS):
+        mia = EVALUATION_NOT_COVERED["membership_inference"]
+        objectives = [o.metric for o in a.sweep.config.objectives if o.metric.startswith("mia")]
+        out.append(mia + (f"; this sweep's objective {', '.join(objectives)} chose the front with them"
+                          if objectives else ""))
+    return out + [EVALUATION_NOT_COVERED["held_out"]]
+
+
 def privacy_statement(a: Analysis, cost: SweepCost) -> str:
     """Markdown: what each frontier model protects, under which notion, ε, δ and accountant; the sweep's own cost."""
     lines = [f"# Privacy statement: sweep `{a.sweep.config.name}`", "", headline(a), "",
@@ -159,17 +192,21 @@ def privacy_statement(a: Analysis, cost: SweepCost) -> str:
     for t in a.front:
         also = "".join(f" Also {format_epsilon(g)}." for g in t.other_guarantees.values())
         lines.append(f"- **{t.trial_id}, {mechanism_name(t.mechanism)}** (seed {t.seed}): "
-                     f"{format_epsilon(t.privacy)}; protects {protected(t)}.{also} Events: {_events_text(t.privacy)}. "
+                     f"{format_epsilon(t.privacy)}; protects {covers(t)}.{also} Events: {_events_text(t.privacy)}. "
                      f"{caveat(t.mechanism)} Empirical check: {_canary_text(t)}.")
     notions = sorted({str(r.get("notion")) for t in a.front for r in (t.privacy, *t.other_guarantees.values())
                       if r.get("notion") in NOTIONS})
     lines += ["", "## Notions", ""] + [f"- **{n}**: {NOTIONS[n].description}." for n in notions]
+    lines += ["", "## Not covered by ε", "", "Each ε bounds what training reveals about one training record. It does "
+              "not cover:", ""] + [f"- {item}." for item in not_covered(a)]
     lines += ["", "## The sweep's own selection", "",
               "Each ε above is one trial's guarantee. It does **not** count that these models were selected among "
               f"{len(a.sweep.trials)} trials trained on the same data. The sweep as a whole is bounded below "
-              f"({cost.source}):", ""]
+              f"({cost.source}). {cost_line(cost)}", ""]
     if cost.bounds:
         lines += [cost_table(cost.bounds).markdown(), ""]
+    if cost.conditional:
+        lines += ["### What would hold if", "", WOULD_HOLD, "", cost_table(cost.conditional).markdown(), ""]
     if cost.charges:
         lines += ["Trials counted, each with what it is charged:", "", charges_table(a, cost.charges).markdown(), ""]
     lines += [f"- {note}" for note in cost.notes]

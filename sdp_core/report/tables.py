@@ -1,330 +1,65 @@
-"""Text formatting and the report's tables, shared by the HTML page, `summary.md` and the statement.
-
-Every ε is formatted by `format_epsilon`, which always names the notion, δ and accountant with it, and says when
-it is only an empirical estimate (with the formal bound beside it) or a claim whose condition the data did not meet.
+"""The report's tables as display strings (`Table`), shared by the HTML page, `summary.md` and the statement, and
+`trials.parquet`'s one row per trial.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import statistics
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 import pandas as pd
-from scipy.stats import mannwhitneyu
 
-from sdp_core.config.mechanism import MECHANISM_SETTINGS
+from sdp_core.privacy.events import events_from_dicts
 from sdp_core.privacy.light_noise import ESTIMATE
-from sdp_core.privacy.relations import RELATIONS
+from sdp_core.privacy.numbers import epsilon_number
+from sdp_core.privacy.relations import ADD_REMOVE, REPLACE_ONE
+from sdp_core.privacy.report import notion_epsilon
 from sdp_core.privacy.sweep_cost import NOTION_ORDER, all_trials_cost, trial_charge
+from sdp_core.report.formatting import (
+    AUDIT_METRICS,
+    DASH,
+    fmt,
+    fmt_rate,
+    fmt_seconds,
+    format_epsilon,
+    mechanism_name,
+    metric_label,
+    params_text,
+    privacy_qualifier,
+    sigma_text,
+    spread_text,
+    wall_time,
+)
 from sdp_core.report.load import Sweep, Trial, number
-from sdp_core.report.pareto import Analysis, ranked
+from sdp_core.report.pareto import Analysis
+from sdp_core.report.ranking import utilities
 
-METRIC_LABELS = {
-    "val_perplexity": "val perplexity",
-    "val_private_perplexity": "private-token perplexity",
-    "val_public_perplexity": "public-token perplexity",
-    "val_accuracy": "val accuracy",
-    "test_perplexity": "test perplexity",
-    "test_accuracy": "test accuracy",
-    "exposure_mean": "canary exposure",
-    "exposure_max": "max canary exposure",
-    "mia_auc": "MIA AUC",
-    "train_seconds": "train time (s)",
-    "epsilon": "ε spent",
-    "empirical_epsilon_lower_bound": "audit ε lower bound",
-    "steps": "optimizer steps",
-    "tokens": "tokens trained on",
-    "wall_seconds": "trial wall time (s)",
-}
 COMPUTE_METRICS = ("steps", "tokens")
+
 TABLE_METRICS = ("val_perplexity", "val_private_perplexity", "exposure_mean", "mia_auc")
+
 UNFINISHED_REASONS = {
     "infeasible": "the ε target cannot be met with this configuration",
     "failed": "the trial raised an error",
     "early_stopped": "stopped early by the scheduler: partial metrics, not comparable",
 }
-DASH = "—"
-
-
-# ------------------------------------------------------------------------------------------ formatting
-
-def mechanism_name(name: str) -> str:
-    """The registered display name; a mechanism this installation does not know keeps its config name."""
-    settings = MECHANISM_SETTINGS.get(name)
-    return settings.display_name if settings else name
-
-
-def metric_label(name: str) -> str:
-    return METRIC_LABELS.get(name, name.replace("_", " "))
-
-
-def fmt(value: Any) -> str:
-    """A number for people: 3 significant digits (one decimal from 10), thousands grouped; non-numbers as text, missing as a dash."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return DASH
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return str(value)
-    if math.isinf(value):
-        return "∞" if value > 0 else "−∞"
-    if isinstance(value, int) or abs(value) >= 1e4:
-        return f"{value:,.0f}"
-    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.3g}"
-
-
-def fmt_seconds(seconds: float | None) -> str:
-    if seconds is None:
-        return DASH
-    if seconds < 90:
-        return f"{seconds:.1f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
-def fmt_delta(delta: Any) -> str:
-    """δ in the papers' style: 1e-5, 4e-4, 1.7e-4, 0.01."""
-    d = number(delta)
-    if d is None:
-        return DASH
-    if d == 0 or d >= 1e-3:
-        return f"{d:.3g}"
-    mantissa, exponent = f"{d:.1e}".split("e")
-    return f"{mantissa.removesuffix('.0')}e{int(exponent)}"
-
-
-def fmt_accountant(name: Any) -> str:
-    """rdp -> RDP; basic_composition -> basic composition."""
-    name = str(name or "?")
-    return name.upper() if name in ("rdp", "prv", "pld") else name.replace("_", " ")
-
-
-def privacy_qualifier(privacy: dict) -> str:
-    """`SDP, replace-one neighbours, δ = 1e-5, RDP`: what an ε means (the relation where the report names one)."""
-    relation = RELATIONS.get(privacy.get("neighbouring", ""))
-    return ", ".join([privacy.get("notion", "?"), *([relation] if relation else []),
-                      f"δ = {fmt_delta(privacy.get('delta'))}", fmt_accountant(privacy.get("accountant"))])
-
-
-def format_epsilon(privacy: dict | None) -> str:
-    """`ε = 3 (SDP, replace-one neighbours, δ = 1e-5, RDP)`; a trial without a finite ε has no DP guarantee.
-
-    An empirical estimate reads `ε = 3 (SDP, δ = 1e-5, RDP), empirical estimate; formal bound ε = 41.2 (SDP, …)`;
-    a claim whose condition the data did not meet (`holds: false`) reads `…, conditional: does not hold here`.
-    """
-    if not privacy:
-        return DASH
-    eps = number(privacy.get("epsilon"))
-    if eps is None:
-        return "no DP guarantee"
-    text = f"ε = {eps:.3g} ({privacy_qualifier(privacy)})"
-    if privacy.get("guarantee") == ESTIMATE:
-        formal = privacy.get("formal") or {}
-        bound = format_epsilon(formal) if number(formal.get("epsilon")) is not None else "ε = ∞"
-        return f"{text}, {ESTIMATE}; formal bound {bound}"
-    if privacy.get("holds") is False:
-        return f"{text}, conditional: does not hold here"
-    return text
-
-
-def sigma_text(events: Iterable[dict]) -> str:
-    """The calibrated noise multipliers of a trial's private events: `0.93` when they are all one σ, else per phase
-    (its epochs together): `phase1 0.5 · phase2 0.93`."""
-    by_phase: dict[str, list[float]] = defaultdict(list)
-    for e in events:
-        if e.get("steps", 0) > 0 and e.get("sample_rate", 0) > 0 and number(e.get("noise_multiplier")) is not None:
-            by_phase[str(e.get("phase", "")).split("/epoch")[0]].append(float(e["noise_multiplier"]))
-    every = [sigma for sigmas in by_phase.values() for sigma in sigmas]
-    if every and math.isclose(min(every), max(every), rel_tol=1e-3):
-        by_phase = {"": every}
-    parts = []
-    for phase, sigmas in by_phase.items():
-        lo, hi = min(sigmas), max(sigmas)
-        value = f"{lo:.3g}" if math.isclose(lo, hi, rel_tol=1e-3) else f"{lo:.3g}–{hi:.3g}"
-        parts.append(f"{phase} {value}" if len(by_phase) > 1 and phase else value)
-    return " · ".join(parts) or DASH
-
-
-def fmt_value(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.3g}"
-    if isinstance(value, (list, dict)):
-        return json.dumps(value, ensure_ascii=False)
-    return str(value)
-
-
-def params_text(trial: Trial) -> str:
-    """The sampled hyper-parameters, by the last part of their dotted path: `learning_rate=0.0012, batch_size=32`
-    (the sampled mechanism has its own column)."""
-    return ", ".join(f"{path.rsplit('.', 1)[-1]}={fmt_value(v)}" for path, v in trial.params.items()
-                     if path != "mechanism.name") or DASH
-
-
-def wall_time(trial: Trial) -> float | None:
-    return trial.timings.get("total", trial.metric("train_seconds"))
-
-
-def headline(a: Analysis) -> str:
-    """One sentence: the best model with a formal guarantee (`Trial.guaranteed`: never an empirical estimate such as
-    JFT's light noise, nor a claim the data shows not to hold), with its ε, utility and empirical privacy."""
-    t = a.best
-    if t is None:
-        return f"No trial finished with a formal privacy guarantee and a measured {metric_label(a.utility.metric)}."
-    facts = [f"{metric_label(m)} {fmt(t.metric(m))}" for m in dict.fromkeys((a.utility.metric, *TABLE_METRICS))
-             if t.metric(m) is not None]
-    return (f"At {format_epsilon(t.privacy)}, the best model is {mechanism_name(t.mechanism)} "
-            f"(trial {t.trial_id}; {params_text(t)}; σ = {sigma_text(t.privacy.get('events', []))}): "
-            f"{', '.join(facts)}.")
-
-
-def uncertainty_note(a: Analysis) -> str:
-    """How to read exposure on the front: its interval, its floor, and that noise does not rank trials; or nothing."""
-    floors = [f for t in a.sweep.trials if (f := t.metric("exposure_floor")) is not None]
-    if not floors:
-        return ""
-    return (f"Mean canary exposure is shown with its 95 % interval over the inserted canaries; a model that has not "
-            f"memorised them scores the random-rank floor, {fmt(min(floors))} bits. A difference inside the intervals "
-            "neither puts a trial on the front nor takes one off it.")
-
-
-def front_note(a: Analysis) -> str:
-    """Why the front is empty (no finished trial measured every objective), or nothing."""
-    if a.front:
-        return ""
-    finished = [t for t in a.sweep.trials if t.state == "finished"]
-    missing = [o.metric for o in a.sweep.config.objectives if not any(t.metric(o.metric) is not None for t in finished)]
-    what = f"measured {', '.join(map(metric_label, missing))}" if missing else "measured every objective"
-    return f"No Pareto front: no finished trial {what}."
-
-
-def evaluation_unit(a: Analysis) -> str:
-    """The one unit every mechanism's utility is measured on, with the validation records the trials counted in
-    their data (a file's own, not the generator's `n_validation`)."""
-    counts = sorted({n for t in a.sweep.trials if isinstance(n := (t.detector.get("records") or {}).get("validation"),
-                                                                  int)})
-    records = ("validation records" if not counts else f"{counts[0]:,} validation records" if len(counts) == 1
-               else f"{counts[0]:,}–{counts[-1]:,} validation records")
-    return (f"Every mechanism's {metric_label(a.utility.metric)} is measured on the same unit: whole held-out records "
-            f"({records}, rows of up to {a.sweep.config.base.data.max_length} tokens), whatever unit it "
-            "trains on (CRT trains its sentence units inside their records).")
-
-
-def _utilities(a: Analysis, mechanism: str) -> list[float]:
-    """The utility of every finished trial of `mechanism`, best first."""
-    trials = [t for t in a.sweep.trials if t.mechanism == mechanism and t.state == "finished"]
-    return [v for t in ranked(trials, a.utility) if (v := t.metric(a.utility.metric)) is not None]
-
-
-def spread_text(values: list[float]) -> str:
-    """`best 12.0 · median 20.1 · worst 58.0 (3 trials)`, best first; one trial has no spread."""
-    if len(values) < 2:
-        return f"{fmt(values[0])} (1 trial: no spread)" if values else DASH
-    return (f"best {fmt(values[0])} · median {fmt(statistics.median(values))} · worst {fmt(values[-1])} "
-            f"({len(values)} trials)")
-
-
-RANKING_ALPHA = 0.05
-"""Family-wise level of the one-sided rank tests that put one mechanism above the next (`ranking_note`)."""
-
-
-def holm_passes(pvalues: list[float], alpha: float) -> list[bool]:
-    """Holm's step-down procedure (Holm 1979, "A simple sequentially rejective multiple test procedure"): the
-    hypotheses rejected with family-wise error ≤ alpha. The i-th smallest p-value (0-based) is compared with
-    alpha / (m − i) for m hypotheses, and the first that fails stops the procedure."""
-    passes = [False] * len(pvalues)
-    for i, k in enumerate(sorted(range(len(pvalues)), key=pvalues.__getitem__)):
-        if pvalues[k] > alpha / (len(pvalues) - i):
-            break
-        passes[k] = True
-    return passes
-
-
-def ranking_note(a: Analysis) -> str:
-    """The mechanisms by their best trial, saying which steps of the order are beyond their trials' spread.
-
-    A best trial is one draw of a random search, so mechanism A ranks above the next one, B, only when A's trials
-    are better than B's by a one-sided exact Mann–Whitney U test, the k − 1 steps of k mechanisms corrected together
-    by Holm's procedure at family-wise level `RANKING_ALPHA`. Otherwise the step is within noise, and the note says
-    so, and also when the trials are too few for any step to pass (an exact test of n against n trials cannot go
-    below 1/C(2n, n): 0.05 for 3 trials each, under Holm's first level with three or more steps).
-    """
-    sign = 1.0 if a.utility.mode == "min" else -1.0
-    values = {m: v for m in a.sweep.config.mechanisms if (v := _utilities(a, m))}
-    if len(values) < 2:
-        return ""
-    order = sorted(values, key=lambda m: sign * values[m][0])
-    pairs = list(zip(order, order[1:]))
-    pvalues = [mannwhitneyu([sign * v for v in values[upper]], [sign * v for v in values[lower]],
-                            alternative="less", method="exact").pvalue for upper, lower in pairs]
-    passes = holm_passes(pvalues, RANKING_ALPHA)
-    steps = [f"{mechanism_name(upper)} {'>' if ok else '≈'} {mechanism_name(lower)}"
-             for (upper, lower), ok in zip(pairs, passes)]
-    smallest = [1 / math.comb(len(values[u]) + len(values[w]), len(values[u])) for u, w in pairs]
-    if all(passes):
-        verdict = "every step is beyond the trials' spread"
-    else:
-        verdict = (f"the ranking is within noise where marked ≈ (the better mechanism's trials do not beat the "
-                   f"other's by one-sided rank tests at family-wise level {RANKING_ALPHA:g}, Holm-corrected over "
-                   f"{len(pairs)} steps)")
-        if min(smallest) > RANKING_ALPHA / len(pairs):
-            verdict += (f"; with these trials per mechanism no step can pass (the smallest attainable p-value, "
-                        f"{min(smallest):.3g}, is above {RANKING_ALPHA:g}/{len(pairs)}): more trials per mechanism "
-                        f"can separate them")
-    return f"Mechanisms by their best {metric_label(a.utility.metric)}: {', '.join(steps)}; {verdict}."
-
-
-def _separated(trials: list[Trial], metric: str) -> bool:
-    """Whether any two trials' values of `metric` differ beyond their 95 % intervals (exact values: any difference)."""
-    ends = [t.interval(metric) or (v, v) for t in trials if (v := t.metric(metric)) is not None]
-    return any(hi_a < lo_b for lo_a, hi_a in ends for lo_b, hi_b in ends)
-
-
-def separation_note(a: Analysis) -> str:
-    """Says plainly when a privacy objective did not separate the trials (the front is then decided by the rest)."""
-    finished = [t for t in a.sweep.trials if t.state == "finished"]
-    silent = [o.metric for o in a.sweep.config.objectives
-              if o.metric != a.utility.metric and any(t.metric(o.metric) is not None for t in finished)
-              and not _separated(finished, o.metric)]
-    if not silent:
-        return ""
-    ceilings = [t.audit["ceiling"] for t in finished if "ceiling" in t.audit]
-    resolution = (f" (with its canaries the audit could show at most ε ≈ {fmt(max(ceilings))} per record)"
-                  if set(AUDIT_METRICS) & set(silent) and ceilings else "")
-    return (f"The privacy objective {', '.join(map(metric_label, silent))} did not separate the trials: every "
-            f"difference is inside the measurements' uncertainty{resolution}, so the front is decided by the other "
-            "objectives alone.")
-
-
-def reading_notes(a: Analysis) -> list[str]:
-    """How to read the answer: the evaluation unit, the mechanisms' ranking against noise, privacy separation."""
-    return [n for n in (evaluation_unit(a), ranking_note(a), separation_note(a)) if n]
-
-
-def counts_line(a: Analysis) -> str:
-    by_state = {s: sum(t.state == s for t in a.sweep.trials) for s in ("finished", "early_stopped", "infeasible", "failed")}
-    objectives = " and ".join(f"{metric_label(o.metric)} {'↓' if o.mode == 'min' else '↑'}"
-                              for o in a.sweep.config.objectives)
-    return (f"{len(a.sweep.trials)} trials: {by_state['finished']} finished ({len(a.front)} on the Pareto front of "
-            f"{objectives}), {by_state['early_stopped']} stopped early, {by_state['infeasible']} infeasible, "
-            f"{by_state['failed']} failed.")
-
-
-# ------------------------------------------------------------------------------------------------ tables
 
 EPSILON_COLUMN = "ε (notion, δ, accountant)"
 
 
 @dataclass
 class Table:
-    """A table of display strings; `numeric` names the columns to right-align. An ε column never wraps."""
+    """A table of display strings; `numeric` names the columns to right-align. An ε column never wraps. `note`
+    says once, above the table, what would otherwise repeat in every row (the audit's qualifiers)."""
 
     columns: list[str]
     rows: list[list[str]]
     numeric: set[str] = field(default_factory=set)
+    note: str = ""
 
     def markdown(self) -> str:
         def cell(text: str) -> str:
@@ -332,7 +67,8 @@ class Table:
 
         align = ["---:" if c in self.numeric else "---" for c in self.columns]
         lines = [self.columns, align, *self.rows]
-        return "\n".join("| " + " | ".join(cell(c) for c in line) + " |" for line in lines)
+        table = "\n".join("| " + " | ".join(cell(c) for c in line) + " |" for line in lines)
+        return f"{self.note}\n\n{table}" if self.note else table
 
 
 def _metric_columns(a: Analysis, trials: list[Trial]) -> list[str]:
@@ -347,20 +83,77 @@ def metric_text(t: Trial, name: str) -> str:
     return fmt(t.metric(name)) + (f" [{fmt(interval[0])}, {fmt(interval[1])}]" if interval else "")
 
 
-AUDIT_COLUMN = "audit ε ≥ per record (notion, δ, method; confidence, canaries; most it can show)"
-AUDIT_METRICS = ("empirical_epsilon_lower_bound", "empirical_epsilon_per_record")  # shown in the audit column
+AUDIT_COLUMN = "audit ε ≥"
+
+REPLACE_ONE_COLUMN = "replace-one ε"
+AUDIT_ABOVE = "⚠"
+"""Marks an audit bound above the trial's replace-one ε: a guarantee or an audit assumption failed."""
 
 
-def audit_text(t: Trial) -> str:
-    """The one-run ε lower bound per record with what it means, its confidence, canaries and ceiling:
-    `0.31 (empirical lower bound, δ = 1e-5, audit:one run; 95 %, 1,000; ≤ 5.16)`."""
-    audit = t.audit
-    bound = number(audit.get("epsilon_lower_bound_per_record", audit.get("epsilon_lower_bound")))
+def audit_bound(t: Trial) -> float | None:
+    """The one-run audit's ε lower bound per record (a canary's group bound when a canary has no record bound)."""
+    return number(t.audit.get("epsilon_lower_bound_per_record", t.audit.get("epsilon_lower_bound")))
+
+
+def replace_one_epsilon(t: Trial) -> float | None:
+    """The trial's formal ε for replace-one neighbours, the relation the audit tests (canaries go into existing
+    records: `attacks.audit`). SDP and the confidentiality notions are accounted for it already; a DP trial's ε is
+    for add/remove neighbours, so its replace-one ε is recomputed from its events (larger, up to about 2×)."""
+    privacy = (t.privacy.get("formal") or {}) if t.privacy.get("guarantee") == ESTIMATE else t.privacy
+    epsilon = number(privacy.get("epsilon"))
+    if epsilon is None or privacy.get("neighbouring", ADD_REMOVE) == REPLACE_ONE:
+        return epsilon
+    events = events_from_dicts(privacy.get("events", []))
+    return notion_epsilon(events, float(privacy["delta"]), str(privacy["notion"]), str(privacy["accountant"]),
+                          REPLACE_ONE)
+
+
+def _audit_facts(t: Trial) -> dict[str, str]:
+    """What qualifies an audit's bound, by name: what it means, its confidence, canaries and ceiling."""
+    audit = {"neighbouring": REPLACE_ONE, **t.audit}  # rows written before the audit named its relation
+    facts = {"meaning": privacy_qualifier(audit), "confidence": f"{100 * audit.get('confidence', 0.95):g} %",
+             "canaries": f"{fmt(int(audit.get('canaries', 0)))} canaries"}
+    if "members" in audit:
+        facts["canaries"] += f", {fmt(int(audit['members']))} inserted"
+    if "ceiling" in audit:
+        facts["ceiling"] = f"the most it can show: {fmt(audit['ceiling'])}"
+    return facts
+
+
+def _shared_facts(trials: list[Trial]) -> dict[str, str]:
+    """The audit facts every audited trial of `trials` shares: said once, above the table."""
+    facts = [_audit_facts(t) for t in trials if audit_bound(t) is not None]
+    return {k: v for k, v in facts[0].items() if all(f.get(k) == v for f in facts)} if facts else {}
+
+
+def audit_text(t: Trial, shared: dict[str, str] | None = None) -> str:
+    """The audit's ε lower bound per record, with the facts `shared` leaves out (`0.31 (95 %; ≤ 4.47)` alone, `0.31`
+    when the table's note says them), and a warning when it exceeds the trial's replace-one ε (an upper bound)."""
+    bound = audit_bound(t)
     if bound is None:
         return DASH
-    ceiling = f"; ≤ {fmt(audit['ceiling'])}" if "ceiling" in audit else ""
-    return (f"{fmt(bound)} ({privacy_qualifier(audit)}; {100 * audit.get('confidence', 0.95):g} %, "
-            f"{fmt(int(audit.get('canaries', 0)))}{ceiling})")
+    rest = [v for k, v in _audit_facts(t).items() if (shared or {}).get(k) != v]
+    upper = replace_one_epsilon(t)
+    text = fmt(bound) + (f" ({'; '.join(rest)})" if rest else "")
+    above = upper is not None and bound > upper * (1 + 1e-6)
+    return f"{AUDIT_ABOVE} {text} > ε {epsilon_number(upper)}" if above and upper is not None else text
+
+
+def _epsilon_cell(epsilon: float | None) -> str:
+    return DASH if epsilon is None else epsilon_number(epsilon)
+
+
+def audit_note(trials: list[Trial]) -> str:
+    """The audit column's facts shared by every row, said once above the table; "" without an audit."""
+    shared = _shared_facts(trials)
+    if not shared:
+        return ""
+    return (f"{AUDIT_COLUMN}: the one-run audit's ε lower bound per record (Steinke, Nasr & Jagielski 2023; "
+            f"{'; '.join(shared.values())}). Canaries go into existing records, so it bounds ε for replace-one "
+            "neighbours: compare it with a trial's ε for replace-one neighbours (SDP and confidentiality are "
+            f"accounted for them; a DP trial's add/remove ε is smaller, so its {REPLACE_ONE_COLUMN} is shown). "
+            f"{AUDIT_ABOVE} marks a bound above that ε: a guarantee or an audit assumption (for Redacted's ε = 0, a "
+            "detector that finds every canary) failed.")
 
 
 def _trial_table(a: Analysis, trials: list[Trial], first: list[str], first_cells: Callable[[Trial], list[str]]
@@ -368,15 +161,22 @@ def _trial_table(a: Analysis, trials: list[Trial], first: list[str], first_cells
     """Rows of trials: the `first` columns, then σ, ε, the audit's ε lower bound, the metric columns, compute
     (optimizer steps, tokens trained on) and wall time."""
     metrics = [m for m in _metric_columns(a, trials) if m not in (*COMPUTE_METRICS, *AUDIT_METRICS)]
-    audit = [AUDIT_COLUMN] if any(t.audit for t in trials) else []
+    audited = [t for t in trials if audit_bound(t) is not None]
+    audit = [AUDIT_COLUMN] if audited else []
+    # The audit compares with the replace-one ε: a column of its own where a trial's ε is for other neighbours.
+    other = [REPLACE_ONE_COLUMN] if any(t.privacy.get("neighbouring", ADD_REMOVE) != REPLACE_ONE and t.epsilon
+                                        is not None for t in audited) else []
     compute = [m for m in COMPUTE_METRICS if any(t.metric(m) is not None for t in trials)]
-    columns = [*first, "σ", EPSILON_COLUMN, *audit, *map(metric_label, metrics), *map(metric_label, compute),
-               "wall time"]
+    columns = [*first, "σ", EPSILON_COLUMN, *audit, *other, *map(metric_label, metrics),
+               *map(metric_label, compute), "wall time"]
+    shared = _shared_facts(trials)
     rows = [[*first_cells(t), sigma_text(t.privacy.get("events", [])), format_epsilon(t.privacy),
-             *([audit_text(t)] if audit else []), *(metric_text(t, m) for m in metrics),
+             *([audit_text(t, shared)] if audit else []), *([_epsilon_cell(replace_one_epsilon(t))] if other else []),
+             *(metric_text(t, m) for m in metrics),
              *(fmt(None if (v := t.metric(m)) is None else round(v)) for m in compute),
              fmt_seconds(wall_time(t))] for t in trials]
-    return Table(columns, rows, numeric={"σ", *audit, *map(metric_label, (*metrics, *compute)), "wall time"})
+    return Table(columns, rows, numeric={"σ", *audit, *other, *map(metric_label, (*metrics, *compute)), "wall time"},
+                 note=audit_note(trials))
 
 
 MODEL_COLUMN = "model"
@@ -397,7 +197,8 @@ def trial_charges(sweep: Sweep) -> dict[str, dict]:
     return {trial_id: charge for trial_id, charge in charges.items() if charge is not None}
 
 
-SEARCH_COLUMN = "ε of the search that chose it (composition)"
+SEARCH_COLUMN = "ε of the search that chose it"
+
 SEARCH_BOUND = ("The ε of the search that chose a front trial composes every trial it compared, each charged its spent "
                 "steps (or its whole plan when stopped or failed), under the weakest of their notions: this sweep ran "
                 "a fixed number of trials, so the random-K random-search bound of Papernot & Steinke (2022), which "
@@ -416,37 +217,42 @@ def search_bound(trials: list[Trial], charges: dict[str, dict]) -> str:
 
 
 def frontier_table(a: Analysis) -> Table:
-    """The front's trials; beside each trial's own ε, the ε of the search that chose it: its mechanism's trials,
-    and the whole sweep (the front compares every trial), each by composition (`SEARCH_BOUND`)."""
+    """The front's trials; beside each trial's own ε, the ε of the search that chose it: its mechanism's trials, and
+    (said once, above the table) the whole sweep's (the front compares every trial), each by composition
+    (`SEARCH_BOUND`)."""
     charges = trial_charges(a.sweep)
-    whole = search_bound(a.sweep.trials, charges)
-    mine = {m: search_bound([t for t in a.sweep.trials if t.mechanism == m], charges) for m in {t.mechanism for t in a.front}}
+    mine = {m: search_bound([t for t in a.sweep.trials if t.mechanism == m], charges)
+            for m in {t.mechanism for t in a.front}}
 
     def first_cells(t: Trial) -> list[str]:
         n = sum(u.mechanism == t.mechanism for u in a.sweep.trials)
-        search = f"its mechanism's {n} trials: {mine[t.mechanism]}; all {len(a.sweep.trials)} trials: {whole}"
-        return [t.trial_id, mechanism_name(t.mechanism), params_text(t), saved_model(a, t), search]
+        return [t.trial_id, mechanism_name(t.mechanism), params_text(t), saved_model(a, t),
+                f"its mechanism's {n} trials: {mine[t.mechanism]}"]
 
-    return _trial_table(a, a.front, ["trial", "mechanism", "hyper-parameters", MODEL_COLUMN, SEARCH_COLUMN],
-                        first_cells)
+    table = _trial_table(a, a.front, ["trial", "mechanism", "hyper-parameters", MODEL_COLUMN, SEARCH_COLUMN],
+                         first_cells)
+    whole = (f"{SEARCH_COLUMN}: the front compares all {len(a.sweep.trials)} trials, whose search has "
+             f"{search_bound(a.sweep.trials, charges)}; each row gives its own mechanism's.")
+    return replace(table, note=" ".join(n for n in (whole, table.note) if n))
 
 
 def mechanism_table(a: Analysis) -> Table:
     """The best finished trial of each mechanism (by the utility objective), as in the papers' tables."""
     names = dict.fromkeys([*a.sweep.config.mechanisms, *(t.mechanism for t in a.sweep.trials)])
-    best = {m: trial for m in names
-            if (trial := a.best_of([t for t in a.sweep.trials if t.mechanism == m])) is not None}
+    best = {m: a.best_of([t for t in a.sweep.trials if t.mechanism == m]) for m in names}
+    shown = [m for m in names if best[m] is not None]
 
     spread = f"{metric_label(a.utility.metric)} over its trials"
 
     def first_cells(t: Trial) -> list[str]:
         mine = [u for u in a.sweep.trials if u.mechanism == t.mechanism]
         return [mechanism_name(t.mechanism), f"{sum(u.state == 'finished' for u in mine)}/{len(mine)}", t.trial_id,
-                spread_text(_utilities(a, t.mechanism))]
+                spread_text(utilities(a, t.mechanism))]
 
-    table = _trial_table(a, list(best.values()), ["mechanism", "finished", "best trial", spread], first_cells)
+    columns = ["mechanism", "finished", "best trial", spread]
+    table = _trial_table(a, [t for m in shown if (t := best[m]) is not None], columns, first_cells)
     for m in names:
-        if m not in best:  # keep every mechanism visible, even one whose trials all failed
+        if best[m] is None:  # keep every mechanism visible, even one whose trials all failed
             mine = [u for u in a.sweep.trials if u.mechanism == m]
             table.rows.append([mechanism_name(m), f"0/{len(mine)}", DASH] + [DASH] * (len(table.columns) - 3))
     return table
@@ -460,12 +266,6 @@ def unfinished_table(a: Analysis) -> Table:
     return Table(["trial", "mechanism", "state", "reason", "hyper-parameters"], rows)
 
 
-def fmt_rate(d: Any) -> str:
-    """A rate with its interval, `{value, low, high, ...}`: `0.912 [0.894, 0.930]`."""
-    values = [number(d.get(k)) for k in ("value", "low", "high")] if isinstance(d, dict) else [None]
-    return DASH if None in values else "{:.3f} [{:.3f}, {:.3f}]".format(*values)
-
-
 SPLITS = ("train", "validation", "test")
 
 
@@ -476,27 +276,42 @@ def _split_shares(shares: Any) -> str:
     return " / ".join(DASH if v is None else f"{100 * v:.1f} %" for v in values)
 
 
-def detector_table(a: Analysis) -> Table:
-    """Per detector policy: redacted token fraction, the share of each split's characters it masks beside the share
-    gold spans cover (over-masking is what Redacted, JFT's phase 1 and CRT's public set lose for nothing), and token
-    recall (overall, per gold label) with 95 % intervals when the data has gold spans."""
+def _policies(a: Analysis) -> dict[str, list[Trial]]:
+    """The trials of each detector policy (one dataset × policy: they share its detection numbers)."""
     by_policy: dict[str, list[Trial]] = defaultdict(list)
     for t in a.sweep.trials:
         if t.detector:
             by_policy[str(t.detector.get("policy", "?"))].append(t)
+    return by_policy
+
+
+def detector_table(a: Analysis) -> Table:
+    """Per detector policy: redacted token fraction, the share of each split's characters it masks beside the share
+    gold spans cover (over-masking is what Redacted, JFT's phase 1 and CRT's public set lose for nothing), and token
+    recall and missing rate with 95 % intervals when the data has gold spans."""
     rows = []
-    for policy, trials in by_policy.items():
-        d = trials[0].detector  # one dataset × policy: every trial of the policy shares these numbers
+    for policy, trials in _policies(a).items():
+        d = trials[0].detector
         fractions = [f for f in (number(t.detector.get("redacted_token_fraction")) for t in trials) if f is not None]
         rows.append([policy, str(len(trials)), fmt(sum(fractions) / len(fractions)) if fractions else DASH,
                      _split_shares(d.get("masked_char_share")), _split_shares(d.get("gold_char_share")),
-                     "all", fmt_rate(d.get("recall")), fmt_rate(d.get("missing_rate"))])
-        per_label = d.get("recall_per_label")
-        for label, rate in (per_label.items() if isinstance(per_label, dict) else ()):
-            rows.append(["", "", "", "", "", str(label), fmt_rate(rate), DASH])
-    return Table(["policy", "trials", "redacted token fraction", "masked characters (train / val / test)",
-                  "gold characters (train / val / test)", "label", "recall [95% CI]", "missing rate [95% CI]"],
-                 rows, numeric={"trials", "redacted token fraction", "recall [95% CI]", "missing rate [95% CI]"})
+                     fmt_rate(d.get("recall")), fmt_rate(d.get("missing_rate"))])
+    return Table(["policy", "trials", "redacted tokens", "masked chars: train / val / test",
+                  "gold chars: train / val / test", "recall [95% CI]", "missing rate [95% CI]"],
+                 rows, numeric={"trials", "redacted tokens", "recall [95% CI]", "missing rate [95% CI]"})
+
+
+def recall_by_label_table(a: Analysis) -> Table:
+    """Token recall of each policy per gold label, with 95 % intervals (data with labelled gold spans only)."""
+    rows = [[policy, str(label), fmt_rate(rate)] for policy, trials in _policies(a).items()
+            for label, rate in (trials[0].detector.get("recall_per_label") or {}).items()]
+    return Table(["policy", "gold label", "recall [95% CI]"], rows, numeric={"recall [95% CI]"},
+                 note="Recall per gold label: the share of each label's gold tokens the policy masks.")
+
+
+DETECTOR_TABLES: tuple[Callable[[Analysis], Table], ...] = (detector_table, recall_by_label_table)
+"""The detector section's tables, in order (a table without rows is left out): a further view of the detector
+is one more function of the analysis here."""
 
 
 def recall_estimate_table(a: Analysis) -> Table:
@@ -525,13 +340,14 @@ def charges_table(a: Analysis, charges: dict[str, dict]) -> Table:
 
 
 def cost_table(cost: dict[str, dict]) -> Table:
-    """The sweep's own privacy cost: one row per bound, with the conditions under which it holds."""
+    """The sweep's own privacy cost: one row per bound, with the conditions under which it holds, each distinct one
+    said once above the table and referred to by its number."""
+    conditions = list(dict.fromkeys(str(entry.get("conditions", DASH)) for entry in cost.values()))
     rows = [[name, format_epsilon(entry), fmt(entry.get("trials", entry.get("mean_trials"))),
-             str(entry.get("conditions", DASH))] for name, entry in cost.items()]
-    return Table(["bound", EPSILON_COLUMN, "trials", "holds when"], rows, numeric={"trials"})
+             f"[{conditions.index(str(entry.get('conditions', DASH))) + 1}]"] for name, entry in cost.items()]
+    note = " ".join(f"[{i}] {text}." for i, text in enumerate(conditions, 1)).replace("..", ".")
+    return Table(["bound", EPSILON_COLUMN, "trials", "holds when"], rows, numeric={"trials"}, note=f"Holds when: {note}")
 
-
-# ------------------------------------------------------------------------------------- trials.parquet
 
 def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
@@ -539,7 +355,8 @@ def _json(value: Any) -> str:
 
 def trial_record(t: Trial, on_front: bool) -> dict[str, Any]:
     """One flat row: state, Pareto flag, hyper-parameters, ledger (its guarantee: formal, empirical estimate or none,
-    and the formal bound beside an estimate), metrics, detector, canary shape, timings, versions."""
+    and the formal bound beside an estimate; the ε target it was calibrated to, none for No-DP and Redacted),
+    metrics, detector, canary shape, timings, versions."""
     p = t.privacy
     eps, formal = p.get("epsilon"), (p.get("formal") or {}).get("epsilon")
     return {
@@ -548,6 +365,7 @@ def trial_record(t: Trial, on_front: bool) -> dict[str, Any]:
         **{f"mechanism.{k}": v for k, v in t.mechanism_settings.items()},
         **{f"metric.{k}": v for k, v in t.metrics.items()},
         "privacy.epsilon": float(eps) if isinstance(eps, (int, float)) else None,
+        "privacy.target_epsilon": t.target_epsilon,
         "privacy.delta": number(p.get("delta")), "privacy.notion": p.get("notion"),
         "privacy.accountant": p.get("accountant"), "privacy.sigma": sigma_text(p.get("events", [])),
         "privacy.guarantee": p.get("guarantee") or ("formal" if t.guaranteed else "none"),

@@ -12,16 +12,17 @@ settings.
   and `failed` -> FAIL, so samplers skip them and the study goes on (an infeasible trial has no objective
   values to constrain); `early_stopped` -> PRUNED, never
   COMPLETE with partial values. The state, trial id and error also go into the Optuna trial's user attributes.
-- Equal budgets: each mechanism has its own Optuna study (`<study>-<mechanism>`, one TPE sampler over its own
-  space) and the same number of trials (`SweepConfig.per_mechanism`); trials are handed out in turn to
-  the mechanism with the fewest, so no mechanism's share or search depends on another's results. Trial number
-  n of mechanism i (of M) is sweep trial n·M + i: its id and seed follow from it.
+- Equal budgets: each cell (a mechanism, at each ε of an ε ladder: `SweepConfig.cells`) has its own Optuna study
+  (`<study>-<cell>`, one TPE sampler over its own space) and the same number of trials (`SweepConfig.per_cell`);
+  trials are handed out in turn to the cell with the fewest, so no cell's share or search depends on another's
+  results. Trial number n of cell i (of C) is sweep trial n·C + i: its id and seed follow from it.
 - Early stopping (optional) is ASHA on the held-out validation loss (never a private batch's loss), with the
   cumulative optimizer step as its clock.
 - Resume is rebuilt from the studies' journal and the trial files, not from Tune's snapshot: a trial with a
   row is done; a trial Optuna still lists as running without a row is re-run with the same parameters, id and
   seed; new trials fill up to exactly `num_trials`. Nothing is lost or counted twice whenever the driver died.
-- Each sweep's studies are named `<sweep name>-<hash of its resolved config>-<mechanism>` in `OUT/optuna.journal`.
+- Each sweep's studies are named `<sweep name>-<hash of its resolved config>-<cell>` in `OUT/optuna.journal`
+  (`Cell.name`: the mechanism, `dpsgd@eps3` at a rung of a ladder).
 """
 
 from __future__ import annotations
@@ -258,13 +259,14 @@ class TrialSearch(Searcher):
 
 
 class SweepSearch(TrialSearch):
-    """Ray Tune's searcher over one Optuna study per mechanism, each with the same trial budget.
+    """Ray Tune's searcher over one Optuna study per cell (a mechanism, at each ε of a ladder), each with the same
+    trial budget.
 
-    `suggest` takes the mechanism with the fewest trials so far (in `cfg.mechanisms` order on ties), asks its
-    study for a trial, samples that mechanism's space into it (`space.sample`) and hands Tune the trial's id,
-    parameters and full trial config; a stored row is told to that study. Trials left running by a crash
-    (`orphans`, per mechanism) are handed out again, with their stored values, before new ones are asked.
-    Only public Ray Tune (`Searcher`) and Optuna (`ask`/`tell`) API, plus `reopen_trial`.
+    `suggest` takes the cell with the fewest trials so far (in `cfg.cells` order on ties), asks its study for a
+    trial, samples that mechanism's space into it (`space.sample`) and hands Tune the trial's id, parameters and
+    full trial config; a stored row is told to that study. Trials left running by a crash (`orphans`, per cell
+    name) are handed out again, with their stored values, before new ones are asked. Only public Ray Tune
+    (`Searcher`) and Optuna (`ask`/`tell`) API, plus `reopen_trial`.
     """
 
     def __init__(self, cfg: SweepConfig, space: SearchSpace, store: SweepStore, studies: dict[str, optuna.Study],
@@ -272,25 +274,25 @@ class SweepSearch(TrialSearch):
         super().__init__(store, stopped_by_scheduler)
         self._cfg, self._space, self._studies = cfg, space, studies
         self._objectives = [o.metric for o in cfg.objectives]
-        self._orphans = {m: list(orphans.get(m, [])) for m in cfg.mechanisms}
-        # Trials each mechanism has had: its study's, less the orphans it will be handed again.
-        self._taken = {m: len(studies[m].trials) - len(self._orphans[m]) for m in cfg.mechanisms}
+        self._orphans = {c.name: list(orphans.get(c.name, [])) for c in cfg.cells}
+        # Trials each cell has had: its study's, less the orphans it will be handed again.
+        self._taken = {c.name: len(studies[c.name].trials) - len(self._orphans[c.name]) for c in cfg.cells}
         self._trials: dict[str, optuna.Trial] = {}  # Tune trial id -> its Optuna trial
 
     def next_config(self, tune_trial_id: str) -> dict | None:
-        mechanism = next((m for m in self._cfg.mechanisms if self._orphans[m]), None)
-        if mechanism is not None:
-            ot_trial = reopen_trial(self._studies[mechanism], self._orphans[mechanism].pop(0))
+        cell = next((c for c in self._cfg.cells if self._orphans[c.name]), None)
+        if cell is not None:
+            ot_trial = reopen_trial(self._studies[cell.name], self._orphans[cell.name].pop(0))
         else:
-            open_ = [m for m in self._cfg.mechanisms if self._taken[m] < self._cfg.per_mechanism]
+            open_ = [c for c in self._cfg.cells if self._taken[c.name] < self._cfg.per_cell]
             if not open_:
                 return None
-            mechanism = min(open_, key=lambda m: self._taken[m])
-            ot_trial = self._studies[mechanism].ask()
-        self._taken[mechanism] += 1
+            cell = min(open_, key=lambda c: self._taken[c.name])
+            ot_trial = self._studies[cell.name].ask()
+        self._taken[cell.name] += 1
         self._trials[tune_trial_id] = ot_trial
-        params = sample(ot_trial, self._space, mechanism, self._cfg.mechanisms)  # an orphan gets its values back
-        number = sweep_number(self._cfg, mechanism, ot_trial.number)
+        params = sample(ot_trial, self._space, cell, self._cfg.mechanisms)  # an orphan gets its values back
+        number = sweep_number(self._cfg, cell, ot_trial.number)
         return {"trial_id": trial_id(number), "params": params, "objectives": self._objectives,
                 "trial": trial_config_dict(self._cfg, params, number)}
 
@@ -334,16 +336,16 @@ def study_name(cfg: SweepConfig) -> str:
 
 
 def folder_study_names(cfg: SweepConfig, storage: JournalStorage) -> dict[str, str]:
-    """The studies of a sweep folder, by mechanism: `<prefix>-<mechanism>`, with the prefix its journal already
-    holds (a newer version may hash the same sweep's resolved config differently, and new studies would restart
-    the trial numbers)."""
+    """The studies of a sweep folder, by cell name: `<prefix>-<cell>`, with the prefix its journal already holds (a
+    newer version may hash the same sweep's resolved config differently, and new studies would restart the trial
+    numbers)."""
     prefixes = {s.study_name.rsplit("-", 1)[0] for s in optuna.get_all_study_summaries(storage)}
     prefix = prefixes.pop() if len(prefixes) == 1 else study_name(cfg)
-    return {m: f"{prefix}-{m}" for m in cfg.mechanisms}
+    return {c.name: f"{prefix}-{c.name}" for c in cfg.cells}
 
 
 def open_studies(cfg: SweepConfig, store: SweepStore) -> dict[str, optuna.Study]:
-    """The sweep's studies in `OUT/optuna.journal`, one per mechanism, created on first use.
+    """The sweep's studies in `OUT/optuna.journal`, one per cell (by its name), created on first use.
 
     A driver killed in the middle of an append leaves a partial last line, which later appends would bury in
     the middle of the file (unreadable): it is cut off first, as if that write never happened.
@@ -354,21 +356,22 @@ def open_studies(cfg: SweepConfig, store: SweepStore) -> dict[str, optuna.Study]
             store.journal_file.write_bytes(journal[:journal.rfind(b"\n") + 1])
     storage = JournalStorage(JournalFileBackend(str(store.journal_file)))
     directions = ["minimize" if o.mode == "min" else "maximize" for o in cfg.objectives]
-    return {m: optuna.create_study(storage=storage, study_name=name, load_if_exists=True, directions=directions)
-            for m, name in folder_study_names(cfg, storage).items()}
+    return {cell: optuna.create_study(storage=storage, study_name=name, load_if_exists=True, directions=directions)
+            for cell, name in folder_study_names(cfg, storage).items()}
 
 
 def reconcile(cfg: SweepConfig, studies: dict[str, optuna.Study], store: SweepStore) -> dict[str, list[FrozenTrial]]:
-    """After a crash: tell each study about rows it never heard of; return, per mechanism, its running trials
+    """After a crash: tell each study about rows it never heard of; return, per cell name, its running trials
     without a row."""
     rows = store.rows()
     objectives = [o.metric for o in cfg.objectives]
     orphans: dict[str, list[FrozenTrial]] = {}
-    for mechanism, study in studies.items():
+    for cell in cfg.cells:
+        study = studies[cell.name]
         for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            row = rows.get(trial_id(sweep_number(cfg, mechanism, t.number)))
+            row = rows.get(trial_id(sweep_number(cfg, cell, t.number)))
             if row is None:
-                orphans.setdefault(mechanism, []).append(t)
+                orphans.setdefault(cell.name, []).append(t)
             else:
                 record_in_study(reopen_trial(study, t), row, objectives)
     return orphans
@@ -444,8 +447,8 @@ def run_sweep(cfg: SweepConfig, space: SearchSpace | str | None, store: SweepSto
                  if cfg.early_stopping else None)
     prepared = prepare_once([trial_config_dict(cfg, {MECHANISM_PARAM: m}, 0) for m in cfg.mechanisms],
                             cfg.prepare_processes)
-    # Each mechanism's TPE seeded apart from the others' and with the trials already in its study: a resumed
-    # sweep does not replay the first run's random draws.
+    # Each cell's TPE seeded apart from the others' and with the trials already in its study: a resumed sweep does
+    # not replay the first run's random draws.
     for i, study in enumerate(studies.values()):
         study.sampler = optuna.samplers.TPESampler(seed=cfg.seed + 10_000 * i + len(study.trials))
     assert isinstance(space, SearchSpace), "resolve the sweep first (its search space inlined)"

@@ -16,6 +16,7 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from sdp_core.privacy.numbers import epsilon_number
 from sdp_core.privacy.relations import qualifiers
 from sdp_core.sweep.space import MECHANISM_PARAM
 from sdp_core.sweep.store import SweepStore
@@ -54,7 +55,7 @@ def epsilon_text(privacy: dict) -> str:
         return "-"
     if math.isinf(eps):
         return f"∞ ({privacy.get('notion')})"
-    return f"{_num(eps)} ({qualifiers(privacy)})"
+    return f"{epsilon_number(eps)} ({qualifiers(privacy)})"
 
 
 def row_cells(row: dict) -> list[str]:

@@ -1,11 +1,11 @@
 """A sweep's search space as an Optuna define-by-run function, and the trial config each sample becomes.
 
-Parameters are dotted paths into a trial config (`training.learning_rate`). Each mechanism of a sweep has a study
-of its own (never a sampled categorical, whose share of trials would follow the other mechanisms' results); a
-parameter under `mechanism.` is sampled only for a mechanism that has that field (`mechanism.w` only for atdp).
-A trial of several mechanisms records its mechanism as the parameter `mechanism.name`. Study trial n of the
-sweep's i-th of M mechanisms is sweep trial n·M + i (`sweep_number`), with seed `sweep.seed + n·M + i` and name
-`<sweep>-trial_<n·M + i>`.
+Parameters are dotted paths into a trial config (`training.learning_rate`). Each cell of a sweep (a mechanism, at
+each ε of an ε ladder: `SweepConfig.cells`) has a study of its own (never a sampled categorical, whose share of
+trials would follow the other cells' results); a parameter under `mechanism.` is sampled only for a mechanism that
+has that field (`mechanism.w` only for atdp). A trial of several mechanisms records its mechanism as the parameter
+`mechanism.name`, and a trial of a ladder its ε as `privacy.target_epsilon`. Study trial n of the sweep's i-th of
+C cells is sweep trial n·C + i (`sweep_number`), with seed `sweep.seed + n·C + i` and name `<sweep>-trial_<n·C + i>`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sdp_core.config import MECHANISM_SETTINGS, apply_settings, parse_model
-from sdp_core.config.sweep import Distribution, SearchSpace, SweepConfig
+from sdp_core.config.sweep import EPSILON_PARAM, Cell, Distribution, SearchSpace, SweepConfig
 from sdp_core.config.trial import TrialConfig
 from sdp_core.errors import ConfigError
 
@@ -49,17 +49,19 @@ def _suggest(trial: optuna.Trial, path: str, d: Distribution) -> Any:
     return trial.suggest_float(path, low, high, log=d.type == "loguniform")
 
 
-def sweep_number(sweep: SweepConfig, mechanism: str, number: int) -> int:
-    """The sweep's trial number of trial `number` in `mechanism`'s study: trials of the mechanisms interleave."""
-    return number * len(sweep.mechanisms) + sweep.mechanisms.index(mechanism)
+def sweep_number(sweep: SweepConfig, cell: Cell, number: int) -> int:
+    """The sweep's trial number of trial `number` in `cell`'s study: trials of the cells interleave."""
+    return number * len(sweep.cells) + sweep.cells.index(cell)
 
 
-def sample(trial: optuna.Trial, space: SearchSpace, mechanism: str, mechanisms: list[str]) -> dict[str, Any]:
-    """Define-by-run, in `mechanism`'s own study: the parameters that apply to it (and, when the sweep has several
-    mechanisms, `mechanism.name`, recorded, not sampled)."""
-    params: dict[str, Any] = {MECHANISM_PARAM: mechanism} if len(mechanisms) > 1 else {}
+def sample(trial: optuna.Trial, space: SearchSpace, cell: Cell, mechanisms: list[str]) -> dict[str, Any]:
+    """Define-by-run, in `cell`'s own study: the parameters that apply to its mechanism, and, recorded, not sampled,
+    `mechanism.name` when the sweep has several mechanisms and `privacy.target_epsilon` at a rung of a ladder."""
+    params: dict[str, Any] = {MECHANISM_PARAM: cell.mechanism} if len(mechanisms) > 1 else {}
+    if cell.epsilon is not None:
+        params[EPSILON_PARAM] = cell.epsilon
     for path, distribution in space.parameters.items():
-        if applies_to(path, mechanism):
+        if applies_to(path, cell.mechanism):
             params[path] = _suggest(trial, path, distribution)
     return params
 
@@ -90,6 +92,8 @@ def check_space(sweep: SweepConfig, space: SearchSpace, where: str) -> None:
     for path, d in space.parameters.items():
         if path == MECHANISM_PARAM:
             problems.append(f"search_space.{path}: the mechanism is chosen by `mechanisms:`, not sampled here")
+        elif path == EPSILON_PARAM and sweep.target_epsilons is not None:
+            problems.append(f"search_space.{path}: the sweep's ε ladder sets it, not a search")
         elif path.startswith("mechanism.") and not any(applies_to(path, m) for m in sweep.mechanisms):
             owners = [m for m in MECHANISM_SETTINGS if applies_to(path, m)]
             problems.append(f"search_space.{path}: none of the sweep's mechanisms has this field"
