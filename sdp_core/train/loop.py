@@ -24,8 +24,8 @@
   (not sampled) records.
 - Precision (`precision.Precision`): every step's forward runs under its autocast; weights, the optimizer, and a
   private step's norms, clipping, clipped sum and noise stay fp32.
-- The trial's settings of its steps (clipping mode, precision, noise source) reach the loop as one `StepSettings`,
-  the same for every phase and every rank.
+- The trial's settings of its steps (clipping mode, precision, noise source, secure mode) reach the loop as one
+  `StepSettings`, the same for every phase and every rank.
 """
 
 from __future__ import annotations
