@@ -28,7 +28,7 @@ from sdp_core.sweep.space import check_space, sample, trial_config_dict
 from sdp_core.sweep.store import SweepStore
 from sdp_core.tensors import LMData
 from sdp_core.train.distributed import run_private_phase_distributed
-from sdp_core.train.loop import Phase, make_optimizer, train_phase
+from sdp_core.train.loop import Phase, StepSettings, make_optimizer, train_phase
 from sdp_core.row import TrialRow
 from sdp_core.trial import TrainingProgress
 from tests.conftest import small_trial_dict
@@ -337,9 +337,10 @@ def test_two_workers_take_the_one_worker_step_on_the_same_batch(local_ray, mecha
                for _ in range(2)]
 
     one = copy.deepcopy(model)
-    train_phase(one, SGD(one), phase, ledgers[0], seed=3, grad_sample_mode=mode, reproducible_noise=True)
-    state, stats = run_private_phase_distributed(copy.deepcopy(model), SGD, phase, ledgers[1], 3, mode, workers=2,
-                                                 reproducible_noise=True, storage_path=local_ray)
+    settings = StepSettings(grad_sample_mode=mode, reproducible_noise=True)
+    train_phase(one, SGD(one), phase, ledgers[0], seed=3, settings=settings)
+    state, stats = run_private_phase_distributed(copy.deepcopy(model), SGD, phase, ledgers[1], 3, settings, workers=2,
+                                                 storage_path=local_ray)
     after_one, after_two = _flat(one.state_dict().values()), _flat(state[k] for k in model.state_dict())
     assert (after_one - before).norm() > 1e-3  # the steps moved the model
     assert torch.allclose(after_one, after_two, atol=1e-6, rtol=1e-5)
