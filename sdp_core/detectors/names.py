@@ -51,12 +51,13 @@ from sdp_core.detectors.spacy_tiers import (
     load_spacy,
     model_version,
     resolve_model,
+    tag_pos,
 )
 
 if TYPE_CHECKING:
     from spacy.tokens import Doc, Token
 
-NAMES_CODE_VERSION = "4"  # bump when the rules below change
+NAMES_CODE_VERSION = "5"  # bump when the rules below change
 
 _CAP = r"[A-ZÀ-ÖØ-Þ]"
 _PARTICLE = r"(?:van|von|der|den|de|del|della|di|da|du|la|le|bin|ibn|al|el|ten|ter|zu|y)"
@@ -313,8 +314,9 @@ def _lexicon_piece(text: str, piece: list[Word], lexicon: NameLexicon) -> Span |
     return None
 
 class PersonNamePolicy(Policy):
-    """Rules 1–5 above: rules 1 and 5 read one spaCy pipeline (NER, tagger and attribute ruler: the tagger's PROPN
-    widens NER's PERSON spans and checks a cued name), rules 2–4 the text's own structure."""
+    """Rules 1–6 above: rules 1, 5 and 6 read one spaCy pipeline (NER and tagger, with parts of speech from the
+    attribute ruler's tag table, `spacy_tiers.tag_pos`: PROPN widens NER's PERSON spans and checks a cued name),
+    rules 2–4 the text's own structure."""
 
     name = "person_name"
 
@@ -330,9 +332,12 @@ class PersonNamePolicy(Policy):
         """Rules 1, 5 and 6, which read the model's entities and tags."""
         nlp = load_spacy(self.model)
         lexicon, common = name_lexicon(), common_words(self.model)
-        disable = _disabled(nlp, ["ner", "tagger", "attribute_ruler"], self.name)
+        disable = _disabled(nlp, ["ner", "tagger"], self.name)
+        pos_of = tag_pos(self.model)  # the attribute ruler's tag -> POS table, without running the ruler
         out = []
         for text, doc in zip(texts, nlp.pipe(texts, disable=disable, batch_size=BATCH_SIZE)):
+            for token in doc:
+                token.pos = pos_of.get(token.tag, 0)
             names: list[tuple[int, int]] = []
             for ent in doc.ents:
                 if ent.label_ != "PERSON":
