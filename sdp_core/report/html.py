@@ -28,7 +28,9 @@ from sdp_core.report.tables import (
     cost_table,
     counts_line,
     detector_table,
+    policy_types_notes,
     recall_estimate_table,
+    review_recall_table,
     fmt,
     format_epsilon,
     front_note,
@@ -208,7 +210,9 @@ def render(a: Analysis, plots: list[Plot], cost: SweepCost, claims: list[ClaimRe
                                 "Infeasible and failed trials have no metrics; early-stopped ones have partial "
                                 "metrics. None of them can be on the front."))
     if detector.rows:
-        sections.append(Section("detector", "Detector", _table(detector),
+        types = "".join(f"<li>{e(n)}</li>" for n in policy_types_notes(a))
+        sections.append(Section("detector", "Detector",
+                                _table(detector) + (f'<ul class="notes">{types}</ul>' if types else ""),
                                 "Share of training tokens the policy redacts, and of each split's non-space "
                                 "characters it masks beside the share gold spans cover: what it masks beyond the "
                                 "gold share is text Redacted, JFT's phase 1 and CRT's public set lose to false "
@@ -223,6 +227,13 @@ def render(a: Analysis, plots: list[Plot], cost: SweepCost, claims: list[ClaimRe
                                 "It cannot see secrets in formats the generators lack, types the policy does not "
                                 "claim, or secrets that are no value of a type: a person's review of sampled records "
                                 "(sdp-sweep detect --review) is the measure to trust."))
+    reviewed = review_recall_table(a)
+    if reviewed.rows:
+        sections.append(Section("review-recall", "Detector recall on reviewed records", _table(reviewed),
+                                "Recall against the labels a person gave sampled records (sdp-sweep detect "
+                                "--review; the labels file beside the data): a secret counts as found only when "
+                                "the policy masks all of it. 95 % Wilson intervals. Counts of the training data's "
+                                "records, which no trial's ε covers."))
     notes = "".join(f"<li>{e(n)}</li>" for n in cost.notes)
     counted = ("<p>Trials counted, each with what it is charged:</p>" + _table(charges_table(a, cost.charges))
                if cost.charges else "")
