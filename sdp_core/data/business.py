@@ -229,11 +229,23 @@ def _render(template: str, person: Person) -> Record:
     return Record(text, tuple(spans), meta={"locale": person.locale, "language": person.language})
 
 
+def _ordered(fake: Faker) -> Faker:
+    """`fake` with every list of words its providers draw from sorted: some build one from a set (it_IT's cities),
+    in an order that changes with the process's hash seed, so a seed would not give the same messages in every
+    process."""
+    for provider in fake.providers:
+        for name in {name for klass in type(provider).__mro__ for name in vars(klass)}:
+            value = getattr(provider, name, None)
+            if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+                setattr(provider, name, sorted(value))
+    return fake
+
+
 def _fakes(split: Split, seed: int | str) -> dict[str, Faker]:
     locales = sorted({loc for group in LOCALES[split].values() for loc in group} | set(NAME_LOCALE.values()))
     fakes = {}
     for i, loc in enumerate(locales):
-        fakes[loc] = Faker(loc)
+        fakes[loc] = _ordered(Faker(loc))
         fakes[loc].seed_instance(f"{split}-{seed}-{i}")
     return fakes
 
