@@ -77,12 +77,13 @@ class LibraryIdentifierPolicy(Policy):
         from stdnum import iban
         from stdnum.eu import vat
 
-        if sum(c.isdigit() for c in text) < 6:
+        digits = sum(c.isdigit() for c in text)
+        if digits < 6:
             return []
         # seven digits at least: a short number (emergency, service codes) is no one's, and the matcher reads times
         # and amounts as short numbers
         out = [Span(m.start, m.end, "phone")
-               for m in PhoneNumberMatcher(text, self.phone_region, leniency=Leniency.POSSIBLE)
+               for m in (PhoneNumberMatcher(text, self.phone_region, leniency=Leniency.POSSIBLE) if digits >= 7 else ())
                if sum(c.isdigit() for c in m.raw_string) >= 7 and not _DATE.fullmatch(m.raw_string)]
         out += [Span(*m.span(), "iban") for m in _IBAN.finditer(text) if iban.is_valid(m.group())]
         out += [Span(*m.span("secret"), "vat") for m in _VAT.finditer(text)]

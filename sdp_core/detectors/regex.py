@@ -238,7 +238,8 @@ _LEAD_PART = (r"(?:(?i:flat|apartment|apt\.?|unit|suite|studio|lot|house|holding
               r"(?:(?i:no\.?)[ \t]*)?[\w/-]+|(?i:no\.)[ \t]*[\w/-]+|[A-Z]?\d\w*(?:[-/]\w+)*"
               rf"|{_PLACE_WORD}(?:[ \t]+{_PLACE_WORD}){{0,2}})")
 _INTL_ADDRESS = (
-    rf"(?<![\w-])(?:{_LEAD_PART}[ \t]*,[ \t]*){{0,2}}(?:{_STREET_PART})(?:[ \t]*,[ \t]*{_MORE_PART}){{0,2}}[ \t]*,[ \t]*"
+    # every such address has a comma within its line: a cheap look-ahead spares the parts at every other word
+    rf"(?<![\w-])(?=[^\n,;]{{0,160}},)(?:{_LEAD_PART}[ \t]*,[ \t]*){{0,2}}(?:{_STREET_PART})(?:[ \t]*,[ \t]*{_MORE_PART}){{0,2}}[ \t]*,[ \t]*"
     rf"(?:{_POSTCODE}[ \t]+{_INTL_PLACE}|(?!(?:19|20)\d\d,){_POSTCODE},[ \t]*{_INTL_PLACE}|{_INTL_PLACE}(?:,[ \t]*|[ \t]+)\d{{4,6}}(?![\w-])"
     rf"|{_LONE_POSTCODE}|{_REGION}(?:{_PLACE_LINK}[ \t]+)?{_INTL_PLACE}|[A-Z]{{1,2}}\d[A-Z\d]?\s\d[A-Z]{{2}}(?![\w-]))"
     # then up to two more parts that start with a capital or a digit ("70233 SS54, Negeri Sembilan")
