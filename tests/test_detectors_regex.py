@@ -199,17 +199,19 @@ ADDRESSES = [
     "Petőfi sándor utca 134., H-8532 Budapest",
     "Leitgebstr. 3, 8134 Linz",
 ]
-ADDRESS_CARRIERS = ["Please update the file: new address {}.", "Ship it to {}, please.", "Her address ({}) changed."]
+ADDRESS_CARRIERS = ["Please update the file: new address {}.", "Ship it to {}, please.", "Her address ({}) changed.",
+                    "She moved from {} to the city centre.", "{} is the new billing address."]
 
 
 @pytest.mark.parametrize("address", ADDRESSES)
 def test_identifier_masks_postal_addresses_of_many_countries(address):
+    """Every character of the address masked, and no span that takes in its carrier's words."""
     text = ADDRESS_CARRIERS[ADDRESSES.index(address) % len(ADDRESS_CARRIERS)].format(address)
     [spans] = get_policy("identifier").detect([text])
-    start = text.index(address)
+    start, end = text.index(address), text.index(address) + len(address)
     masked = {i for s in spans for i in range(s.start, s.end)}
-    assert all(i in masked for i in range(start, start + len(address)) if not text[i].isspace()), \
-        [text[s.start : s.end] for s in spans]
+    assert all(i in masked for i in range(start, end) if not text[i].isspace()), [text[s.start : s.end] for s in spans]
+    assert all(start <= s.start and s.end <= end for s in spans), [text[s.start : s.end] for s in spans]
 
 
 @pytest.mark.parametrize(("text", "clear"), [

@@ -197,6 +197,10 @@ _STREET_TYPES = (
 # A month before a year ("May 2024") is a date, not a place; "Mar del Plata" and "Marti" are places.
 _MONTH_NAME = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?"
                r"|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?[ \t]+(?:19|20)\d\d\b")
+# Street words written after the street's name (Hungarian, Slavic, Nordic, English).
+_STREET_AFTER_NAME = (r"(?i:utca|út|körút|tér|cesta|ulica|ulice|pot|trg|námestie|náměstí|třída|gatan|vägen|gränd"
+                      r"|torget|veien|vegen|gata|gate|vej|gade|allé|katu|tie|kuja|polku|bulevardi|street|road"
+                      r"|highway|square|lane)(?![\w])")
 # A month and a year are a date ("22 January 2000, ID 255226"), not a street and its number.
 _NOT_A_DATE = r"(?!(?:Jan|Feb|Mar|Mär|Apr|May|Mai|Jun|Jul|Aug|Sep|Oct|Okt|Nov|Dec|Dez)[a-zäé]*\.?[ \t,]+(?:19|20)\d\d(?!\d))"
 _PLACE_WORD = rf"(?:{UPPER}\.)*{UPPER}[^\W\d_]*(?:['’-][^\W\d_]+)*"  # J.C.Hronského, Dardel-sur-Besençon
@@ -222,9 +226,10 @@ _STREET_PART = (
     # 513, avenue de Duval; 8284 Hayden Dale Apt. 417; 5/566 Lisa Ground
     rf"(?:{_UNIT}?\d{{1,5}}[a-zA-Z]?(?:/\d{{1,5}}[a-zA-Z]?)?(?:,?[ \t]+{_STREET_TYPES}|[ \t]+{_NOT_A_DATE}{_PLACE_WORD})"
     rf"[^,\n;:!?]{{0,40}}?"
-    # a street word, perhaps after the words of its name ("Petőfi sándor utca 134.", "Stará Ivánska cesta 428")
-    rf"|(?:{_PLACE_WORD}(?:[ \t]+[^\W\d_]+){{0,2}}[ \t]+)?{_STREET_TYPES}(?:[ \t]+[^,\n;:!?()]{{1,40}}?)?"
-    rf"(?:[ \t]+{_HOUSE_NUMBER}{_UNIT_TAIL})?"
+    # a street word, after its name where the language puts it there: capitalised words and perhaps one more
+    # ("Petőfi sándor utca 134.", "Stará Ivánska cesta 428", "West BorhanHat Highway")
+    rf"|(?:{_PLACE_WORD}(?:[ \t]+{_PLACE_WORD}){{0,2}}(?:[ \t]+[^\W\d_]+)?[ \t]+(?={_STREET_AFTER_NAME}))?"
+    rf"{_STREET_TYPES}(?:[ \t]+[^,\n;:!?()]{{1,40}}?)?(?:[ \t]+{_HOUSE_NUMBER}{_UNIT_TAIL})?"
     # capitalised words, then perhaps one word of any case, the number: "Frenkova pot 6", "Pri seči 1", "Taavetti
     # Laitisen bulevardi 631"
     rf"|{_NOT_A_DATE}{_PLACE_WORD}(?:[ \t-]+(?:{_PLACE_LINK}|{_PLACE_WORD})){{0,4}}(?:[ \t]+[^\W\d_]+)?\.?[ \t]+"
@@ -242,8 +247,8 @@ _INTL_ADDRESS = (
     rf"(?<![\w-])(?=[^\n,;]{{0,160}},)(?:{_LEAD_PART}[ \t]*,[ \t]*){{0,2}}(?:{_STREET_PART})(?:[ \t]*,[ \t]*{_MORE_PART}){{0,2}}[ \t]*,[ \t]*"
     rf"(?:{_POSTCODE}[ \t]+{_INTL_PLACE}|(?!(?:19|20)\d\d,){_POSTCODE},[ \t]*{_INTL_PLACE}|{_INTL_PLACE}(?:,[ \t]*|[ \t]+)\d{{4,6}}(?![\w-])"
     rf"|{_LONE_POSTCODE}|{_REGION}(?:{_PLACE_LINK}[ \t]+)?{_INTL_PLACE}|[A-Z]{{1,2}}\d[A-Z\d]?\s\d[A-Z]{{2}}(?![\w-]))"
-    # then up to two more parts that start with a capital or a digit ("70233 SS54, Negeri Sembilan")
-    rf"(?:[ \t]+[A-Z]{{1,4}}\d{{1,3}}[A-Za-z]?)?(?:,[ \t]*(?={UPPER}|\d)[\w°º#/'’-]+(?:[ \t]+[\w°º#/'’-]+){{0,7}})"
+    # then up to two more parts, places or codes ("70233 SS54, Negeri Sembilan", ", Seksyen 56")
+    rf"(?:[ \t]+[A-Z]{{1,4}}\d{{1,3}}[A-Za-z]?)?(?:,[ \t]*(?:{_INTL_PLACE}|[A-Z0-9][\w-]*(?:[ \t]+[A-Z0-9][\w-]*){{0,3}}))"
     rf"{{0,2}}(?![\w-])"
 )
 # A rural road by its kilometre ("Ruta 5 Norte, km 255") and an Irish street before its Eircode, without commas
