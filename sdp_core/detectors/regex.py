@@ -182,18 +182,38 @@ _ADDRESSES = (
 # "674 39 Ústí nad Labem", "4922-838 Amora", "Posadas 3300", "Albacete, 43568", ", 415034,", "5674, Quévy"), then at most one
 # or two more places ("Guayatá, Boyacá", "(SS)"). The postcode part is what makes it an address; street words of many languages
 # allow a street part without a capitalised name before its number.
-_STREET_TYPES = (
-    r"(?:(?i:rue|avenue|av\.?|boulevard|bd\.?|blvd?\.|chemin|allée|place|impasse|quai|route|cours|calle|c/|avenida"
-    r"|avda\.?|plaza|paseo|pasaje|pje\.|camino|carrera|cra\.|kr\.|cr\.?|transversal|tv\.|diagonal|diag\.|dg\.|ronda"
-    r"|travesía|via|viale|piazza|piazzale|corso|largo|vicolo|borgo|strada|contrada|ulica|ul\.|aleja|al\.|plac"
-    r"|osiedle|ulice|náměstí|nábřeží|třída|námestie|nábrežie|sokak|sokağı|cadde|caddesi|bulvarı|mahallesi|gatan"
-    r"|vägen|gränd|torget|straat|laan|plein|singel|gracht|kade|dijk|rua|travessa|praça|alameda|estrada|rodovia"
-    r"|bulevardul|aleea|drumul|intrarea|piața|șoseaua|soseaua|fundătura|splaiul|calea|str\.|utca|út|körút|tér"
-    r"|vej|gade|allé|plads|stræde|veien|vegen|gata|gate|plass|katu|tie|kuja|polku|bulevardi|kaari|rinne|cesta"
-    r"|pot|trg|rang|montée|calzada|prolongación|periférico|privada|cerrada|circuito|andador|retorno|psje\.|ruta"
-    r"|jl\.|jln\.?|jalan|lorong|gang|gg\.|eje(?:[ \t]+vial)?|tr\.|street|road|highway|square|lane"
-    r"|H\.No\.|house\s+no\.?|flat|studio|apartment|unit)|R\.|Cl\.)"
-)
+def _trie(words: Sequence[str]) -> str:
+    """One alternation of literal words, as a trie (`rue|route|rang` -> `r(?:ang|oute|ue)`, longest first): Python's
+    `re` tries the branches of a flat alternation one after the other at every position, a trie one letter at a
+    time (the street words made the address pattern a third of all identifier time on clinic notes)."""
+    if not words:
+        return ""
+    groups: dict[str, list[str]] = {}
+    for w in sorted(set(words), key=lambda w: (-len(w), w)):
+        if w:
+            groups.setdefault(w[0], []).append(w[1:])
+    branches = []
+    for first, rests in groups.items():
+        inner = _trie([r for r in rests if r])
+        if inner and ("" in rests or "|" in inner):
+            inner = f"(?:{inner})" + ("?" if "" in rests else "")
+        branches.append(re.escape(first) + inner)
+    return "|".join(branches)
+
+
+# Street words of many languages (case ignored); `.` is part of an abbreviation.
+STREET_WORDS = (
+    "rue avenue av av. boulevard bd bd. blv. blvd. chemin allée place impasse quai route cours calle c/ avenida avda "
+    "avda. plaza paseo pasaje pje. camino carrera cra. kr. cr cr. transversal tv. diagonal diag. dg. ronda travesía "
+    "via viale piazza piazzale corso largo vicolo borgo strada contrada ulica ul. aleja al. plac osiedle ulice náměstí "
+    "nábřeží třída námestie nábrežie sokak sokağı cadde caddesi bulvarı mahallesi gatan vägen gränd torget straat "
+    "laan plein singel gracht kade dijk rua travessa praça alameda estrada rodovia bulevardul aleea drumul intrarea "
+    "piața șoseaua soseaua fundătura splaiul calea str. utca út körút tér vej gade allé plads stræde veien vegen gata "
+    "gate plass katu tie kuja polku bulevardi kaari rinne cesta pot trg rang montée calzada prolongación periférico "
+    "privada cerrada circuito andador retorno psje. ruta jl. jln jln. jalan lorong gang gg. eje tr. street road "
+    "highway square lane h.no. flat studio apartment unit"
+).split()
+_STREET_TYPES = rf"(?:(?i:{_trie(STREET_WORDS)}|eje[ \t]+vial|house\s+no\.?)|R\.|Cl\.)"
 # A month before a year ("May 2024") is a date, not a place; "Mar del Plata" and "Marti" are places.
 _MONTH_NAME = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?"
                r"|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?[ \t]+(?:19|20)\d\d\b")
@@ -232,7 +252,7 @@ _STREET_PART = (
     rf"{_STREET_TYPES}(?:[ \t]+[^,\n;:!?()]{{1,40}}?)?(?:[ \t]+{_HOUSE_NUMBER}{_UNIT_TAIL})?"
     # capitalised words, then perhaps one word of any case, the number: "Frenkova pot 6", "Pri seči 1", "Taavetti
     # Laitisen bulevardi 631"
-    rf"|{_NOT_A_DATE}{_PLACE_WORD}(?:[ \t-]+(?:{_PLACE_LINK}|{_PLACE_WORD})){{0,4}}(?:[ \t]+[^\W\d_]+)?\.?[ \t]+"
+    rf"|(?={UPPER}){_NOT_A_DATE}{_PLACE_WORD}(?:[ \t-]+(?:{_PLACE_LINK}|{_PLACE_WORD})){{0,4}}(?:[ \t]+[^\W\d_]+)?\.?[ \t]+"
     rf"{_HOUSE_NUMBER}"
     rf"{_UNIT_TAIL})"
 )
