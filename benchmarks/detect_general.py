@@ -14,7 +14,7 @@ earlier commit's worktree, `git worktree add /tmp/before COMMIT`), each in its o
 alternating rounds, and prints the fastest round of each beside the ratio; recall is not compared.
 
     python -m benchmarks.detect_general [--n 500] [--seed 0]
-    python -m benchmarks.detect_general --against /tmp/before [--n 300] [--rounds 3]
+    python -m benchmarks.detect_general --against /tmp/before [--n 300] [--rounds 3] [--policies general]
 """
 
 from __future__ import annotations
@@ -62,13 +62,13 @@ def measure(records: list[Record], policy_name: str) -> tuple[Evaluation, float]
     return evaluate(records, detected), len(records) / cpu
 
 
-def timings(n: int, seed: int) -> dict[str, dict[str, dict[str, float]]]:
+def timings(n: int, seed: int, policies: list[str], generators: list[str]) -> dict[str, dict[str, dict[str, float]]]:
     """CPU and wall seconds of one cold pass per generator and policy (what `--against` compares)."""
     load_spacy("en_core_web_sm")
     out: dict[str, dict[str, dict[str, float]]] = {}
-    for generator, generate in GENERATORS.items():
-        texts = [r.text for r in generate(n, seed)]
-        for name in POLICIES:
+    for generator in generators:
+        texts = [r.text for r in GENERATORS[generator](n, seed)]
+        for name in policies:
             _, cpu, wall = timed_detect(get_policy(name), texts)
             out.setdefault(generator, {})[name] = {"cpu": cpu, "wall": wall, "records": len(texts)}
     return out
@@ -90,7 +90,8 @@ def run_against(args: argparse.Namespace) -> None:
             # -P: the child imports sdp_core from PYTHONPATH only, not from the folder of this script
             env = {**os.environ, "PYTHONPATH": str(trees[label])}
             child = subprocess.run([sys.executable, "-P", str(Path(__file__).resolve()), "--timings-json",
-                                    "--n", str(args.n), "--seed", str(args.seed)],
+                                    "--n", str(args.n), "--seed", str(args.seed), "--policies", args.policies,
+                                    "--generators", args.generators],
                                    env=env, check=True, capture_output=True, text=True)
             result = json.loads(child.stdout.strip().splitlines()[-1])
             for generator, by_policy in result.items():
@@ -119,10 +120,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--against", metavar="DIR", help="compare speed with the sdp_core of this checkout")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of --against")
+    parser.add_argument("--policies", default=";".join(POLICIES), help="policies of --against, separated by ';'")
+    parser.add_argument("--generators", default=";".join(GENERATORS), help="generators of --against, separated by ';'")
     parser.add_argument("--timings-json", action="store_true", help=argparse.SUPPRESS)  # a child of --against
     args = parser.parse_args()
     if args.timings_json:
-        print(json.dumps(timings(args.n, args.seed)))
+        print(json.dumps(timings(args.n, args.seed, args.policies.split(";"), args.generators.split(";"))))
         return
     if args.against:
         run_against(args)
