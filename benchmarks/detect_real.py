@@ -124,7 +124,7 @@ def main() -> None:
     console = Console(width=240)
     summary = Table(title="Per set: token precision, masked share of non-space characters (gold share), all secrets")
     for col in ("set", "records", "policy", "token precision", "masked chars", "gold chars", "secrets found",
-                "records/s"):
+                "records/CPU-s"):
         summary.add_column(col, justify="right")
     for set_name, records in sets.items():
         results = {name: measure(records, name) for name in policies}

@@ -21,9 +21,11 @@ from sdp_core.data.loaders import load_records
 from sdp_core.data.splits import splits_with_canaries
 from sdp_core.data.records import Record, Span, Splits
 from sdp_core.detectors import Policy, detect_records, get_policy, masked_share
-from sdp_core.detectors.estimate import estimate_summary
+from sdp_core.detectors.estimate import estimable_types, estimate_summary
 from sdp_core.detectors.evaluation import evaluate
 from sdp_core.detectors.miss import drop_missed
+from sdp_core.detectors.registry import policy_types
+from sdp_core.detectors.review import Labels, labels_path, review_recall, review_summary
 from sdp_core.errors import UserError
 from sdp_core.io import fingerprint
 from sdp_core.tensors import LMData
@@ -172,17 +174,22 @@ def prepare_trial_data(cfg: TrialConfig) -> PreparedData:
     log.info("%d training records -> %d rows of %d tokens (%d split, up to %d windows each; %d tokens dropped)",
              windows.records, windows.rows, L, windows.records_split, windows.windows_per_record_max,
              windows.tokens_dropped)
-    detector = {**detector_summary(policy, splits, policy_spans, data), "windows": windows.to_dict(),
+    reviewed = Labels.read(labels_path(cfg.data.path)) if cfg.data.source == "file" and cfg.data.path else None
+    detector = {**detector_summary(policy, splits, policy_spans, data, cfg.detector.policy, reviewed),
+                "windows": windows.to_dict(),
                 "data_seed": cfg.data.seed, "data_fingerprint": data_fingerprint(splits)}
     return PreparedData(data, canaries, detector, timings)
 
 
-def detector_summary(policy: Policy, splits: Splits, policy_spans: dict[str, list[list[Span]]], data: TrialData
-                     ) -> dict:
+def detector_summary(policy: Policy, splits: Splits, policy_spans: dict[str, list[list[Span]]], data: TrialData,
+                     policy_name: str, labels: Labels | None = None) -> dict:
     """Counts and rates only: records per split, secrets detected in train, redacted fraction (of the training rows'
     tokens), the share of each split's non-space characters the policy masks (what Redacted, JFT's phase 1 and CRT's
-    public set lose) beside the share gold spans cover, and recall per label with 95 % intervals where gold exists."""
+    public set lose) beside the share gold spans cover, and recall per label with 95 % intervals where gold exists;
+    the types policy `policy_name` masks and leaves in the clear, where it declares them; without gold, the recall
+    estimate per type; and recall on the records a person reviewed (`labels`, `sdp-sweep detect --review`)."""
     records, spans = splits.train, policy_spans["train"]
+    types = policy_types(policy_name)
     rate = lambda r: {"value": r.value, "low": r.low, "high": r.high, "n": r.n}  # noqa: E731
     parts = {name: getattr(splits, name) for name in ("train", "validation", "test")}
     summary = {"policy": policy.name, "policy_version": policy.version, "train_records": len(records),
@@ -198,5 +205,13 @@ def detector_summary(policy: Policy, splits: Splits, policy_spans: dict[str, lis
         summary.update(recall=rate(ev.recall), missing_rate=rate(ev.missing_rate), precision=ev.precision,
                        recall_per_label={k: rate(v.tokens) for k, v in ev.per_label.items()})
     elif records:  # no gold: the policy's recall per type, estimated by inserting secrets into copies of the data
-        summary["recall_estimate"] = estimate_summary(records, policy)
+        summary["recall_estimate"] = estimate_summary(records, policy,
+                                                      types=estimable_types(types[0] if types else None))
+    if types:
+        summary["types"] = {"policy": policy_name, "masks": list(types[0]), "clear": list(types[1])}
+    if labels is not None:  # every split's reviewed records: the policy's recall on what a person labelled
+        on_reviewed = review_recall([r for part in parts.values() for r in part],
+                                    [s for name in parts for s in policy_spans[name]], labels)
+        if on_reviewed is not None:
+            summary["review"] = review_summary(on_reviewed)
     return summary

@@ -132,3 +132,19 @@ def test_canary_format_needs_one_placeholder():
 def test_too_many_canaries_for_the_data():
     with pytest.raises(UserError, match="need 20"):
         insert_canaries(generate_customersim(10, 0), "ID {dd}", count=2, repeats=10, seed=0)
+
+
+def test_business_messages_are_the_same_in_every_process():
+    """A seed gives the same business messages whatever the process's hash seed (Faker's it_IT cities come from a
+    set, in an order that changed with it)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    code = ("from sdp_core.data.business import generate_business\n"
+            "print(repr([r.text for r in generate_business(60, 0, 'heldout')]))")
+    texts = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO,
+                            env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
+    assert len(texts) == 1

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
+import io
 import json
 import re
 
 import pytest
+from scipy.stats import binomtest
 
 from sdp_core.data.customersim import generate_customersim
 from sdp_core.data.loaders import save_jsonl
@@ -62,9 +65,10 @@ def test_show_prints_redacted_examples_only(tmp_path, data, capsys):
 def test_plain_text_without_gold_and_user_pattern(tmp_path, capsys):
     path = tmp_path / "notes.txt"
     path.write_text("badge EMP-0042 seen\nno badge here\n")
-    run([str(path), "--policy", "employee", "--pattern", r"employee=EMP-\d{4}", "--show", "1", "--no-cache"])
+    run([str(path), "--policy", "employee", "--pattern", r"employee=EMP-\d{4}", "--show", "1", "--no-cache",
+         "--estimate-per-type", "3"])
     printed = capsys.readouterr().out
-    assert "records 2" in printed and "spans employee" in printed and "recall" not in printed
+    assert "records 2" in printed and "spans employee" in printed and "gold-annotated" not in printed
     assert "badge <mask> seen" in printed and "EMP-0042" not in printed
 
 
@@ -111,3 +115,67 @@ def test_precision_and_masked_share_beside_recall(tmp_path, data, capsys):
     assert f"masked share of non-space characters {masked:.2%}  gold share {gold:.2%}" in printed
     assert re.search(r"token precision 1\.0000", printed)  # regexes for these formats flag nothing else here
     assert "of tokens)" in printed
+
+
+REVIEWED = ["Call Ann Lee on 555-123-4567 today.", "Parcel for Bob Stone, call 555-987-6543.", "Nothing to see."]
+
+
+def review_run(tmp_path, monkeypatch, argv: list[str], answers: str) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("\n\n".join(REVIEWED) + "\n")
+    monkeypatch.setattr("sys.stdin", io.StringIO(answers))
+    run([str(path), "--no-cache", "--estimate-per-type", "3", *argv])
+
+
+def test_review_stores_missed_secrets_as_gold_and_recall_has_a_wilson_interval(tmp_path, monkeypatch, capsys):
+    """Whatever order the records come in, the answers mark each record's name: the phone policy found both phones
+    and neither name, so recall on the reviewed records is 2 of 4 secrets, with scipy's Wilson interval."""
+    answers = "name: Ann Lee\nname: Bob Stone\n\n" * 3
+    review_run(tmp_path, monkeypatch, ["--policy", "phone", "--review", "3"], answers)
+    printed = capsys.readouterr().out
+    labels = tmp_path / "notes.txt.review.jsonl"
+    assert f"wrote the review's labels to {labels}" in printed
+    rows = [json.loads(line) for line in labels.read_text().splitlines()]
+    assert len(rows) == 3 and all(len(r["sha256"]) == 64 for r in rows)
+    assert "Ann Lee" not in labels.read_text()  # offsets and types, not the text
+    gold = {text: [(text[s["start"]:s["end"]], s["label"]) for s in r["spans"]]
+            for text in REVIEWED for r in rows if r["sha256"] == hashlib.sha256(text.encode()).hexdigest()}
+    assert gold == {REVIEWED[0]: [("Ann Lee", "name"), ("555-123-4567", "phone")],
+                    REVIEWED[1]: [("Bob Stone", "name"), ("555-987-6543", "phone")], REVIEWED[2]: []}
+    low, high = binomtest(2, 4).proportion_ci(method="wilson")
+    assert f"reviewed records 3 (labels in {labels})" in printed
+    assert f"secrets fully masked 0.5000 [{low:.4f}, {high:.4f}] (2/4)" in printed
+    assert re.search(r"recall name +0\.0000 \[0\.0000, 0\.\d+\] \(0/2\)", printed)
+
+    # a later run, with a policy that also finds the names, reads the labels back: no review, no name printed
+    review_run(tmp_path, monkeypatch, ["--policy", "phone,names", "--pattern", "names=Ann Lee|Bob Stone"], "")
+    printed = capsys.readouterr().out
+    assert "secrets fully masked 1.0000 [" in printed and "(4/4)" in printed
+    assert "Ann Lee" not in printed and "555-123-4567" not in printed
+
+
+def test_review_drops_a_span_named_no_secret_and_reports_what_it_cannot_read(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "room.txt"
+    path.write_text("Room 555-123-4567 is free; ask Eve Moss.\n")
+    monkeypatch.setattr("sys.stdin", io.StringIO("-1\n-7\nname: Nobody Here\nname: Eve Moss\nwhat\nq\n"))
+    run([str(path), "--policy", "phone", "--review", "1", "--no-cache", "--estimate-per-type", "3"])
+    printed = capsys.readouterr().out
+    assert "span 1: no secret" in printed and "no span 7 here (1 to 1)" in printed
+    assert "not found in this record" in printed and "`TYPE: text`, `-K`" in printed
+    [row] = [json.loads(line) for line in (tmp_path / "room.txt.review.jsonl").read_text().splitlines()]
+    text = path.read_text().strip()
+    assert [(text[s["start"]:s["end"]], s["label"]) for s in row["spans"]] == [("Eve Moss", "name")]
+    assert "secrets fully masked 0.0000 [0.0000, " in printed and "(0/1)" in printed
+
+
+def test_types_and_recall_estimate_without_gold(tmp_path, capsys):
+    """A policy that declares no types says so; without gold spans, the estimate finds every inserted email and
+    no inserted name when the policy has only an email pattern."""
+    path = tmp_path / "notes.txt"
+    path.write_text("Meeting moved to Tuesday.\n\nThe report is late.\n")
+    run([str(path), "--policy", "email", "--no-cache", "--estimate-per-type", "4"])
+    printed = capsys.readouterr().out
+    assert "secret types: 'email' declares none" in printed
+    assert re.search(r"estimated recall email +1\.0000 \[0\.\d+, 1\.0000\] \(4/4\)\n", printed)
+    assert re.search(r"estimated recall name +0\.0000 \[0\.0000, 0\.\d+\] \(0/4\)  below 0\.95", printed)
+    assert "it cannot see" in printed

@@ -140,6 +140,12 @@ def general_found(text: str) -> list[str]:
     ("Dear Siobhán, thank you.", "Siobhán"),
     ("SYS: What is your full name?\nUSR: Sure, Dalton Price.", "Dalton Price"),
     ("Seen at St Daniel's Hospital on Monday.", "St Daniel's Hospital"),
+    # names of the development sets: capitals beyond Latin-1, a common or stop word beside a name, particles
+    ("Lorena Špralja phoned to dispute a charge.", "Lorena Špralja"),
+    ("Please update the file of Žigmund Juráš today.", "Žigmund Juráš"),
+    ("Meeting with Galina Moor moved to 10:45.", "Galina Moor"),
+    ("An Goossens phoned to dispute a charge of EUR 7776,34.", "An Goossens"),
+    ("La transferencia a nombre de Claudia San Martín está retenida.", "Claudia San Martín"),
 ])
 def test_general_finds_what_the_text_says(text, secret):
     assert any(secret in f for f in general_found(text)), general_found(text)
@@ -154,6 +160,7 @@ def test_general_finds_what_the_text_says(text, secret):
     "@property\ndef name(self): return self._name",
     "Write to support@example.org for help.",  # an address, but no username inside it
     "USR: Hello, I would like to check my order.",
+    "We met at Victoria Station, then at Grace Church.",
 ])
 def test_general_leaves_dates_versions_products_and_organisations(text):
     found = general_found(text)

@@ -27,8 +27,8 @@ def business():
 
 
 @pytest.mark.parametrize(("label", "least"), [
-    ("name", 0.97), ("email", 0.99), ("phone", 0.99), ("iban", 0.99), ("national_id", 0.99), ("card", 0.99),
-    ("date_of_birth", 0.99), ("vat", 0.9), ("username", 0.9), ("address", 0.7),
+    ("name", 0.985), ("email", 0.99), ("phone", 0.99), ("iban", 0.99), ("national_id", 0.99), ("card", 0.99),
+    ("date_of_birth", 0.99), ("vat", 0.9), ("username", 0.95), ("address", 0.85),
 ])
 def test_general_on_held_out_business_messages(business, label, least):
     assert business.per_label[label].secrets.value >= least, business.per_label[label].secrets
@@ -45,7 +45,7 @@ def test_general_on_held_out_changelogs():
     records = load_jsonl(FIXTURES / "changelog_heldout.jsonl")
     ev = evaluate(records, get_policy("general").detect([r.text for r in records]))
     assert ev.per_label["email"].secrets.value >= 0.99
-    assert ev.per_label["name"].secrets.value >= 0.96
+    assert ev.per_label["name"].secrets.value >= 0.975
     assert ev.precision >= 0.7, ev.precision  # time-zone offsets and bug numbers stay in the clear
 
 

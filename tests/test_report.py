@@ -319,3 +319,45 @@ def test_the_detector_section_has_a_row_per_policy_and_per_gold_label_none_empty
     assert {label: rate.split(" [")[0] for label, rate in by_label.items()} == {"phone": "0.976", "address": "0.868"}
     (policy,) = [row for row in cells if len(row) > 3]
     assert policy[0] == "customersim" and [c.split(" [")[0] for c in policy[-2:]] == ["0.912", "0.006"]
+
+
+def test_data_without_gold_reports_the_recall_estimate_and_the_recall_on_reviewed_records(tmp_path):
+    """A file without gold spans, with a review's labels beside it: the trial's detector summary holds the recall
+    estimate per type and the recall on the reviewed records, counted here from the labels (the regexes find
+    every phone, order and tracking number of CustomerSim and no name or address); the report shows both, and the
+    types a declared policy masks and leaves in the clear, but no reviewed text."""
+    from sdp_core.config import parse_model
+    from sdp_core.config.trial import TrialConfig
+    from sdp_core.data.customersim import generate_customersim
+    from sdp_core.detectors.registry import POLICY_TYPES
+    from sdp_core.detectors.review import Labels, labels_path, text_digest
+    from sdp_core.preparation import prepare_trial_data
+    from tests.conftest import small_trial_dict
+
+    records = generate_customersim(60, seed=3)
+    data = tmp_path / "dialogs.jsonl"
+    data.write_text("".join(json.dumps({"text": r.text}) + "\n" for r in records))
+    reviewed = records[:6]
+    Labels({text_digest(r.text): r.spans for r in reviewed}, {}).write(labels_path(data))
+    policy = {"policy": "phone,order_number,tracking_number,email"}
+    prepared = prepare_trial_data(parse_model(TrialConfig, small_trial_dict(data={"source": "file", "path": str(data)},
+                                                                            detector=policy)))
+    review = prepared.detector["review"]
+    found = sum(s.label in ("phone", "order_number", "tracking_number") for r in reviewed for s in r.spans)
+    assert review["records"] == 6
+    assert (review["secrets"]["k"], review["secrets"]["n"]) == (found, sum(len(r.spans) for r in reviewed))
+    assert review["per_type"]["name"]["k"] == 0 and review["per_type"]["phone"]["value"] == 1.0
+    estimate = prepared.detector["recall_estimate"]["per_type"]
+    assert estimate["email"]["value"] == 1.0 and estimate["name"]["value"] == 0.0 and estimate["name"]["warn"]
+
+    sweep = write_synthetic_sweep(tmp_path / "sweep", 6)
+    for f in (sweep / "trials").glob("*.json"):
+        row = json.loads(f.read_text())
+        masks, clear = POLICY_TYPES["general"]
+        row["detector"] = {**prepared.detector, "types": {"policy": "general", "masks": masks, "clear": clear}}
+        f.write_text(json.dumps(row))
+    html = (build_report(sweep, tmp_path / "report") / "index.html").read_text()
+    assert "Detector recall on reviewed records" in html and f"{found}/{review['secrets']['n']}" in html
+    assert "Detector recall without gold spans" in html and "below 0.95" in html
+    assert "general masks name, email, phone" in html and "leaves in the clear date, city" in html
+    assert not any(s in html for r in reviewed for s in r.secrets())

@@ -3,7 +3,10 @@ secret spans: evaluation sets for the detectors, in two splits that share no tem
 
 - `dev`: the set detection rules are written against (`generate_business(n, seed, "dev")`);
 - `heldout`: the set they are reported on and never tuned on (`"heldout"`): other templates, other locales
-  (de_DE fr_FR es_ES it_IT pl_PL cs_CZ tr_TR sv_SE en_IN pt_BR nl_NL), other phrasing.
+  (de_DE fr_FR es_ES it_IT pl_PL cs_CZ tr_TR sv_SE en_IN pt_BR nl_NL), other phrasing;
+- `extra`: more development data: the `dev` templates about people of locales neither other split has (en_AU
+  en_CA en_NZ en_IE en_BD en_MS zu_ZA es_MX es_CL fr_CA fr_BE id_ID lv_LV lt_LT et_EE is_IS ga_IE de_LI de_LU),
+  to check that a rule written on `dev` holds beyond its locales before the held-out set is measured.
 
 Each split has English messages written by international teams about people of its locales, and messages in
 French, Spanish, Italian and German. Values come from Faker in the person's locale: names (hyphens, particles,
@@ -32,7 +35,7 @@ from faker import Faker
 
 from sdp_core.data.records import Record, Span
 
-Split = Literal["dev", "heldout"]
+Split = Literal["dev", "heldout", "extra"]
 Language = Literal["en", "fr", "es", "it", "de"]
 
 # Locales (Faker) by split and language of the text: English text is about people of every locale of the split.
@@ -43,13 +46,16 @@ LOCALES: dict[Split, dict[Language, tuple[str, ...]]] = {
     "heldout": {"en": ("de_DE", "fr_FR", "es_ES", "it_IT", "pl_PL", "cs_CZ", "tr_TR", "sv_SE", "en_IN", "pt_BR",
                        "nl_NL"),
                 "fr": ("fr_FR",), "es": ("es_ES",), "it": ("it_IT",), "de": ("de_DE",)},
+    "extra": {"en": ("en_AU", "en_CA", "en_NZ", "en_IE", "en_BD", "en_MS", "zu_ZA", "es_MX", "es_CL", "fr_CA",
+                     "id_ID", "lv_LV", "lt_LT", "et_EE", "is_IS", "ga_IE"),
+              "fr": ("fr_CA", "fr_BE"), "es": ("es_MX", "es_CL"), "it": ("it_CH",), "de": ("de_LI", "de_LU")},
 }
 # it_CH has no Italian address or name provider of its own: its people are it_IT's, its places Swiss.
 NAME_LOCALE = {"it_CH": "it_IT"}
 # Locales whose Faker address is that country's format (others write US-style addresses).
 ADDRESS_LOCALES = frozenset(
     "da_DK fi_FI hu_HU ro_RO pt_PT nl_BE hr_HR sk_SK sl_SI no_NO en_GB es_AR es_CO fr_CH de_AT de_CH de_DE fr_FR "
-    "es_ES it_IT pl_PL cs_CZ sv_SE en_IN pt_BR nl_NL".split()
+    "es_ES it_IT pl_PL cs_CZ sv_SE en_IN pt_BR nl_NL en_AU en_CA en_NZ en_IE en_BD en_MS zu_ZA es_MX es_CL fr_CA id_ID".split()
 )
 # The national identity number each locale's Faker writes (a method name), where it has one.
 NATIONAL_IDS = {
@@ -209,6 +215,9 @@ TEMPLATES: dict[Split, dict[Language, tuple[str, ...]]] = {
 }
 
 
+TEMPLATES["extra"] = TEMPLATES["dev"]  # the extra development data is phrased as dev, about other people
+
+
 def _fields(template: str) -> list[str]:
     return [f for _, f, _, _ in string.Formatter().parse(template) if f]
 
@@ -229,11 +238,23 @@ def _render(template: str, person: Person) -> Record:
     return Record(text, tuple(spans), meta={"locale": person.locale, "language": person.language})
 
 
+def _ordered(fake: Faker) -> Faker:
+    """`fake` with every list of words its providers draw from sorted: some build one from a set (it_IT's cities),
+    in an order that changes with the process's hash seed, so a seed would not give the same messages in every
+    process."""
+    for provider in fake.providers:
+        for name in {name for klass in type(provider).__mro__ for name in vars(klass)}:
+            value = getattr(provider, name, None)
+            if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+                setattr(provider, name, sorted(value))
+    return fake
+
+
 def _fakes(split: Split, seed: int | str) -> dict[str, Faker]:
     locales = sorted({loc for group in LOCALES[split].values() for loc in group} | set(NAME_LOCALE.values()))
     fakes = {}
     for i, loc in enumerate(locales):
-        fakes[loc] = Faker(loc)
+        fakes[loc] = _ordered(Faker(loc))
         fakes[loc].seed_instance(f"{split}-{seed}-{i}")
     return fakes
 

@@ -99,9 +99,16 @@ def estimate_recall(texts: Sequence[str], policy: Policy, per_type: int = PER_TY
     return {k: TypeEstimate(k, Rate.of(sum(v), len(v))) for k, v in found.items()}
 
 
-def estimate_summary(records: Sequence[Record], policy: Policy, seed: int = 0) -> dict:
+def estimable_types(claimed: Sequence[str] | None) -> tuple[str, ...]:
+    """The types to estimate for a policy that claims `claimed` (every type the estimate knows when it declares
+    none): a type the policy leaves in the clear is not one it can miss."""
+    return tuple(t for t in CARRIERS if claimed is None or t in claimed)
+
+
+def estimate_summary(records: Sequence[Record], policy: Policy, seed: int = 0,
+                     types: Sequence[str] = tuple(CARRIERS), per_type: int = PER_TYPE) -> dict:
     """What a trial stores: the method, what it cannot see, and per type the estimate (counts and rates only)."""
-    estimates = estimate_recall([r.text for r in records], policy, seed=seed)
+    estimates = estimate_recall([r.text for r in records], policy, per_type=per_type, seed=seed, types=types)
     return {"method": METHOD, "cannot_see": "secrets in formats or scripts the generators lack, types the policy "
             "does not claim, and secrets that are no value of a type; a person's review is the measure to trust",
             "warn_below": WARN_BELOW, "per_type": {k: e.to_dict() for k, e in estimates.items()}}

@@ -30,7 +30,7 @@ from sdp_core.detectors.regex import IDENTIFIER_CLEAR
 
 _CLEAR = tuple(re.compile(p) for p in IDENTIFIER_CLEAR)  # bug references, zone offsets, standards: as `identifier`
 
-IDENTIFIERS_CODE_VERSION = "1"
+IDENTIFIERS_CODE_VERSION = "2"
 PHONE_REGION = "DE"  # national numbers are read as this region writes them; international ones need no region
 NATIONAL_ID_MODULES = (
     "br.cpf", "pl.pesel", "fr.nir", "it.codicefiscale", "es.dni", "es.nie", "nl.bsn", "se.personnummer", "cz.rc",
@@ -40,7 +40,9 @@ NATIONAL_ID_MODULES = (
 # Calendar dates and years (`2001-2003`, `1998, 2022`) are not identifiers, whatever a validator accepts.
 _DATE = re.compile(r"\d{1,4}[-./]\d{1,2}[-./]\d{1,4}|(?:(?:19|20)\d\d(?:[ \t]*[-–,/][ \t]*)?)+")
 _IBAN = re.compile(r"(?<![\w-])[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]){11,30}(?![\w-])")
-_TOKEN = re.compile(r"(?<![\w.+/-])(?=(?:[\w./ -]{0,24}\d){6})[A-Za-z0-9](?:[A-Za-z0-9]|[./-](?=\w)|[ ](?=\d)){5,24}"
+# A token with six digits or more, none more than 24 characters after the one before (found lazily and without
+# backtracking: the earliest next digit is always a valid choice, so the atomic group loses no match).
+_TOKEN = re.compile(r"(?<![\w.+/-])(?=(?>[\w./ -]{0,24}?\d){6})[A-Za-z0-9](?:[A-Za-z0-9]|[./-](?=\w)|[ ](?=\d)){5,24}"
                     r"(?![\w-])")
 _VAT = re.compile(r"(?:\bVAT(?:[ \t]+(?:ID|id|number|no\.?|reg\.?(?:[ \t]+no\.?)?))?|\bUSt-?Id(?:Nr)?\.?|\bTVA"
                   r"|\bP\.?[ \t]?IVA|\bBTW|\bMwSt-?Nr\.?|\bNIF|\bCIF|\bMOMS)[ \t]*[:#]?[ \t]*"
@@ -78,22 +80,25 @@ class LibraryIdentifierPolicy(Policy):
         from stdnum import iban
         from stdnum.eu import vat
 
-        if sum(c.isdigit() for c in text) < 6:
+        digits = sum(c.isdigit() for c in text)
+        if digits < 6:
             return []
         # seven digits at least: a short number (emergency, service codes) is no one's, and the matcher reads times
         # and amounts as short numbers
         out = [Span(m.start, m.end, "phone")
-               for m in PhoneNumberMatcher(text, self.phone_region, leniency=Leniency.POSSIBLE)
+               for m in (PhoneNumberMatcher(text, self.phone_region, leniency=Leniency.POSSIBLE) if digits >= 7 else ())
                if sum(c.isdigit() for c in m.raw_string) >= 7 and not _DATE.fullmatch(m.raw_string)]
         out += [Span(*m.span(), "iban") for m in _IBAN.finditer(text) if iban.is_valid(m.group())]
         out += [Span(*m.span("secret"), "vat") for m in _VAT.finditer(text)]
         for m in _TOKEN.finditer(text):
             value = m.group().strip()
-            if _DATE.fullmatch(value):
+            # every number checked holds 8 to 16 letters and digits (a Dutch BSN of 8 digits is padded to 9; a
+            # shorter one padded would pass one check in eleven by chance)
+            if not 8 <= sum(c.isalnum() for c in value) <= 16 or _DATE.fullmatch(value):
                 continue
             if any(module.is_valid(value) for module in _validators()):
                 out.append(Span(m.start(), m.start() + len(value), "national_id"))
-            elif vat.is_valid(value):
+            elif value[:2].isalpha() and vat.is_valid(value):  # an EU VAT number starts with its country
                 out.append(Span(m.start(), m.start() + len(value), "vat"))
         clear = [m.span() for pattern in _CLEAR for m in pattern.finditer(text)]
         return normalise_spans(s for s in out if not any(a <= s.start and s.end <= b for a, b in clear))

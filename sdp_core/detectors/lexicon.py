@@ -29,6 +29,7 @@ HELD_OUT = 0.2  # the share of Faker's names left out of the lexicon
 STOP_WORD_LANGUAGES = ("en", "de", "fr", "es", "it", "nl", "pt", "pl", "sv", "tr", "cs")
 
 
+@functools.lru_cache(maxsize=1 << 16)  # the same words come back in every text
 def normalise(word: str) -> str:
     """Case-folded, accents removed: `Wiśniewski` -> `wisniewski` (a name written without its accents matches)."""
     decomposed = unicodedata.normalize("NFKD", word.casefold())

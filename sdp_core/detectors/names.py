@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Sequence
 from sdp_core.data.records import Span
 from sdp_core.detectors.base import Policy, normalise_spans, version_hash
 from sdp_core.detectors.lexicon import HELD_OUT, CommonWords, NameLexicon, common_words, name_lexicon
+from sdp_core.detectors.regex import UPPER
 from sdp_core.detectors.spacy_tiers import (
     BATCH_SIZE,
     _disabled,
@@ -51,15 +52,16 @@ from sdp_core.detectors.spacy_tiers import (
     load_spacy,
     model_version,
     resolve_model,
+    tag_pos,
 )
 
 if TYPE_CHECKING:
     from spacy.tokens import Doc, Token
 
-NAMES_CODE_VERSION = "4"  # bump when the rules below change
+NAMES_CODE_VERSION = "7"  # bump when the rules below change
 
-_CAP = r"[A-ZÀ-ÖØ-Þ]"
-_PARTICLE = r"(?:van|von|der|den|de|del|della|di|da|du|la|le|bin|ibn|al|el|ten|ter|zu|y)"
+_CAP = UPPER
+_PARTICLE = r"(?:van|von|der|den|de|del|della|di|da|du|la|le|bin|ibn|al|el|ten|ter|zu|y|san|santa|mac|mc)"
 # A capitalised name word: O'Neill, Jean-loup, Hatfield-Dodds, Müller, H.Merijn, initials (J., J.T.), d'Arcy; a
 # sentence's full stop after a name is not part of it.
 _WORD = rf"(?:(?:{_CAP}\.)+(?![^\W\d_])|(?:{_CAP}\.)*{_CAP}[^\W\d_]*(?:['’-][^\W\d_]+)*|[a-z]['’]{_CAP}[^\W\d_]+)"
@@ -145,7 +147,10 @@ NOT_A_NAME_WORDS = frozenset(
     "Customers Client Clients Staff Unit Division Branch Agent Agents Bot System Portal App Server Card "
     "Holdings Partners Solutions Enterprises Industries Cloud Code Studio Web Online Mobile Platform Network Networks "
     "Monday Tuesday Wednesday Thursday Friday Saturday Sunday Today Tomorrow Yesterday Morning Afternoon Evening "
-    "The This That These Those Our Your My His Her Their All Any Each Every Some No Not New San Los Las".split()
+    "The This That These Those Our Your My His Her Their All Any Each Every Some No Not New San Los Las "
+    # places named after a person ("Victoria Station", "Grace Church"): a name word before them is no surname
+    "Station Church Cathedral Street Road Avenue Square River Airport Tower Building Hotel School Library Museum "
+    "Stadium Palace Theatre Theater Gallery Market Plaza Bridge Island Valley Beach Harbour Harbor".split()
 )
 
 # Nouns that may follow a name without it modifying them ("approved by Ann Lee today").
@@ -263,7 +268,9 @@ def _person_context(text: str, start: int, end: int) -> tuple[bool, bool, bool]:
 def lexicon_names(text: str, lexicon: NameLexicon, common: CommonWords, proper_nouns: frozenset[int] = frozenset()
                   ) -> list[Span]:
     """Rule 6: names by their words. A run of capitalised words (name particles inside) is cut at every common
-    word that is not a known name (`Customer`, `Service`, `Bitte`, `The`) and at organisation and department words;
+    word that is not a known name (`Customer`, `Service`, `Bitte`, `The`) and at organisation and department words,
+    unless the common word stands beside a name: after a known given name it is a surname (`Galina Moor`), and a
+    known given name that is also a common word begins a name before another name word (`An Goossens`);
     a piece of two to four words is a name when one of them is a known given name or surname (it then starts at its
     first known given name: "Gehalt von Concetta Scholz" is "Concetta Scholz"), or, with no known word, when the
     word before or after it says a person is named ("spoke with", "de", "phoned"), or the part after a particle
@@ -274,9 +281,17 @@ def lexicon_names(text: str, lexicon: NameLexicon, common: CommonWords, proper_n
     for run in _NAME_AT.finditer(text):
         piece: list[Word] = []
         words = [(m.start(), m.end(), m.group()) for m in _LEX_WORD.finditer(text, run.start(), run.end())]
-        for word in [*words, None]:
-            if word is not None and (_PARTICLE_WORD.fullmatch(word[2]) or not _not_a_name(
-                    word[2], lexicon, common, word[0] in proper_nouns)):
+        keep = [bool(_PARTICLE_WORD.fullmatch(w)) or not _not_a_name(w, lexicon, common, start in proper_nouns)
+                for start, _, w in words]
+        # a common or stop word is a name beside a name: a surname after a known given name ("Galina Moor", "Mona
+        # Each"), a known given name before another name word ("An Goossens", "Sara Chaudet")
+        for i, (_, _, w) in enumerate(words):
+            if not keep[i] and _may_be_name(w):
+                keep[i] = ((i > 0 and keep[i - 1] and lexicon.is_given(words[i - 1][2]))
+                           or (i + 1 < len(words) and keep[i + 1] and lexicon.is_given(w)
+                               and not _PARTICLE_WORD.fullmatch(words[i + 1][2])))
+        for word, kept in [*zip(words, keep), (None, False)]:
+            if word is not None and kept:
                 piece.append(word)
                 continue
             # the piece, else its part after each particle inside it ("Anschrift von Emir Marti")
@@ -292,6 +307,12 @@ def _not_a_name(word: str, lexicon: NameLexicon, common: CommonWords, proper_nou
     return (word.casefold() in common.stop or word in NOT_A_NAME_WORDS or word in ORGANISATION_WORDS
             or (word.isupper() and len(word) > 1 and "." not in word)
             or (not lexicon.knows(word) and common(word, proper_noun)))
+
+
+def _may_be_name(word: str) -> bool:
+    """A capitalised word that is no organisation or department word and no acronym (`Moor`, `Each`, `May`)."""
+    return (word[:1].isupper() and word not in NOT_A_NAME_WORDS and word not in ORGANISATION_WORDS
+            and not (word.isupper() and len(word) > 1))
 
 
 def _lexicon_piece(text: str, piece: list[Word], lexicon: NameLexicon) -> Span | None:
@@ -315,8 +336,9 @@ def _lexicon_piece(text: str, piece: list[Word], lexicon: NameLexicon) -> Span |
     return None
 
 class PersonNamePolicy(Policy):
-    """Rules 1–5 above: rules 1 and 5 read one spaCy pipeline (NER, tagger and attribute ruler: the tagger's PROPN
-    widens NER's PERSON spans and checks a cued name), rules 2–4 the text's own structure."""
+    """Rules 1–6 above: rules 1, 5 and 6 read one spaCy pipeline (NER and tagger, with parts of speech from the
+    attribute ruler's tag table, `spacy_tiers.tag_pos`: PROPN widens NER's PERSON spans and checks a cued name),
+    rules 2–4 the text's own structure."""
 
     name = "person_name"
 
@@ -332,9 +354,12 @@ class PersonNamePolicy(Policy):
         """Rules 1, 5 and 6, which read the model's entities and tags."""
         nlp = load_spacy(self.model)
         lexicon, common = name_lexicon(), common_words(self.model)
-        disable = _disabled(nlp, ["ner", "tagger", "attribute_ruler"], self.name)
+        disable = _disabled(nlp, ["ner", "tagger"], self.name)
+        pos_of = tag_pos(self.model)  # the attribute ruler's tag -> POS table, without running the ruler
         out = []
         for text, doc in zip(texts, nlp.pipe(texts, disable=disable, batch_size=BATCH_SIZE)):
+            for token in doc:
+                token.pos = pos_of.get(token.tag, 0)
             names: list[tuple[int, int]] = []
             for ent in doc.ents:
                 if ent.label_ != "PERSON":

@@ -38,6 +38,23 @@ from sdp_core.errors import UserError
 REGEX_CODE_VERSION = "1"  # bump when RegexPolicy's matching semantics change
 
 
+def _upper_class() -> str:
+    """A character class of every upper-case letter of the Latin, Greek and Cyrillic blocks, as ranges (Python's
+    `re` has no `\\p{Lu}`): `Š`, `Ž`, `Ș`, `Ł`, `Ω` start a name or a place as `A` does."""
+    letters = [c for lo, hi in ((0x41, 0x5B), (0xC0, 0x250), (0x370, 0x530), (0x1E00, 0x1F00))
+               for c in range(lo, hi) if chr(c).isupper()]
+    ranges: list[list[int]] = []
+    for c in letters:
+        if ranges and c == ranges[-1][1] + 1:
+            ranges[-1][1] = c
+        else:
+            ranges.append([c, c])
+    return "[" + "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in ranges) + "]"
+
+
+UPPER = _upper_class()
+
+
 def luhn_valid(candidate: str) -> bool:
     """The Luhn checksum every payment card number satisfies (rules out ~90 % of random digit runs)."""
     digits = [int(c) for c in candidate if c.isdigit()]
@@ -140,11 +157,11 @@ _PHONES = (
     # an area code in parentheses or before a slash: (415) 555-0132, (05178) 12865, 030/1234567
     rf"(?<![\w(/])(?:\(\d{{2,5}}\)\s?\d{{3,}}|0\d{{1,4}}/\d{{5,}})(?:[ -]\d{{2,}})*{_EXTENSION}{_NUM_R}",
 )
-_CAP = r"[A-ZÀ-ÖØ-Þ]"
+_CAP = UPPER
 _NAME_WORD = rf"{_CAP}[^\W\d_]*(?:['-][^\W\d_]+)*"  # Hannoversch, Main-Höchst, O'Neill
 _PLACE = rf"{_NAME_WORD}(?:\s+(?:(?:am|an|der|ob|vorm|im|in|upon|on|sur|de|la|le)\s+)*{_NAME_WORD}){{0,3}}"
 _UK_POSTCODE = r"(?<![\w-])[A-Z]{1,2}\d[A-Z\d]?\s\d[A-Z]{2}(?![\w-])"
-_UNIT = r"(?:(?:Flat|Apartment|Apt\.?|Unit|Suite)\s+\w+,?\s+)"
+_UNIT = r"(?:(?:Flat|Apartment|Apt\.?|Unit|Suite|Level)\s+\w+,?\s+)"
 # A German street: a compound (Schillerstraße 5; on `ring` only before a postcode, so "During 3" stays) or words
 # joined to a capitalised suffix (Gustav-Heinemann-Ring 12a).
 _GERMAN_STREET = (
@@ -162,35 +179,102 @@ _ADDRESSES = (
 # the street: "Hessstrasse 1", "rue de Mercier 93", "513, avenue de Duval", "Calle 1Y Sur # 2-9", "Strada Dinu
 # Nr. 489", "Szabadság utca 116."), up to two parts more ("35", "Etapa 8 apartamento 2"), and a postcode with its
 # place in either order or alone ("47305 Gelnhausen", "H-4569 Hetvenvég", "9000 AY Hippolytushoef", "90-457 Żory",
-# "674 39 Ústí nad Labem", "4922-838 Amora", "Posadas 3300", "Albacete, 43568", ", 415034,"), then at most one
+# "674 39 Ústí nad Labem", "4922-838 Amora", "Posadas 3300", "Albacete, 43568", ", 415034,", "5674, Quévy"), then at most one
 # or two more places ("Guayatá, Boyacá", "(SS)"). The postcode part is what makes it an address; street words of many languages
 # allow a street part without a capitalised name before its number.
-_STREET_TYPES = (
-    r"(?:(?i:rue|avenue|av\.?|boulevard|bd\.?|chemin|allée|place|impasse|quai|route|cours|calle|c/|avenida|avda\.?"
-    r"|plaza|paseo|camino|carrera|cr\.?|transversal|diagonal|ronda|travesía|via|viale|piazza|piazzale|corso|largo"
-    r"|vicolo|borgo|strada|contrada|ulica|ul\.|aleja|al\.|plac|osiedle|ulice|náměstí|třída|sokak|sokağı|cadde"
-    r"|caddesi|bulvarı|mahallesi|gatan|vägen|gränd|torget|straat|laan|plein|singel|gracht|kade|dijk|rua|travessa"
-    r"|praça|alameda|estrada|rodovia|bulevardul|strada|splaiul|calea|utca|út|körút|tér|vej|gade|veien|gata"
-    r"|katu|tie|kuja|cesta|ulica|trg|H\.No\.|house\s+no\.?|flat|studio|apartment|unit)|R\.|Cl\.)"
-)
-_MONTH_NAME = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*"
-_PLACE_WORD = r"[A-ZÀ-ÖØ-Þ][^\W\d_]*(?:['’-][^\W\d_]+)*"
-_PLACE_LINK = r"(?:an der|am|an|im|in|nad|pod|sur|sous|lès|les|de|del|la|le|do|da|dos|das|di|en|upon|on|och|bei)"
-_INTL_PLACE = rf"(?!{_MONTH_NAME}\b){_PLACE_WORD}(?:[ \t-]+(?:{_PLACE_LINK}[ \t-]+)*{_PLACE_WORD}){{0,4}}(?:[ \t]*(?:\([A-Z]{{2}}\)|/[ \t]*[A-Z]{{2}}))?"
-_POSTCODE = r"(?:[A-Z]{1,2}-)?(?:\d{2}-\d{3}|\d{3}[ ]\d{2}|\d{4}-\d{3}|\d{4}[ ]?[A-Z]{2}|\d{4,6})(?![\w-])"
+def _trie(words: Sequence[str]) -> str:
+    """One alternation of literal words, as a trie (`rue|route|rang` -> `r(?:ang|oute|ue)`, longest first): Python's
+    `re` tries the branches of a flat alternation one after the other at every position, a trie one letter at a
+    time (the street words made the address pattern a third of all identifier time on clinic notes)."""
+    if not words:
+        return ""
+    groups: dict[str, list[str]] = {}
+    for w in sorted(set(words), key=lambda w: (-len(w), w)):
+        if w:
+            groups.setdefault(w[0], []).append(w[1:])
+    branches = []
+    for first, rests in groups.items():
+        inner = _trie([r for r in rests if r])
+        if inner and ("" in rests or "|" in inner):
+            inner = f"(?:{inner})" + ("?" if "" in rests else "")
+        branches.append(re.escape(first) + inner)
+    return "|".join(branches)
+
+
+# Street words of many languages (case ignored); `.` is part of an abbreviation.
+STREET_WORDS = (
+    "rue avenue av av. boulevard bd bd. blv. blvd. chemin allée place impasse quai route cours calle c/ avenida avda "
+    "avda. plaza paseo pasaje pje. camino carrera cra. kr. cr cr. transversal tv. diagonal diag. dg. ronda travesía "
+    "via viale piazza piazzale corso largo vicolo borgo strada contrada ulica ul. aleja al. plac osiedle ulice náměstí "
+    "nábřeží třída námestie nábrežie sokak sokağı cadde caddesi bulvarı mahallesi gatan vägen gränd torget straat "
+    "laan plein singel gracht kade dijk rua travessa praça alameda estrada rodovia bulevardul aleea drumul intrarea "
+    "piața șoseaua soseaua fundătura splaiul calea str. utca út körút tér vej gade allé plads stræde veien vegen gata "
+    "gate plass katu tie kuja polku bulevardi kaari rinne cesta pot trg rang montée calzada prolongación periférico "
+    "privada cerrada circuito andador retorno psje. ruta jl. jln jln. jalan lorong gang gg. eje tr. street road "
+    "highway square lane h.no. flat studio apartment unit"
+).split()
+_STREET_TYPES = rf"(?:(?i:{_trie(STREET_WORDS)}|eje[ \t]+vial|house\s+no\.?)|R\.|Cl\.)"
+# A month before a year ("May 2024") is a date, not a place; "Mar del Plata" and "Marti" are places.
+_MONTH_NAME = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?"
+               r"|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?[ \t]+(?:19|20)\d\d\b")
+# Street words written after the street's name (Hungarian, Slavic, Nordic, English).
+_STREET_AFTER_NAME = (r"(?i:utca|út|körút|tér|cesta|ulica|ulice|pot|trg|námestie|náměstí|třída|gatan|vägen|gränd"
+                      r"|torget|veien|vegen|gata|gate|vej|gade|allé|katu|tie|kuja|polku|bulevardi|street|road"
+                      r"|highway|square|lane)(?![\w])")
+# A month and a year are a date ("22 January 2000, ID 255226"), not a street and its number.
+_NOT_A_DATE = r"(?!(?:Jan|Feb|Mar|Mär|Apr|May|Mai|Jun|Jul|Aug|Sep|Oct|Okt|Nov|Dec|Dez)[a-zäé]*\.?[ \t,]+(?:19|20)\d\d(?!\d))"
+_PLACE_WORD = rf"(?:{UPPER}\.)*{UPPER}[^\W\d_]*(?:['’-][^\W\d_]+)*"  # J.C.Hronského, Dardel-sur-Besençon
+_PLACE_LINK = (r"(?:an der|am|an|im|in|nad|pod|sur|sous|lès|les|de|del|la|le|do|da|dos|das|di|en|upon|on|och|bei"
+               r"|lui|y|los|las|na|pri|ob)")
+_INTL_PLACE = (rf"(?!{_MONTH_NAME})(?:{_PLACE_LINK}[ \t]+)?{_PLACE_WORD}(?:[ \t-]+(?:{_PLACE_LINK}[ \t-]+)*"
+               rf"{_PLACE_WORD}){{0,4}}(?:[ \t]*(?:\([A-Z]{{2}}\)|/[ \t]*[A-Z]{{2}}))?")
+# Postcodes: 12-345, 123 45, 1234-567, 12345-6789 (US ZIP+4), 1234 AB, 1234 to 7 digits, A1A 1A1 (Canada), D02 X285
+# (Irish Eircode); a region's code may stand before it ("QC H2X 1Y4", "GRO 16251", "Q. ROO 93322").
+_POSTCODE_NUMBER = (r"(?:[A-Z]{1,2}-)?(?:\d{2}-\d{3}|\d{3}[ ]\d{2}|\d{5}-\d{4}|\d{4}-\d{3}|\d{4}[ ]?[A-Z]{2}"
+                    r"|\d{4,7}|[A-Z]\d[A-Z][ ]?\d[A-Z]\d|[A-Z]\d{2}[ ]?[A-Z0-9]{4})(?![\w-])")
+_REGION_CODE = r"(?:[A-Z]\.[ \t]*)?[A-Z]{2,5}\.?"
+_POSTCODE = rf"(?:{_REGION_CODE}[ \t]+(?=[A-Z\d]))?{_POSTCODE_NUMBER}"
+# A postcode with no place after it: after a region's code ("NSW, 2849"), or alone but not a year ("November 27,
+# 2024" is a date) nor a reference ("PR #18425, GH-18426").
+_LONE_POSTCODE = rf"(?:(?!(?:ID|NR|NO|REF|SSN|MRN|PIN|TIN|VAT)\b){_REGION_CODE},?[ \t]+{_POSTCODE_NUMBER}|(?!(?:19|20)\d\d(?![\w-])|[A-Z]{{1,2}}-){_POSTCODE_NUMBER})"
+# A region that ends an address without a postcode: "Región de Valparaíso", "Provincia di Cuneo".
+_REGION = r"(?:Región|Region|Provincia|Province|Estado|Departamento|County)[ \t]+"
 _HOUSE_NUMBER = r"(?:(?:N[°º]|Nr\.|No\.|\#)[ \t]*)?\d{1,5}[a-zA-Zª]?(?:[ \t]*[/-][ \t]*\d{1,4}[a-zA-Z]?)?\.?"
+# After the house number: block, staircase, flat ("Bl. 27  Sc. 89 Ap. 633", "Local 6", "piso 3", "911 140").
+_UNIT_TAIL = rf"(?:[ \t]+{_NOT_A_DATE}[^\W\d_]+\.?(?:[ \t]+\d{{1,4}}[a-zA-Z]?)?|[ \t]+\d{{1,5}}[a-zA-Z]?){{0,3}}"
 _STREET_PART = (
-    rf"(?:\d{{1,5}}[a-zA-Z]?,?[ \t]+{_STREET_TYPES}[^,\n.;:!?]{{1,40}}"  # 513, avenue de Duval
-    rf"|{_STREET_TYPES}(?:[ \t]+[^,\n;:!?()]{{1,40}}?)?(?:[ \t]+{_HOUSE_NUMBER}(?:[ \t]+[A-Za-zÀ-ÿ.]+(?:[ \t]+\d{{1,4}})?){{0,3}})?"
-    rf"|{_PLACE_WORD}(?:[ \t-]+(?:{_PLACE_LINK}|na|u|ulica|utca|cesta|{_PLACE_WORD})){{0,4}}[ \t]+{_HOUSE_NUMBER})"
+    # 513, avenue de Duval; 8284 Hayden Dale Apt. 417; 5/566 Lisa Ground
+    rf"(?:{_UNIT}?\d{{1,5}}[a-zA-Z]?(?:/\d{{1,5}}[a-zA-Z]?)?(?:,?[ \t]+{_STREET_TYPES}|[ \t]+{_NOT_A_DATE}{_PLACE_WORD})"
+    rf"[^,\n;:!?]{{0,40}}?"
+    # a street word, after its name where the language puts it there: capitalised words and perhaps one more
+    # ("Petőfi sándor utca 134.", "Stará Ivánska cesta 428", "West BorhanHat Highway")
+    rf"|(?:{_PLACE_WORD}(?:[ \t]+{_PLACE_WORD}){{0,2}}(?:[ \t]+[^\W\d_]+)?[ \t]+(?={_STREET_AFTER_NAME}))?"
+    rf"{_STREET_TYPES}(?:[ \t]+[^,\n;:!?()]{{1,40}}?)?(?:[ \t]+{_HOUSE_NUMBER}{_UNIT_TAIL})?"
+    # capitalised words, then perhaps one word of any case, the number: "Frenkova pot 6", "Pri seči 1", "Taavetti
+    # Laitisen bulevardi 631"
+    rf"|(?={UPPER}){_NOT_A_DATE}{_PLACE_WORD}(?:[ \t-]+(?:{_PLACE_LINK}|{_PLACE_WORD})){{0,4}}(?:[ \t]+[^\W\d_]+)?\.?[ \t]+"
+    rf"{_HOUSE_NUMBER}"
+    rf"{_UNIT_TAIL})"
 )
-_MORE_PART = r"(?:[\w.°º#/-]+(?:[ \t]+[\w.°º#/-]+){0,3})"
+_MORE_PART = r"(?:[\w.°º#/'’-]+(?:[ \t]+[\w.°º#/'’-]+){0,7})"
+# Parts before the street: a flat, house or lot, a bare number, a place ("Studio 70, House No. 181, ...", "No. 9,
+# ...", "R-74-73, ...", "19, Jalan 3/9E", "Novo Polje, cesta XIX 7c").
+_LEAD_PART = (r"(?:(?i:flat|apartment|apt\.?|unit|suite|studio|lot|house|holding|level|floor|block)[ \t]*"
+              r"(?:(?i:no\.?)[ \t]*)?[\w/-]+|(?i:no\.)[ \t]*[\w/-]+|[A-Z]?\d\w*(?:[-/]\w+)*"
+              rf"|{_PLACE_WORD}(?:[ \t]+{_PLACE_WORD}){{0,2}})")
 _INTL_ADDRESS = (
-    rf"(?<![\w-])(?:{_STREET_PART})(?:,[ \t]*{_MORE_PART}){{0,2}},[ \t]*"
-    rf"(?:{_POSTCODE}[ \t]+{_INTL_PLACE}|{_INTL_PLACE}(?:,[ \t]*|[ \t]+)\d{{4,6}}(?![\w-])|\d{{5,6}}(?![\w-])"
-    rf"|[A-Z]{{1,2}}\d[A-Z\d]?\s\d[A-Z]{{2}}(?![\w-]))"
-    rf"(?:,[ \t]*{_INTL_PLACE}){{0,2}}(?=[ \t]*(?:[.;)\n]|$)|[^,\w])"
+    # every such address has a comma within its line: a cheap look-ahead spares the parts at every other word
+    rf"(?<![\w-])(?=[^\n,;]{{0,160}},)(?:{_LEAD_PART}[ \t]*,[ \t]*){{0,2}}(?:{_STREET_PART})(?:[ \t]*,[ \t]*{_MORE_PART}){{0,2}}[ \t]*,[ \t]*"
+    rf"(?:{_POSTCODE}[ \t]+{_INTL_PLACE}|(?!(?:19|20)\d\d,){_POSTCODE},[ \t]*{_INTL_PLACE}|{_INTL_PLACE}(?:,[ \t]*|[ \t]+)\d{{4,6}}(?![\w-])"
+    rf"|{_LONE_POSTCODE}|{_REGION}(?:{_PLACE_LINK}[ \t]+)?{_INTL_PLACE}|[A-Z]{{1,2}}\d[A-Z\d]?\s\d[A-Z]{{2}}(?![\w-]))"
+    # then up to two more parts, places or codes ("70233 SS54, Negeri Sembilan", ", Seksyen 56")
+    rf"(?:[ \t]+[A-Z]{{1,4}}\d{{1,3}}[A-Za-z]?)?(?:,[ \t]*(?:{_INTL_PLACE}|[A-Z0-9][\w-]*(?:[ \t]+[A-Z0-9][\w-]*){{0,3}}))"
+    rf"{{0,2}}(?![\w-])"
 )
+# A rural road by its kilometre ("Ruta 5 Norte, km 255") and an Irish street before its Eircode, without commas
+# ("31 Lahy Street H44 RH95 Caoimhin Ville").
+_ROAD_KM = r"(?<![\w-])(?i:ruta|route|carretera|autopista|highway)[ \t]+\d{1,4}[^,\n]{0,20},[ \t]*km\.?[ \t]*\d{1,4}\b"
+_EIRCODE_ADDRESS = rf"{_L}{_STREET}\s+[A-Z]\d{{2}}[ ]?[A-Z0-9]{{4}}(?![\w-])(?:\s+{_PLACE})?"
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?"
 _DATE = (
     rf"(?:\d{{1,2}}[./-]\d{{1,2}}[./-]\d{{2,4}}|\d{{4}}-\d{{1,2}}-\d{{1,2}}|\d{{1,2}}[ -]{_MONTH}[ -]\d{{4}}"
@@ -250,8 +334,8 @@ _CARD_FRAGMENT = (r"(?i:\b(?:ending(?:[ \t]+(?:in|with))?|last[ \t]+(?:4|four)(?
 _LEGAL_FORM = (r"(?:GmbH(?:[ \t]+&[ \t]+Co\.?[ \t]+KG)?|AG|KG|OHG|e\.V\.|S\.?A\.?S?|S\.?L\.?(?:N\.?E\.?|U\.?)?|SARL|S\.?p\.?A\.?"
                r"|S\.?r\.?l\.?|S\.?N\.?C\.?|Ltda?\.?|LLC|LLP|Inc\.?|PLC|plc|Corp\.?|[jd]\.?o\.?o\.?|d\.d\.|s\.?r\.?o\.?|a\.s\.|k\.s\."
                r"|v\.o\.s\.|Sp\.[ \t]+z[ \t]+o\.o\.|S\.A\.|A\.Ş\.|AB|ASA?|Oy|Oyj|B\.V\.|N\.V\.|BV|NV|CV|ApS|A/S|Kft\.?|Zrt\.?|Bt\.)")
-_ORGANISATION = (rf"(?<![\w-])[A-ZÀ-ÖØ-Þ][^\W\d_]*(?:['’-][^\W\d_]+)*(?:,?[ \t]+(?:(?:and|und|et|y|e|&)[ \t]+)?"
-                 rf"[A-ZÀ-ÖØ-Þ][^\W\d_]*(?:['’-][^\W\d_]+)*){{0,4}}[ \t]+{_LEGAL_FORM}(?![\w])")
+_ORGANISATION = (rf"(?<![\w-]){UPPER}[^\W\d_]*(?:['’-][^\W\d_]+)*(?:,?[ \t]+(?:(?:and|und|et|y|e|&)[ \t]+)?"
+                 rf"{UPPER}[^\W\d_]*(?:['’-][^\W\d_]+)*){{0,4}}[ \t]+{_LEGAL_FORM}(?![\w])")
 _URL = r"\b(?:https?://|www\.)[^\s<>\"')]+"
 _IP = r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)(?![\w.])"
 
@@ -286,6 +370,8 @@ BUILTIN_PATTERNS: dict[str, PatternSpec] = {
             *_ADDRESSES,
             _UK_POSTCODE,
             _INTL_ADDRESS,
+            _ROAD_KM,
+            _EIRCODE_ADDRESS,
             _DATE_OF_BIRTH,
         ),
         clear=IDENTIFIER_CLEAR,

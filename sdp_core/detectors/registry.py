@@ -55,7 +55,14 @@ SAFE_HARBOR_TYPES = ("date", "city", "organisation", "card_fragment", "url", "ip
 POLICY_TYPES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "general": (DIRECT_TYPES, SAFE_HARBOR_TYPES),
     "strict": (DIRECT_TYPES + SAFE_HARBOR_TYPES, ()),
+    "conservative": (DIRECT_TYPES + SAFE_HARBOR_TYPES, ()),  # a superset of strict's detectors
 }
+
+
+def policy_types(name: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The types policy `name` masks and those it leaves in the clear; None for a policy that declares none (a
+    single detector, a union, a user pattern, `customersim`)."""
+    return POLICY_TYPES.get(name.strip())
 
 
 def _conservative(config: DetectorConfig) -> Policy:

@@ -36,7 +36,9 @@ from sdp_core.report.tables import (
     cost_table,
     frontier_table,
     mechanism_table,
+    policy_types_notes,
     recall_estimate_table,
+    review_recall_table,
     unfinished_table,
 )
 
@@ -237,8 +239,22 @@ def unfinished_section(a: Analysis) -> Section | None:
 
 
 def detector_section(a: Analysis) -> Section | None:
+    """The policy's numbers, recall per gold label, and what each declared policy masks and leaves in the clear."""
     tables = [t for t in (make(a) for make in DETECTOR_TABLES) if t.rows]
-    return Section("detector", "Detector", "".join(map(_table, tables)), DETECTOR_CAPTION) if tables else None
+    types = "".join(f"<li>{html.escape(n)}</li>" for n in policy_types_notes(a))
+    body = "".join(map(_table, tables)) + (f'<ul class="notes">{types}</ul>' if types else "")
+    return Section("detector", "Detector", body, DETECTOR_CAPTION) if tables else None
+
+
+def review_recall_section(a: Analysis) -> Section | None:
+    """Recall against the labels a person gave sampled records (`sdp-sweep detect --review`)."""
+    table = review_recall_table(a)
+    if not table.rows:
+        return None
+    return Section("review-recall", "Detector recall on reviewed records", _table(table),
+                   "Recall against the labels a person gave sampled records (sdp-sweep detect --review; the labels "
+                   "file beside the data): a secret counts as found only when the policy masks all of it. 95 % Wilson "
+                   "intervals. Counts of the training data's records, which no trial's ε covers.")
 
 
 def recall_estimate_section(a: Analysis) -> Section | None:
@@ -293,7 +309,7 @@ def render(a: Analysis, plots: list[Plot], cost: SweepCost, claims: Sequence[Cla
     e = html.escape
     sections = [s for s in (curve_section(a), claims_section(claims), plots_section(a, plots), frontier_section(a),
                             mechanisms_section(a), unfinished_section(a), detector_section(a),
-                            recall_estimate_section(a), cost_section(a, cost))
+                            recall_estimate_section(a), review_recall_section(a), cost_section(a, cost))
                 if s is not None]
     objectives = ", ".join(f"{metric_label(o.metric)} ({o.mode})" for o in a.objectives)
     versions = sorted({", ".join(f"{k} {v}" for k, v in t.versions.items()) for t in a.sweep.trials if t.versions})

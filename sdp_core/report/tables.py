@@ -331,6 +331,39 @@ def recall_estimate_table(a: Analysis) -> Table:
                  numeric={"estimated recall [95% CI]", "found"})
 
 
+def review_recall_table(a: Analysis) -> Table:
+    """Per detector policy: its recall on the records a person reviewed (`sdp-sweep detect --review`: the labels
+    beside the data are gold spans), over every secret and per type, with 95 % Wilson intervals."""
+    rows, seen = [], set()
+    for t in a.sweep.trials:
+        review = (t.detector or {}).get("review")
+        policy = str((t.detector or {}).get("policy", "?"))
+        if not isinstance(review, dict) or policy in seen:
+            continue
+        seen.add(policy)
+        per_type = review.get("per_type")
+        for kind, r in [("all", review.get("secrets")), *(per_type.items() if isinstance(per_type, dict) else ())]:
+            r = r if isinstance(r, dict) else {}
+            rows.append([policy, str(review.get("records", DASH)), str(kind), fmt_rate(r),
+                         f"{r.get('k', DASH)}/{r.get('n', DASH)}"])
+    return Table(["policy", "reviewed records", "type", "recall [95% CI]", "found"], rows,
+                 numeric={"reviewed records", "recall [95% CI]", "found"})
+
+
+def policy_types_notes(a: Analysis) -> list[str]:
+    """One line per detector policy that declares its types: what it masks and what it leaves in the clear."""
+    notes, seen = [], set()
+    for t in a.sweep.trials:
+        types = (t.detector or {}).get("types")
+        if not isinstance(types, dict) or types.get("policy") in seen:
+            continue
+        seen.add(types.get("policy"))
+        clear = ", ".join(map(str, types.get("clear") or ())) or "nothing it knows of"
+        notes.append(f"{types.get('policy')} masks {', '.join(map(str, types.get('masks') or ()))}; "
+                     f"it leaves in the clear {clear}.")
+    return notes
+
+
 def charges_table(a: Analysis, charges: dict[str, dict]) -> Table:
     """The trials the sweep's cost counts: state, the ε each is charged, and whether spent steps or its whole plan."""
     trials = {t.trial_id: t for t in a.sweep.trials}
