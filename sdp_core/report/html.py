@@ -26,6 +26,7 @@ from sdp_core.report.pareto import Analysis
 from sdp_core.report.plots import Plot, fixed_epsilon, plotly_div, plotly_js
 from sdp_core.report.statement import WOULD_HOLD, SweepCost, caveat, cost_line
 from sdp_core.report.tables import (
+    COMPUTE_METRICS,
     DETECTOR_TABLES,
     EPSILON_COLUMN,
     MODEL_COLUMN,
@@ -88,8 +89,10 @@ FILES = (("summary.md", "headline tables"), ("privacy_statement.md", "what was p
          ("frontier/", "re-runnable trial configs"))
 
 
-DETAIL_COLUMNS = ("σ", REPLACE_ONE_COLUMN, "hyper-parameters", MODEL_COLUMN, SEARCH_COLUMN, "wall time")
-"""Columns of a trial table shown in the detail row under each trial rather than as columns of their own."""
+DETAIL_COLUMNS = ("σ", REPLACE_ONE_COLUMN, "hyper-parameters", MODEL_COLUMN, SEARCH_COLUMN,
+                  *map(metric_label, COMPUTE_METRICS), "wall time")
+"""Columns of a trial table shown in the detail row under each trial rather than as columns of their own (its
+compute, steps, tokens and wall time, among them: the metrics that decide keep the row's width)."""
 TRIAL_ID_COLUMNS = ("trial", "best trial")
 
 
