@@ -25,8 +25,9 @@ REGEXES = "identifier,phone,email"  # the file tests' policy: actors that start 
 
 @pytest.fixture(autouse=True)
 def small_blocks(monkeypatch):
-    """Blocks of 8 records: 48 notes are six blocks, so both actors of a 2-CPU Ray get some."""
+    """Blocks of about 8 records: 48 notes are six blocks or more, so both actors of a 2-CPU Ray get some."""
     monkeypatch.setattr(pipeline, "BLOCK_ROWS", 8)
+    monkeypatch.setattr(pipeline, "BLOCK_BYTES", 8 * 400)
 
 
 def test_the_actor_pool_detects_what_one_process_detects(local_ray):

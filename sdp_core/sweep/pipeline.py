@@ -1,7 +1,7 @@
 """Secret detection as a Ray Data pipeline on every CPU of the cluster (on a laptop, its local Ray: the same code).
 
     texts: the driver's (`detect_on_ray`), or a data file read as a Ray Dataset (`detect_file`)
-      -> blocks of `BLOCK_ROWS` records (a streaming repartition, so that every actor of the pool gets work)
+      -> blocks of about `BLOCK_ROWS` records (so that every actor of the pool gets work from the start)
       -> `map_batches(PolicyDetector)` over a pool of one-CPU actors (at most `workers`; by default as many as the
          cluster's CPUs allow): each actor builds its policy once (spaCy loaded with the components the policy
          reads) and keeps it for every batch it is given
@@ -55,6 +55,9 @@ BLOCK_ROWS = 256
 """Records per block and per actor call: small enough that a 2-CPU machine's two actors share 10 k records evenly,
 large enough that spaCy's `nlp.pipe` batches and Ray's per-task overhead (~ms) stay a small share."""
 
+BLOCK_BYTES = 128 << 10
+"""The blocks a file is read in: about `BLOCK_ROWS` dialogs or notes (Ray Data cuts blocks by size)."""
+
 FILE_MIN_BYTES = 1 << 20
 """A data file smaller than this (about 2,000 records of a dialog or note) is not read by a pipeline of its own: the
 preparation's misses detect it (`ray_detection`)."""
@@ -62,8 +65,9 @@ preparation's misses detect it (`ray_detection`)."""
 SHARD_ROWS = 100_000
 """Records per Parquet shard that `detect_file` writes (one shard is what the driver holds while writing it)."""
 
-READ_CPUS = 0.25
-"""CPUs a read or text-extraction task asks for: the actors ask for whole CPUs, and reading must still find room."""
+READ_CPUS = 0
+"""CPUs a read or text-extraction task asks for: none, so that reading goes on beside actors holding every CPU
+(it is a small share of the work: parsing, next to detecting)."""
 
 SPAN_COLUMNS = {"start": pa.list_(pa.int32()), "end": pa.list_(pa.int32()), "label": pa.list_(pa.string())}
 
@@ -100,34 +104,38 @@ class PolicyDetector:
         return pa.table(columns)
 
 
-def detect_dataset(ds: Dataset, policy: Policy, workers: int | None = None) -> Dataset:
-    """`ds` (a column `text`) with each record's spans (`PolicyDetector`'s columns), in blocks of `BLOCK_ROWS`
-    over a pool of one-CPU actors: from one up to `workers` (None: as many as the cluster's CPUs allow)."""
+def detect_dataset(ds: Dataset, policy: Policy, workers: int | None = None, records: int | None = None) -> Dataset:
+    """`ds` (a column `text`, in blocks of about `BLOCK_ROWS` records: `pipeline_context`) with each record's spans
+    (`PolicyDetector`'s columns), from a pool of one-CPU actors: at most `workers` (None: as many as the cluster's CPUs allow, autoscaling
+    included); as many as the cluster's CPUs now (or `records` need) start at once, so that every node gets some."""
+    import ray
     import ray.data
 
-    out = ds.repartition(target_num_rows_per_block=BLOCK_ROWS).map_batches(
+    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    start = min(workers or cpus, cpus, -(-records // BLOCK_ROWS) if records else cpus)
+    return ds.map_batches(
         PolicyDetector, fn_constructor_args=(policy,), batch_format="pyarrow", batch_size=BLOCK_ROWS, num_cpus=1,
-        compute=ray.data.ActorPoolStrategy(min_size=1, max_size=workers))
-    return out
+        compute=ray.data.ActorPoolStrategy(min_size=start, max_size=workers))
 
 
 @contextmanager
-def quiet_ray_data() -> Iterator[None]:
-    """Ray Data without its progress bars and execution logs (the driver shows records and records/s itself; a
-    failure still raises). Datasets take the context current when they are made: make them inside this block."""
+def pipeline_context() -> Iterator[None]:
+    """Ray Data as the pipeline runs it: blocks of about `BLOCK_ROWS` records (`BLOCK_BYTES`), so that every actor
+    gets work from the first records on; no progress bars or execution logs of its own (the driver shows records
+    and records/s; a failure still raises). A dataset takes the context current when it is made: make it here."""
     import logging
 
     from ray.data import DataContext
 
     ctx, log = DataContext.get_current(), logging.getLogger("ray.data")
-    before = ctx.enable_progress_bars, ctx.print_on_execution_start, log.level
-    ctx.enable_progress_bars, ctx.print_on_execution_start = False, False
+    before = ctx.enable_progress_bars, ctx.print_on_execution_start, ctx.target_max_block_size, log.level
+    ctx.enable_progress_bars, ctx.print_on_execution_start, ctx.target_max_block_size = False, False, BLOCK_BYTES
     log.setLevel(logging.ERROR)
     try:
         yield
     finally:
-        ctx.enable_progress_bars, ctx.print_on_execution_start, _ = before
-        log.setLevel(before[2])
+        ctx.enable_progress_bars, ctx.print_on_execution_start, ctx.target_max_block_size, _ = before
+        log.setLevel(before[3])
 
 
 def spans_of(table: pa.Table) -> list[list[Span]]:
@@ -149,9 +157,10 @@ def detect_on_ray(policy: Policy, texts: list[str], progress: bool = True, worke
     if not texts:
         return []
     out: list[list[Span]] = [[] for _ in texts]
-    with quiet_ray_data(), _progress(f"detect {policy.name}", len(texts), progress) as advance:
-        ds = ray.data.from_arrow(pa.table({"record": pa.array(range(len(texts)), pa.int64()), "text": texts}))
-        for batch in detect_dataset(ds, policy, workers).iter_batches(batch_format="pyarrow", batch_size=None):
+    with pipeline_context(), _progress(f"detect {policy.name}", len(texts), progress) as advance:
+        table = pa.table({"record": pa.array(range(len(texts)), pa.int64()), "text": texts})
+        ds = ray.data.from_arrow([table.slice(i, BLOCK_ROWS) for i in range(0, len(texts), BLOCK_ROWS)])
+        for batch in detect_dataset(ds, policy, workers, len(texts)).iter_batches(batch_format="pyarrow", batch_size=None):
             for record, spans in zip(batch.column("record").to_pylist(), spans_of(batch)):
                 out[record] = spans
             advance(batch.num_rows)
@@ -199,7 +208,8 @@ FILE_FORMATS = (*FOLDER_FORMATS, ".csv", ".tsv", ".tab")
 def read_source(source: FileSource) -> Dataset:
     """The source's records as a Ray Dataset with one column, `text`: JSONL objects, CSV / TSV rows or Parquet
     rows. Tables drop rows whose text is blank (as `data.loaders` does); JSONL with a `text` key keeps every
-    object."""
+    object. Every task of it asks for no CPU (`READ_CPUS`); Parquet is read by row batches in tasks of ours, as
+    Ray's Parquet reader lists its files in a task of one CPU, which actors holding every CPU would starve."""
     import pyarrow.csv as pcsv
     import ray.data
 
@@ -208,7 +218,11 @@ def read_source(source: FileSource) -> Dataset:
     if kinds <= {".jsonl", ".json"}:
         ds, table = ray.data.read_json(files, lines=True, num_cpus=READ_CPUS), False
     elif kinds == {".parquet"}:
-        ds, table = ray.data.read_parquet(files, num_cpus=READ_CPUS), True
+        ds, table = ray.data.from_items([{"path": p} for p in files]), True
+        schema = pq.read_schema(files[0])
+        fields = _text_fields(source, list(schema.names), schema, str(source.path))
+        ds = ds.map_batches(_parquet_rows, fn_args=(fields, BLOCK_ROWS), batch_size=1, batch_format="pyarrow",
+                            num_cpus=READ_CPUS)
     elif len(files) == 1 and kinds <= {".csv", ".tsv", ".tab"}:
         delimiter = "," if kinds == {".csv"} else "\t"
         ds, table = ray.data.read_csv(files, num_cpus=READ_CPUS,
@@ -217,11 +231,29 @@ def read_source(source: FileSource) -> Dataset:
     else:
         raise DataError(f"a Ray Dataset reads JSONL, CSV / TSV or Parquet, or a folder of {', '.join(FOLDER_FORMATS)} "
                         f"files (found {', '.join(sorted(kinds))})", str(source.path))
-    schema = ds.schema()
-    columns = list(schema.names) if schema is not None else []
-    fields = _text_fields(source, columns, schema, str(source.path))
+    if kinds != {".parquet"}:  # the first JSON object's, or Ray's reading of the CSV's first block
+        schema = _first_object_schema(files[0]) if table is False else ds.schema()
+        fields = _text_fields(source, list(schema.names) if schema is not None else [], schema, str(source.path))
     skip_blank = table or source.text_fields is not None
     return ds.map_batches(_texts, fn_args=(fields, skip_blank), batch_format="pyarrow", num_cpus=READ_CPUS)
+
+
+def _first_object_schema(path: str) -> pa.Schema:
+    """The columns of the first object of a JSONL file (read in the driver: a line, not a Ray execution)."""
+    with open(path, encoding="utf-8") as f:
+        line = next((line for line in f if line.strip()), "{}")
+    try:
+        first = json.loads(line)
+    except ValueError:
+        raise DataError("line 1: invalid JSON", path) from None
+    return pa.Table.from_pylist([first if isinstance(first, dict) else {}]).schema
+
+
+def _parquet_rows(paths: pa.Table, fields: list[str], rows: int) -> Iterator[pa.Table]:
+    """The `fields` columns of each Parquet file named in `paths`, `rows` rows at a time."""
+    for path in paths.column("path").to_pylist():
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=rows, columns=fields):
+            yield pa.Table.from_batches([batch])
 
 
 def _text_fields(source: FileSource, columns: list[str], schema, where: str) -> list[str]:
@@ -304,7 +336,7 @@ def detect_file(source: FileSource, policy: Policy, workers: int | None = None, 
         return out
     nodes: Counter[str] = Counter()
     done, pending = 0, list[pa.Table]()
-    with (quiet_ray_data(), atomic_directory(out.path) as tmp,
+    with (pipeline_context(), atomic_directory(out.path) as tmp,
           _progress(f"detect {policy.name} in {source.path.name}", None, progress) as advance):
         ds = detect_dataset(read_source(source), policy, workers)
         ds.context.execution_options.preserve_order = True  # records are numbered in the file's order as they come
