@@ -17,7 +17,8 @@ Pickled (a sweep's prepared data in Ray's object store, a phase sent to Ray Trai
 compact numpy arrays (`pack`): token ids as uint16 where every id fits (any vocabulary up to 65,536: GPT-2's
 50,257 does), 0/1 weights and the secret mask as bytes, record indices as int32: about 4 bytes a token instead of
 13. Ray keeps numpy arrays zero-copy in its object store, so the arrays are stored once per node and every trial
-there reads them from shared memory; unpickling gives back the same tensors, dtypes included.
+there reads them from shared memory; unpickling gives back the same tensors, dtypes included, in the trial's own
+memory (it trains on int64 ids).
 """
 
 from __future__ import annotations
