@@ -4,8 +4,8 @@ notes of each size, read as a Ray Dataset from JSONL and detected on a private R
 
 Per size, on one node with `--cpus` CPUs: wall time, records/s and records/s per CPU of the pipeline, the driver's
 peak resident memory (its `ru_maxrss`: the driver is a process of its own), the shards' size on disk, and what one
-process detects per CPU second on a sample of the same notes (the in-process rate a core reaches, for the
-pipeline's efficiency). Then, on the first size, a two-node cluster (a head and a second `ray start` joining it,
+process detects per CPU second on a sample of the same notes beside what the pipeline's actors detected per CPU
+second of theirs (the share of a core's work the pipeline adds, whatever else runs on the machine). Then, on the first size, a two-node cluster (a head and a second `ray start` joining it,
 each with `--cpus` // 2 CPUs): how many records each node detected, and whether its shards equal the one-node run's,
 record for record.
 
@@ -119,6 +119,7 @@ def drive(path: Path, policy: str, address: str, cache: Path, workers: int) -> d
     wall = time.perf_counter() - start
     manifest = shards.manifest or {}
     return {"wall_s": wall, "records": manifest["records"], "nodes": manifest["nodes"],
+            "detect_cpu_s": manifest["detect_cpu_s"],
             "shard_bytes": sum(p.stat().st_size for p in shards.path.glob("*.parquet")), "shards": str(shards.path),
             "driver_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
@@ -202,12 +203,13 @@ def main() -> None:
         run.update(size=n, file_mb=path.stat().st_size / 2**20, in_process=per_cpu_s)
         rows.append(run)
         print(json.dumps(run), flush=True)
-    print(f"\n{'records':>9} {'wall s':>8} {'rec/s':>7} {'rec/s/CPU':>9} {'1 process rec/CPU-s':>19} "
-          f"{'driver peak MB':>14} {'shards MB':>9} {'file MB':>8}")
+    print(f"\n{'records':>9} {'wall s':>8} {'rec/s':>7} {'rec/s/CPU':>9} {'actors rec/CPU-s':>16} "
+          f"{'1 process rec/CPU-s':>19} {'driver peak MB':>14} {'shards MB':>9} {'file MB':>8}")
     for r in rows:
         rate = r["records"] / r["wall_s"]
-        print(f"{r['records']:>9,} {r['wall_s']:>8.1f} {rate:>7.1f} {rate / args.cpus:>9.1f} {r['in_process']:>19.1f} "
-              f"{r['driver_peak_mb']:>14.0f} {r['shard_bytes'] / 2**20:>9.1f} {r['file_mb']:>8.1f}")
+        print(f"{r['records']:>9,} {r['wall_s']:>8.1f} {rate:>7.1f} {rate / args.cpus:>9.1f} "
+              f"{r['records'] / r['detect_cpu_s']:>16.1f} {r['in_process']:>19.1f} {r['driver_peak_mb']:>14.0f} "
+              f"{r['shard_bytes'] / 2**20:>9.1f} {r['file_mb']:>8.1f}")
     if len(rows) > 1:
         print(f"driver peak memory, {rows[-1]['records']:,} vs {rows[0]['records']:,} records: "
               f"{rows[-1]['driver_peak_mb'] / rows[0]['driver_peak_mb']:.2f}x")

@@ -26,6 +26,7 @@ import functools
 import hashlib
 import json
 import re
+import time
 from collections import Counter
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -81,7 +82,8 @@ class PolicyDetector:
     """An actor of the detection pool: builds its policy's pipelines once, then detects batch after batch.
 
     In: a batch with `text` (and whatever else, passed through but for `text`). Out: the batch's other columns,
-    the spans as list columns `start`, `end`, `label`, the texts' `digest` and the `node` that detected them."""
+    the spans as list columns `start`, `end`, `label`, the texts' `digest`, the `node` that detected them and
+    `cpu_s`, this process's CPU time per record of the batch (what a core costs, whatever else runs beside it)."""
 
     def __init__(self, policy: Policy):
         import ray
@@ -91,6 +93,7 @@ class PolicyDetector:
         policy.detect(["Warm-up: Jane Smith, 12 High Street."])  # spaCy and the lexicons load here, once
 
     def __call__(self, batch: pa.Table) -> pa.Table:
+        start = time.process_time()
         texts = batch.column("text").to_pylist()
         distinct = list(dict.fromkeys(texts))  # dialog data repeats lines
         found = dict(zip(distinct, self.policy.detect(distinct)))
@@ -101,6 +104,7 @@ class PolicyDetector:
         columns["end"] = pa.array([[s.end for s in row] for row in spans], SPAN_COLUMNS["end"])
         columns["label"] = pa.array([[s.label for s in row] for row in spans], SPAN_COLUMNS["label"])
         columns["node"] = pa.array([self.node] * len(texts), pa.string()).dictionary_encode()
+        columns["cpu_s"] = pa.array([(time.process_time() - start) / max(1, len(texts))] * len(texts), pa.float32())
         return pa.table(columns)
 
 
@@ -286,8 +290,8 @@ def _texts(batch: pa.Table, fields: list[str], skip_blank: bool) -> pa.Table:
 class FileDetections:
     """The shards `detect_file` wrote for one source and policy: `<cache>/<policy>-<key>.shards/part-*.parquet` with
     columns `record`, `digest`, `start`, `end`, `label` (a record's spans as lists), and `manifest.json` (records,
-    how many each node detected, the source's fingerprint, the policy's key). The folder appears complete or not
-    at all (`io.atomic_directory`)."""
+    how many each node detected, the actors' CPU seconds, the source's fingerprint, the policy's key). The folder
+    appears complete or not at all (`io.atomic_directory`)."""
 
     def __init__(self, source: FileSource, policy: Policy, cache_dir: Path | None = None,
                  fingerprint: str | None = None):
@@ -335,7 +339,7 @@ def detect_file(source: FileSource, policy: Policy, workers: int | None = None, 
     if out.manifest is not None:
         return out
     nodes: Counter[str] = Counter()
-    done, pending = 0, list[pa.Table]()
+    done, pending, cpu = 0, list[pa.Table](), 0.0
     with (pipeline_context(), atomic_directory(out.path) as tmp,
           _progress(f"detect {policy.name} in {source.path.name}", None, progress) as advance):
         ds = detect_dataset(read_source(source), policy, workers)
@@ -349,6 +353,7 @@ def detect_file(source: FileSource, policy: Policy, workers: int | None = None, 
         for batch in ds.iter_batches(batch_format="pyarrow", batch_size=None):
             for count in pc.value_counts(batch.column("node").cast(pa.string())).to_pylist():
                 nodes[count["values"]] += count["counts"]
+            cpu += pc.sum(batch.column("cpu_s")).as_py() or 0.0
             rows = batch.select(["digest", *SPAN_COLUMNS])
             start = done
             while rows.num_rows:  # a shard ends at a multiple of SHARD_ROWS
@@ -364,8 +369,8 @@ def detect_file(source: FileSource, policy: Policy, workers: int | None = None, 
         if done == 0:
             raise DataError("no records (empty data)", str(source.path))
         (tmp / "manifest.json").write_text(json.dumps(
-            {"records": done, "nodes": dict(nodes), "source": str(source.path), "fingerprint": out.fingerprint,
-             "policy": policy.key}, indent=2) + "\n")
+            {"records": done, "nodes": dict(nodes), "detect_cpu_s": round(cpu, 1), "source": str(source.path),
+             "fingerprint": out.fingerprint, "policy": policy.key}, indent=2) + "\n")
     return out
 
 
