@@ -369,7 +369,7 @@ def detect_file(source: FileSource, policy: Policy, workers: int | None = None, 
         if done == 0:
             raise DataError("no records (empty data)", str(source.path))
         (tmp / "manifest.json").write_text(json.dumps(
-            {"records": done, "nodes": dict(nodes), "detect_cpu_s": round(cpu, 1), "source": str(source.path),
+            {"records": done, "nodes": dict(nodes), "detect_cpu_s": round(cpu, 3), "source": str(source.path),
              "fingerprint": out.fingerprint, "policy": policy.key}, indent=2) + "\n")
     return out
 
