@@ -34,8 +34,8 @@ from sdp_core.preparation import PreparedData, prepare_trial_data
 from sdp_core.row import TrialRow
 from sdp_core.tensors import LMData, model_device, record_losses
 from sdp_core.text.encode import encode
-from sdp_core.train.loop import PhaseStats, make_optimizer, train_phase
-from sdp_core.train.precision import resolve_precision, use_tf32
+from sdp_core.train.loop import PhaseStats, StepSettings, make_optimizer, train_phase
+from sdp_core.train.precision import use_tf32
 
 log = logging.getLogger(__name__)
 
@@ -144,9 +144,9 @@ def train_phases(model: torch.nn.Module, plan: MechanismPlan, cfg: TrialConfig, 
     from sdp_core.progress import phase_progress
 
     t = cfg.training
+    settings = StepSettings.from_config(t, cfg.privacy)
     optimizer = make_optimizer(model, t.optimizer, t.learning_rate, t.weight_decay)
-    precision = resolve_precision(t.precision, model_device(model), t.loss_scale)
-    use_tf32(model_device(model), t.tf32)
+    use_tf32(model_device(model), settings.tf32)
     done: list[PhaseStats] = []
     validation_loss = partial(held_out_loss, model, validation)
     with phase_progress(plan.phases, enabled=show_progress) as advance:
@@ -163,16 +163,12 @@ def train_phases(model: torch.nn.Module, plan: MechanismPlan, cfg: TrialConfig, 
                 from sdp_core.train.distributed import run_private_phase_distributed
 
                 make = partial(make_optimizer, name=t.optimizer, lr=t.learning_rate, weight_decay=t.weight_decay)
-                state, stats = run_private_phase_distributed(
-                    model, make, phase, plan.ledger, seed, t.grad_sample_mode, t.workers,
-                    reproducible_noise=cfg.privacy.reproducible_noise, cpu_per_worker=t.cpu_per_worker,
-                    precision=t.precision, loss_scale=t.loss_scale, secure_mode=cfg.privacy.secure_mode, tf32=t.tf32)
+                state, stats = run_private_phase_distributed(model, make, phase, plan.ledger, seed, settings, t.workers,
+                                                             cpu_per_worker=t.cpu_per_worker)
                 model.load_state_dict(state)
                 step_hook(stats)
             else:
-                stats = train_phase(model, optimizer, phase, plan.ledger, seed, grad_sample_mode=t.grad_sample_mode,
-                                    reproducible_noise=cfg.privacy.reproducible_noise, precision=precision,
-                                    secure_mode=cfg.privacy.secure_mode, on_step=step_hook)
+                stats = train_phase(model, optimizer, phase, plan.ledger, seed, settings=settings, on_step=step_hook)
             done.append(stats)
     return done
 

@@ -17,7 +17,7 @@ from sdp_core.mechanisms.base import phase_events
 from sdp_core.models.gpt2 import build_gpt2
 from sdp_core.privacy import PrivacyLedger
 from sdp_core.tensors import LMData
-from sdp_core.train.loop import DPStep, Phase, PublicStep, StepContext, make_optimizer, train_phase
+from sdp_core.train.loop import DPStep, Phase, PublicStep, StepContext, StepSettings, make_optimizer, train_phase
 from sdp_core.train.precision import FP32, Precision, clip_factors, resolve_precision
 from test_train_clipping import MODELS, VOCAB, _lm_data, packed_private_slot
 
@@ -98,12 +98,12 @@ def test_a_low_precision_phase_spends_the_same_epsilon(precision):
     data = _lm_data(16, 16)
     phase = Phase("dp", data, private=True, epochs=2, batch_size=4, sigmas=(1.0, 1.0), max_grad_norm=0.1)
     epsilons = []
-    for p in (FP32, _precision(precision)):
+    for p in ("fp32", precision):
         torch.manual_seed(0)
         model = build_gpt2("gpt2-tiny", None, VOCAB, 16, 0.0)
         ledger = PrivacyLedger(notion="DP", delta=1e-5, accountant="rdp", plan=phase_events(phase, "dpsgd", "all"))
         stats = train_phase(model, make_optimizer(model, "sgd", 0.1, 0.0), phase, ledger, seed=0,
-                            grad_sample_mode="bk", precision=p)
+                            settings=StepSettings(grad_sample_mode="bk", precision=p))
         assert stats.steps == phase.total_steps and ledger.complete
         assert all(torch.isfinite(v).all() and v.dtype == torch.float32 for v in model.state_dict().values()
                    if v.is_floating_point())

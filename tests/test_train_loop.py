@@ -1,14 +1,19 @@
-"""The private step's defining properties: noise std σC/B, Poisson batch sizes, exactness with σ = 0."""
+"""The private step's defining properties: noise std σC/B, Poisson batch sizes, exactness with σ = 0; the trial's step
+settings reach the step."""
 
 from __future__ import annotations
 
+from dataclasses import fields
+from types import SimpleNamespace
 
 import pytest
 import torch
 
+from sdp_core.config.training import PrivacyConfig, TrainingConfig
 from sdp_core.models.gpt2 import build_gpt2
 from sdp_core.tensors import LMData, per_record_loss
-from sdp_core.train.loop import DPStep, Phase, StepContext, poisson_batches
+from sdp_core.train.loop import DPStep, Phase, StepContext, StepSettings, poisson_batches, train_phase
+from sdp_core.train.precision import Precision
 
 VOCAB, T = 300, 16
 
@@ -118,6 +123,27 @@ def test_sigma_zero_without_clipping_equals_plain_step(mode):
     trainer(data.with_weights(weights), 0.0)
     a, b = _flat_params(plain), _flat_params(trainer.close())
     assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
+
+
+def test_a_trials_step_settings_reach_the_step_the_loop_builds(monkeypatch):
+    """Every step setting comes from the trial's config field of its name (each set away from the loop's default,
+    so a setting left behind shows), and the loop builds its step with them: fp16 resolved with the trial's scale."""
+    training = TrainingConfig(grad_sample_mode="bk", precision="fp16", loss_scale=64.0, tf32=False)
+    privacy = PrivacyConfig(reproducible_noise=True, secure_mode=True)
+    settings = StepSettings.from_config(training, privacy)
+    for setting in fields(StepSettings):
+        config = training if setting.name in TrainingConfig.model_fields else privacy
+        assert getattr(settings, setting.name) == getattr(config, setting.name) != setting.default, setting.name
+
+    contexts: list[StepContext] = []
+    batch_step = Phase.batch_step
+    monkeypatch.setattr(Phase, "batch_step", lambda phase, ctx: contexts.append(ctx) or batch_step(phase, ctx))
+    phase = Phase("dp", _data(8), private=True, epochs=1, batch_size=4, sigmas=(1.0,), max_steps=1)
+    model = _model()
+    train_phase(model, torch.optim.SGD(model.parameters(), lr=0.1), phase, SimpleNamespace(record_steps=lambda *_: None),
+                seed=0, settings=settings)
+    [ctx] = contexts
+    assert (ctx.grad_sample_mode, ctx.precision, ctx.secure_mode) == ("bk", Precision("fp16", 64.0), True)
 
 
 def _ranks_sampling(phase: Phase, world: int, monkeypatch) -> tuple[list[float], list[int], torch.Tensor]:

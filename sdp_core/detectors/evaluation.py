@@ -16,7 +16,7 @@ Quantities (G = gold-sensitive tokens, P = detected tokens, N = all tokens):
 - secrets found, overall and per gold label: a gold span counts as found only when every one of its non-space
   characters lies inside a detected span, i.e. redaction leaves nothing of it (a detected span touching one of
   its tokens is not enough: "K5STD8E8GB" with only "GB" detected stays readable). CRT's γ and δ₂ are shares of
-  secrets not found (Zhao et al. 2022, Thm 1.3), not of tokens: a long secret missed counts once.
+  secrets not found (Zhao et al. 2022, Thm 8.3), not of tokens: a long secret missed counts once.
 
 Intervals: 95 % Wilson score intervals (closed form, sensible at 0 and at 1, unlike the normal approximation).
 They treat tokens as independent draws; tokens of one secret are correlated, so read them as optimistic when a

@@ -1,7 +1,7 @@
 """A detector made to miss a fraction γ of the secrets: the recall axis of CRT's attack figures (Zhao et al. 2022,
 Figs. 3–5, γ = the policy's false-negative rate from 0 to 0.5) and of the missed-secret experiments.
 
-The miss is decided per distinct secret *value*, not per occurrence (Thm 1.2 counts "the proportion of unique
+The miss is decided per distinct secret *value*, not per occurrence (Thm 8.2 counts "the proportion of unique
 secrets π detects"): a detector that misses "Jane Roe" misses it in every record, as a real one would. Whether a
 value is missed is a seeded hash of the value, so it is the same in every trial of a seed and independent of order.
 """

@@ -16,10 +16,10 @@ Each epoch is one SGD epoch on D_pub then one DP-SGD epoch on D_pri, and a minib
 An epoch is then two record epochs of optimizer steps, not one step per line batch.
 
 Claims (ε, δ)-confidentiality from the DP-SGD part, which holds only if π_c flags every secret π misses
-(Zhao et al. 2022, Thm 1.1). Where gold spans show a secret masked by neither, it trained without noise in D_pub:
+(Zhao et al. 2022, Thm 8.1). Where gold spans show a secret masked by neither, it trained without noise in D_pub:
 the trial's guarantee is then ε = ∞ (notion `none`), and `confidentiality` (in the details) keeps the
 conditional (ε, δ) with `holds: false` and why. With gold spans, CRT also claims Bayesian confidentiality
-ε_b = log(1 + γ(e^ε − 1)), δ_b = γδ + δ₂ (Thm 1.3), γ the share of gold secrets π does not fully mask and δ₂ the
+ε_b = log(1 + γ(e^ε − 1)), δ_b = γδ + δ₂ (Thm 8.3), γ the share of gold secrets π does not fully mask and δ₂ the
 share neither π nor π_c fully masks, both at their 95 % one-sided Clopper–Pearson upper bounds.
 """
 

@@ -1,11 +1,11 @@
 """CRT's guarantees (Zhao et al. 2022, "Provably Confidential Language Modelling", Theorem 1).
 
-- (ε, δ)-confidentiality (Def. 2, Thm 1.1): the DP-SGD part of CRT runs on D_pri only, with sampling rate
+- (ε, δ)-confidentiality (Def. 2, Thm 8.1): the DP-SGD part of CRT runs on D_pri only, with sampling rate
   q = B/|D_pri|; its (ε, δ) is the accountant's composition of those events (the public epochs on D_pub are
   free: their events carry `touches="public"`). It holds only if the conservative policy π_c flags every secret
   the policy π misses: a secret both miss stays in D_pub, which trains without noise. `confidentiality_claim`
   says whether gold spans show that condition met.
-- Bayesian confidentiality (Def. 4, Thm 1.3): with policy π missing a share γ of the secrets drawn from μ, and
+- Bayesian confidentiality (Def. 4, Thm 8.3): with policy π missing a share γ of the secrets drawn from μ, and
   π and π_c together missing a share δ₂, CRT is (log(1 + γ(e^ε − 1)), γδ + δ₂)-Bayesian confidential.
   Redaction acts like sampling: a secret survives it with probability γ (Prop. 6, Balle et al. 2018's
   advanced joint convexity), and a secret both policies miss is charged to δ₂. γ and δ₂ are shares of
@@ -23,7 +23,7 @@ from sdp_core.privacy.events import GaussianEvent
 from sdp_core.privacy.light_noise import upper_confidence_bound
 from sdp_core.privacy.report import account, privacy_report
 
-CONDITION = "π_c flags every secret π misses (Zhao et al. 2022, Thm 1.1)"
+CONDITION = "π_c flags every secret π misses (Zhao et al. 2022, Thm 8.1)"
 
 
 def _check_probability(name: str, value: float) -> None:
@@ -33,7 +33,7 @@ def _check_probability(name: str, value: float) -> None:
 
 def crt_gamma_delta2(missed_by_policy: int, missed_by_both: int, secrets: int, confidence: float = 0.95
                      ) -> dict[str, Any]:
-    """γ and δ₂ of Thm 1.3 from gold secrets: `missed_by_policy` of `secrets` not fully masked by π, and
+    """γ and δ₂ of Thm 8.3 from gold secrets: `missed_by_policy` of `secrets` not fully masked by π, and
     `missed_by_both` not fully masked by π and π_c together.
 
     `gamma` and `delta2` are one-sided Clopper–Pearson upper bounds at `confidence` (what the guarantee uses:
@@ -67,7 +67,7 @@ def bayesian_confidentiality(epsilon: float, delta: float, gamma: float, delta2:
 def confidentiality_report(
     events: Sequence[GaussianEvent], delta: float, accountant: str = "rdp", relation: str | None = None
 ) -> dict[str, Any]:
-    """(ε, δ)-confidentiality of CRT's DP-SGD epochs on D_pri (Thm 1.1, assuming its condition holds)."""
+    """(ε, δ)-confidentiality of CRT's DP-SGD epochs on D_pri (Thm 8.1, assuming its condition holds)."""
     return account(events, delta, "confidentiality", accountant, relation=relation)
 
 

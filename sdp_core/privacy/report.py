@@ -53,7 +53,7 @@ NOTIONS: dict[str, Notion] = {
         ),
         Notion(
             "bayesian_confidentiality",
-            "(ε, δ)-Bayesian confidentiality (Zhao et al. 2022, Def. 4, Thm 1.3) for secrets drawn from μ",
+            "(ε, δ)-Bayesian confidentiality (Zhao et al. 2022, Def. 4, Thm 8.3) for secrets drawn from μ",
             ("public",),
             relation=REPLACE_ONE,
         ),

@@ -32,8 +32,8 @@ from torch import nn
 
 from sdp_core.privacy import PrivacyLedger
 from sdp_core.tensors import model_device
-from sdp_core.train.loop import Phase, PhaseStats, ledger_key, train_phase
-from sdp_core.train.precision import resolve_precision, use_tf32
+from sdp_core.train.loop import Phase, PhaseStats, StepSettings, ledger_key, train_phase
+from sdp_core.train.precision import use_tf32
 
 CPU_PER_WORKER = 0.5
 """Default CPUs a CPU worker asks for: fractional, so a 2-worker phase fits beside its Tune trial on 2 cores."""
@@ -70,12 +70,10 @@ def _train_rank(config: dict) -> tuple[dict, dict] | None:
     # The driver charged the whole phase before the ranks started; each rank still runs against the plan, so a
     # rank can never take a batch the plan does not hold.
     plan = PrivacyLedger.from_dict(config["ledger"])
-    device = model_device(model)
-    use_tf32(device, config["tf32"])
-    stats = train_phase(model, config["optimizer_factory"](model), phase, plan, config["seed"],
-                        grad_sample_mode=config["grad_sample_mode"], reproducible_noise=config["reproducible_noise"],
-                        precision=resolve_precision(config["precision"], device, config["loss_scale"]),
-                        secure_mode=config["secure_mode"], rank=rank, world_size=world)
+    settings: StepSettings = config["settings"]
+    use_tf32(model_device(model), settings.tf32)
+    stats = train_phase(model, config["optimizer_factory"](model), phase, plan, config["seed"], settings=settings,
+                        rank=rank, world_size=world)
     if rank != 0:
         return None
     # numpy, not tensors: Ray Train refuses to return tensors from the train loop
@@ -88,15 +86,10 @@ def run_private_phase_distributed(
     phase: Phase,
     ledger: PrivacyLedger,
     seed: int,
-    grad_sample_mode: str,
+    settings: StepSettings,
     workers: int,
     *,
-    reproducible_noise: bool = False,
     cpu_per_worker: float = CPU_PER_WORKER,
-    precision: str = "fp32",  # `training.precision`, resolved on each worker's own device
-    loss_scale: float = 1.0,
-    secure_mode: bool = False,
-    tf32: bool = True,
     use_gpu: bool | None = None,
     storage_path: str | Path | None = None,
 ) -> tuple[dict, PhaseStats]:
@@ -104,7 +97,8 @@ def run_private_phase_distributed(
 
     The whole phase is charged to `ledger` before any rank starts (it refuses a phase beyond the calibrated
     plan), so a phase that fails half-way is still counted in full. `optimizer_factory(model)` builds each
-    rank's optimizer (fresh state). The stats are rank 0's. Ray is started locally when it is not up yet.
+    rank's optimizer (fresh state); every rank runs with `settings`, its precision resolved on the rank's own
+    device. The stats are rank 0's. Ray is started locally when it is not up yet.
     """
     import ray
     from ray.train import RunConfig, ScalingConfig
@@ -122,9 +116,7 @@ def run_private_phase_distributed(
     trainer = TorchTrainer(
         _train_rank,
         train_loop_config={"model": model, "optimizer_factory": optimizer_factory, "phase": phase, "seed": seed,
-                           "ledger": before, "grad_sample_mode": grad_sample_mode,
-                           "reproducible_noise": reproducible_noise, "precision": precision,
-                           "loss_scale": loss_scale, "secure_mode": secure_mode, "tf32": tf32},
+                           "ledger": before, "settings": settings},
         scaling_config=ScalingConfig(num_workers=workers, use_gpu=use_gpu,
                                      resources_per_worker=worker_resources(use_gpu, cpu_per_worker)),
         run_config=RunConfig(name=f"{phase.name}-{uuid.uuid4().hex[:8]}",

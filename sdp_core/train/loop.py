@@ -24,6 +24,8 @@
   (not sampled) records.
 - Precision (`precision.Precision`): every step's forward runs under its autocast; weights, the optimizer, and a
   private step's norms, clipping, clipped sum and noise stay fp32.
+- The trial's settings of its steps (clipping mode, precision, noise source, secure mode) reach the loop as one
+  `StepSettings`, the same for every phase and every rank.
 """
 
 from __future__ import annotations
@@ -39,9 +41,10 @@ from opacus.optimizers import get_optimizer_class
 from torch import nn
 from torch.profiler import record_function
 
+from sdp_core.config.training import PrivacyConfig, TrainingConfig
 from sdp_core.tensors import LMData, model_device, record_groups, record_losses
 from sdp_core.train.clipping import CLIPPING
-from sdp_core.train.precision import FP32, Precision
+from sdp_core.train.precision import FP32, Precision, resolve_precision
 
 RANK_SEED_STRIDE = 1_000_003
 """With reproducible noise, rank r samples with seed `seed + r * stride`: a distinct stream per rank."""
@@ -56,6 +59,33 @@ class StepRecorder(Protocol):
     """What the loop needs of a privacy ledger: count each private batch of a phase, refusing overspending."""
 
     def record_steps(self, phase: str, steps: int) -> None: ...
+
+
+# -------------------------------------------------------------------------------------------- settings
+
+
+@dataclass(frozen=True)
+class StepSettings:
+    """How a trial's steps run, the same in every phase and on every rank: built once per trial (`from_config`).
+
+    `precision` is the setting (`auto` included): each rank resolves it on its model's device
+    (`precision.resolve_precision`). `tf32` is a process-wide switch, which each training process (the trial's,
+    each Ray Train worker's) sets once with `precision.use_tf32`. The defaults are the loop's own, for a caller
+    without a config (a test, a benchmark): per-sample hooks, fp32, secret noise.
+    """
+
+    grad_sample_mode: str = "hooks"  # how a private step clips (`clipping.CLIPPING`)
+    precision: str = "fp32"  # `training.precision`
+    loss_scale: float = 1024.0  # fp16: a private step's fixed loss scale
+    tf32: bool = True
+    reproducible_noise: bool = False  # debugging only: privacy randomness from the trial seed (`PrivacyRandomness`)
+    secure_mode: bool = False  # Opacus' noise that resists floating-point attacks (`privacy.secure_mode`)
+
+    @classmethod
+    def from_config(cls, training: TrainingConfig, privacy: PrivacyConfig) -> StepSettings:
+        return cls(grad_sample_mode=training.grad_sample_mode, precision=training.precision,
+                   loss_scale=training.loss_scale, tf32=training.tf32,
+                   reproducible_noise=privacy.reproducible_noise, secure_mode=privacy.secure_mode)
 
 
 # ------------------------------------------------------------------------------------------ randomness
@@ -299,23 +329,23 @@ def shuffled_batches(n: int, batch_size: int, steps: int, generator: torch.Gener
 
 
 def train_phase(model: nn.Module, optimizer: torch.optim.Optimizer, phase: Phase, ledger: StepRecorder | None,
-                seed: int, *, grad_sample_mode: str = "hooks", reproducible_noise: bool = False,
-                precision: Precision = FP32, secure_mode: bool = False, rank: int = 0, world_size: int = 1,
+                seed: int, *, settings: StepSettings = StepSettings(), rank: int = 0, world_size: int = 1,
                 on_step: Callable[[PhaseStats], None] | None = None) -> PhaseStats:
     """Train `model` in place for one phase; a private phase charges `ledger` once per batch before taking it.
 
     With `world_size` > 1 this is rank `rank` of a data-parallel phase: it trains on its shard (records r, r+W, ...)
     at the phase's global sampling rate, and the phase's step all-reduces. `seed` fixes public batches (and,
-    with `reproducible_noise`, the privacy randomness; see `PrivacyRandomness`).
+    with `settings.reproducible_noise`, the privacy randomness; see `PrivacyRandomness`).
     """
     start = time.perf_counter()
     stats = PhaseStats(phase.name, phase.private)
     device = model_device(model)
-    rng = PrivacyRandomness.for_phase(seed, device, phase.private, reproducible_noise, rank)
+    rng = PrivacyRandomness.for_phase(seed, device, phase.private, settings.reproducible_noise, rank)
     data = shard(phase.data, rank, world_size) if world_size > 1 else phase.data
+    precision = resolve_precision(settings.precision, device, settings.loss_scale)
     model.train()
-    step = phase.batch_step(StepContext(model, optimizer, grad_sample_mode, rng.noise, world_size, precision,
-                                        secure_mode))
+    step = phase.batch_step(StepContext(model, optimizer, settings.grad_sample_mode, rng.noise, world_size, precision,
+                                        settings.secure_mode))
     try:
         for epoch, steps in enumerate(phase.epoch_steps()):
             if steps == 0:
