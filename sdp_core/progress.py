@@ -35,26 +35,30 @@ def phase_progress(phases: list[Phase], enabled: bool) -> Iterator[Callable[[str
 
 
 @contextmanager
-def count_progress(description: str, total: int) -> Iterator[Callable[[int], None]]:
-    """Yields `advance(n)` for `total` items of work. On a terminal (stderr) a bar that is gone once done; elsewhere
-    (a log file, a pipe) a line at the start and at each tenth, `description: 30% (3,000 of 10,000) in 41 s`, so a long
-    wait shows that it moves."""
+def count_progress(description: str, total: int | None, unit: str = "") -> Iterator[Callable[[int], None]]:
+    """Yields `advance(n)` for `total` items of work (None: not known in advance), shown with their rate (`unit`
+    per second, when named). On a terminal (stderr) a bar that is gone once done; elsewhere (a log file, a pipe) a
+    line at the start and at each tenth, `description: 30% (3,000 of 10,000) in 41 s`, or every 10,000 items when
+    the total is not known, so a long wait shows that it moves."""
     if Console(stderr=True).is_terminal:
-        columns = (TextColumn(description), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        rate = (TextColumn("{task.speed:,.0f} " + unit + "/s" if unit else ""),)
+        columns = (TextColumn(description), BarColumn(), MofNCompleteColumn(), *rate, TimeElapsedColumn(),
                    TimeRemainingColumn())
         with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
             task = bar.add_task(description, total=total)
             yield lambda n: bar.advance(task, n)
         return
-    start, done, tenths = time.perf_counter(), 0, 0
-    print(f"{description}: 0% (0 of {total:,})", file=sys.stderr, flush=True)
+    start, done, step = time.perf_counter(), 0, 0
+    print(f"{description}: 0% (0 of {total:,})" if total else f"{description}: starting", file=sys.stderr, flush=True)
 
     def advance(n: int) -> None:
-        nonlocal done, tenths
+        nonlocal done, step
         done += n
-        if done * 10 // max(total, 1) > tenths:
-            tenths = done * 10 // max(total, 1)
-            print(f"{description}: {done / total:.0%} ({done:,} of {total:,}) in {time.perf_counter() - start:.0f} s",
-                  file=sys.stderr, flush=True)
+        now = done * 10 // max(total, 1) if total else done // 10_000
+        if now > step:
+            step, seconds = now, time.perf_counter() - start
+            share = f"{done / total:.0%} ({done:,} of {total:,})" if total else f"{done:,}"
+            speed = f", {done / seconds:,.0f} {unit}/s" if unit and seconds > 0 else ""
+            print(f"{description}: {share} in {seconds:.0f} s{speed}", file=sys.stderr, flush=True)
 
     yield advance

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import time
 from typing import Sequence
 
 import pytest
@@ -12,7 +10,7 @@ from sdp_core.config import DetectorConfig
 from sdp_core.data.records import Record, Span
 from sdp_core.detectors import Policy, detect_records, get_policy
 from sdp_core.detectors import spacy_tiers
-from sdp_core.detectors.cache import CACHE_ENV, default_cache_dir, detection_processes
+from sdp_core.detectors.cache import CACHE_ENV, default_cache_dir, detection_runner
 from sdp_core.errors import DataError
 
 
@@ -98,30 +96,25 @@ def test_non_text_record_is_a_data_error(tmp_path):
         detect_records(["ok", 42], get_policy("digits"), tmp_path)
 
 
-class WhichProcess(Policy):
-    """Labels every text with the id of the process that detected it (slowly, so that every worker gets a chunk)."""
+def test_a_runner_detects_each_distinct_miss_once_and_the_cache_keeps_its_result(tmp_path):
+    """Inside `detection_runner` a miss goes to the runner (a sweep's: a Ray Data pipeline), distinct texts only."""
+    asked: list[list[str]] = []
 
-    name, version = "which_process", "1"
+    def runner(policy: Policy, texts: list[str], progress: bool) -> list[list[Span]]:
+        asked.append(texts)
+        return [[Span(0, 1, "runner")] for _ in texts]
 
-    def detect(self, texts: Sequence[str]) -> list[list[Span]]:
-        time.sleep(0.2)
-        return [[Span(0, 1, str(os.getpid()))] for _ in texts]
-
-
-def test_detection_processes_split_a_miss_over_workers_with_the_serial_result(tmp_path):
-    texts = [f"Dr. Jane Smith saw patient {i} in Boston on May {i % 28 + 1}." for i in range(40)]
-    serial = detect_records(texts, get_policy("low_entity"), tmp_path / "serial")
-    with detection_processes(2):
-        parallel = detect_records(texts, get_policy("low_entity"), tmp_path / "parallel")
-        workers = {s.label for spans in detect_records(texts, WhichProcess(), use_cache=False) for s in spans}
-    assert parallel == serial and any(parallel)
-    assert len(workers) == 2 and str(os.getpid()) not in workers
+    texts = ["a 1", "b", "a 1"]
+    with detection_runner(runner):
+        detected = detect_records(texts, get_policy("digits"), tmp_path)
+    assert asked == [["a 1", "b"]] and detected == [[Span(0, 1, "runner")]] * 3
+    assert detect_records(texts, get_policy("digits"), tmp_path) == detected  # a hit: no runner, no detection
 
 
 @pytest.mark.parametrize("name", ["general", "strict", "conservative", "customersim"])
 def test_every_named_policy_pickles_into_the_detection_pool(name):
-    """`detection_processes` sends the policy to its workers: a policy holding a module (say, the library
-    validators it imported) would fail the sweep's preparation on a machine with more than one CPU."""
+    """The sweep's pipeline sends the policy to its actors: a policy holding a module (say, the library validators
+    it imported) would fail the sweep's preparation."""
     import pickle
 
     policy = get_policy(name)

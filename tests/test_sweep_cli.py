@@ -133,6 +133,8 @@ def test_cluster_config_validates_against_rays_schema():
     types = config["available_node_types"]
     assert types[config["head_node_type"]]["resources"].get("GPU", 0) == 0
     assert any(t["resources"].get("GPU", 0) >= 1 for t in types.values())
+    workers = [t for name, t in types.items() if name != config["head_node_type"]]
+    assert any(t["resources"].get("GPU", 0) == 0 and t["resources"]["CPU"] >= 8 for t in workers)  # preparation's
     starts = config["head_start_ray_commands"] + config["worker_start_ray_commands"]
     assert all("RAY_AUTH_MODE=token" in c for c in starts if "ray start" in c)
     assert any("--dashboard-host=127.0.0.1" in c for c in config["head_start_ray_commands"])

@@ -144,3 +144,70 @@ def test_a_trials_step_settings_reach_the_step_the_loop_builds(monkeypatch):
                 seed=0, settings=settings)
     [ctx] = contexts
     assert (ctx.grad_sample_mode, ctx.precision, ctx.secure_mode) == ("bk", Precision("fp16", 64.0), True)
+
+
+def _ranks_sampling(phase: Phase, world: int, monkeypatch) -> tuple[list[float], list[int], torch.Tensor]:
+    """Run `train_phase` as each of `world` data-parallel ranks with a step that only records its batches: the rate
+    each rank passed to the Poisson sampler, the steps each charged to its ledger, and how often each record was in
+    the union of the ranks' batches."""
+    from sdp_core.train import loop
+
+    rates: list[float] = []
+    real = loop.poisson_batches
+    monkeypatch.setattr(loop, "poisson_batches", lambda records, q, steps, g: rates.append(q) or real(records, q, steps, g))
+    per_step: list[list[torch.Tensor]] = []
+
+    class Recording:
+        def __init__(self) -> None:
+            self.step = 0
+
+        def __call__(self, batch: LMData, sigma: float) -> None:
+            if len(per_step) <= self.step:
+                per_step.append([])
+            per_step[self.step].append(batch.record_index.unique())
+            self.step += 1
+
+        def close(self):
+            return None
+
+    class Ledger:
+        def __init__(self) -> None:
+            self.steps = 0
+
+        def record_steps(self, key: str, steps: int) -> None:
+            self.steps += steps
+
+    model, charged = torch.nn.Linear(1, 1), []
+    for rank in range(world):
+        monkeypatch.setattr(Phase, "batch_step", lambda self, ctx: Recording())
+        ledger = Ledger()
+        loop.train_phase(model, torch.optim.SGD(model.parameters(), lr=0.1), phase, ledger, 0, rank=rank,
+                         world_size=world)
+        charged.append(ledger.steps)
+    records = int(phase.data.record_index.max()) + 1
+    included = torch.zeros(records)
+    for batches in per_step:
+        union = torch.cat(batches)
+        assert len(union) == len(union.unique())  # the ranks hold disjoint records
+        included[union] += 1
+    return rates, charged, included / len(per_step)
+
+
+def test_ranks_sample_at_the_phases_rate_and_epsilon_is_one_workers(monkeypatch):
+    """Data-parallel ranks Poisson-sample their shards at the phase's global q = B/N (not B over their shard), each
+    charging the plan's steps: the union of their batches is one Poisson sample at q, and ε is one worker's."""
+    from sdp_core.privacy.accountants.rdp import rdp_epsilon
+
+    data = _windowed([1, 2, 3] * 20)  # 60 records
+    sigma, epochs = 1.1, 60
+    phase = Phase("dp", data, private=True, epochs=epochs, batch_size=6, sigmas=(sigma,) * epochs)
+    q, steps = phase.sample_rate, phase.total_steps
+    assert q == 0.1 and steps == 600
+    epsilons = {}
+    for world in (1, 3):
+        rates, charged, frequency = _ranks_sampling(phase, world, monkeypatch)
+        assert rates == [q] * epochs * world and charged == [steps] * world
+        # Every record is in the union at rate q: over 60 records × 600 steps, within 4 standard deviations.
+        assert abs(frequency.mean().item() - q) < 4 * (q * (1 - q) / (60 * steps)) ** 0.5
+        epsilons[world] = rdp_epsilon([(rates[0], sigma, charged[0])], 1e-5)
+    assert epsilons[1] == epsilons[3]

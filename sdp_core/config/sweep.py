@@ -184,8 +184,8 @@ class SweepConfig(Strict):
     early_stopping: bool = Field(False, description="ASHA on the held-out validation loss")
     report_interval: float = Field(5.0, ge=0, description="seconds between a trial's progress reports to Ray Tune")
     prepare_processes: int | None = Field(
-        None, ge=1, description="processes that detect secrets in the sweep's one-time data preparation, before its "
-        "trials start (default: the driver's CPUs)")
+        None, ge=1, description="the most Ray Data actors (one CPU each) that detect secrets in the sweep's one-time "
+        "data preparation, before its trials start (default: as many as the cluster's CPUs allow)")
     keep_models: Literal["front", "all", "none"] = Field(
         "front", description="which trials keep their model under OUT/models/ (DP noise is secret: a model cannot "
         "be re-trained from its config): the Pareto front's, every trial's, or none")

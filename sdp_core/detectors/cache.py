@@ -6,22 +6,19 @@ One file per key with flat columns `record, start, end, label` (records without 
 the record count is in the file's metadata). Files are written atomically (temp file + `os.replace`), so a
 crashed or concurrent run never leaves a half-written entry; an unreadable entry is recomputed.
 
-A miss is detected in this process, or, inside `detection_processes(n)`, split over `n` worker processes that
-keep their spaCy pipelines loaded for the rest of the block (a sweep prepares its data that way once, on every CPU
-of the driver, before its trials start).
+A miss is detected in this process, or, inside `detection_runner(run)`, by `run` (a sweep's preparation: a Ray
+Data pipeline over an actor pool on every CPU of its cluster, `sweep.pipeline`). Either way each distinct text is
+detected once.
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 import re
-from concurrent.futures import Executor, ProcessPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
-from multiprocessing import get_context
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 from sdp_core.data.records import Record, Span
 from sdp_core.detectors.base import Policy
@@ -29,22 +26,20 @@ from sdp_core.errors import DataError
 from sdp_core.io import CACHE_ENV, cache_root, fingerprint  # noqa: F401  (re-exported: the cache's key and root)
 
 CHUNK = 1000  # texts per detect call: bounds memory and drives the progress bar
-_POOL: ContextVar[tuple[Executor, int] | None] = ContextVar("detection_pool", default=None)  # (pool, workers)
+
+Runner = Callable[[Policy, list[str], bool], list[list[Span]]]
+"""Detects distinct texts for `detect_records`: (policy, texts, progress) -> one span list per text, in order."""
+_RUNNER: ContextVar[Runner | None] = ContextVar("detection_runner", default=None)
 
 
 @contextmanager
-def detection_processes(n: int) -> Iterator[None]:
-    """Inside this block, `detect_records` splits each miss over `n` processes (`n` ≤ 1: this one). The workers are
-    spawned, not forked (the caller may hold torch or Ray threads), once for the block."""
-    if n <= 1:
+def detection_runner(run: Runner) -> Iterator[None]:
+    """Inside this block, `detect_records` hands each miss to `run` instead of detecting it in this process."""
+    token = _RUNNER.set(run)
+    try:
         yield
-        return
-    with ProcessPoolExecutor(max_workers=n, mp_context=get_context("spawn")) as pool:
-        token = _POOL.set((pool, n))
-        try:
-            yield
-        finally:
-            _POOL.reset(token)
+    finally:
+        _RUNNER.reset(token)
 
 
 def default_cache_dir() -> Path:
@@ -126,27 +121,23 @@ def detect_records(
             return cached
     # A policy's spans depend on the text alone: each distinct text is detected once (dialog data repeats lines).
     distinct = list(dict.fromkeys(texts))
-    found = dict(zip(distinct, _run(policy, distinct, progress)))
+    found = dict(zip(distinct, (_RUNNER.get() or detect_here)(policy, distinct, progress)))
     detected = [list(found[t]) for t in texts]
     if use_cache:
         _write(path, detected, policy)
     return detected
 
 
-def _run(policy: Policy, texts: list[str], progress: bool) -> list[list[Span]]:
-    pool, workers = _POOL.get() or (None, 1)
-    # With a pool, about four chunks per worker, so that one slow chunk does not leave the others idle.
-    size = CHUNK if pool is None else max(1, min(CHUNK, math.ceil(len(texts) / (4 * workers))))
-    chunks = [texts[i : i + size] for i in range(0, len(texts), size)]
-    results = pool.map(policy.detect, chunks) if pool is not None and len(chunks) > 1 else map(policy.detect, chunks)
+def detect_here(policy: Policy, texts: list[str], progress: bool) -> list[list[Span]]:
+    """Detect `texts` in this process, `CHUNK` at a time (with a progress bar when `progress`)."""
+    chunks = [texts[i : i + CHUNK] for i in range(0, len(texts), CHUNK)]
     if not progress or len(chunks) < 2:
-        return [spans for chunk in results for spans in chunk]
-    from rich.progress import Progress
+        return [spans for chunk in chunks for spans in policy.detect(chunk)]
+    from sdp_core.progress import count_progress
 
     out: list[list[Span]] = []
-    with Progress(transient=True) as bar:
-        task = bar.add_task(f"detect {policy.name}", total=len(texts))
-        for chunk in results:
-            out += chunk
-            bar.advance(task, len(chunk))
+    with count_progress(f"detect {policy.name}", len(texts)) as advance:
+        for chunk in chunks:
+            out += policy.detect(chunk)
+            advance(len(chunk))
     return out

@@ -31,7 +31,6 @@ import hashlib
 import json
 import logging
 import math
-import os
 import sys
 import time
 from functools import partial
@@ -51,7 +50,7 @@ from sdp_core.config import parse_model
 from sdp_core.config.loading import arm_trial_config
 from sdp_core.config.sweep import ResourcesConfig, SearchSpace, SweepConfig
 from sdp_core.config.trial import TrialConfig
-from sdp_core.detectors.cache import detection_processes
+from sdp_core.detectors import get_policy
 from sdp_core.errors import PrivacyError, UserError
 from sdp_core.logs import configure_logging
 from sdp_core.sweep.space import MECHANISM_PARAM, sample, sweep_number, trial_config_dict, trial_id
@@ -405,20 +404,30 @@ def prepare_shared(trials: list[TrialConfig]) -> dict[str, PreparedData]:
     return prepared
 
 
-def prepare_once(trials: list[dict], processes: int | None) -> dict[str, ray.ObjectRef]:
-    """The trials' shared data, prepared once here before they start (`prepare_shared`), detection split over
-    `processes` (default: this machine's CPUs), and put in Ray's object store by `data_key`: every trial, on any
-    node, reads it from there instead of preparing it again."""
-    from rich.console import Console
+def prepare_once(trials: list[dict], workers: int | None) -> dict[str, ray.ObjectRef]:
+    """The trials' shared data, prepared once here before they start (`prepare_shared`), and put in Ray's object
+    store by `data_key`: every trial, on any node, reads it from there instead of preparing it again.
 
-    what, start = "preparing the sweep's data once (detection, tokenizer, plans)", time.perf_counter()
-    logged = not sys.stdout.isatty()  # a log file gets lines where a terminal gets a spinner
-    if logged:
-        print(what, flush=True)
-    with (Console(stderr=True).status(what), detection_processes(processes or len(os.sched_getaffinity(0)))):
-        prepared = prepare_shared([parse_model(TrialConfig, t) for t in trials])
-    if logged:
-        print(f"data prepared in {time.perf_counter() - start:.0f} s; the trials start", flush=True)
+    Detection runs on the cluster as a Ray Data pipeline (`sweep.pipeline.ray_detection`: at most `workers` one-CPU
+    actors, by default as many as its CPUs allow); a data file is read as a Ray Dataset and its detections are
+    kept as shards for the next sweep on it. Tune has asked for no CPU yet, so nothing competes with the pipeline."""
+    from sdp_core.sweep.pipeline import detect_file, file_source, ray_detection
+
+    configs = [parse_model(TrialConfig, t) for t in trials]
+    start = time.perf_counter()
+    print("preparing the sweep's data once (detection on the cluster, tokenizer, plans)", flush=True)
+    files = {}  # a data file's records, detected with the trials' policy: the heavy part, streamed from the file
+    for cfg in configs:
+        source = file_source(cfg.data)
+        try:
+            policy = get_policy(cfg.detector.policy, cfg.detector)
+            if source is not None and (source, policy.key) not in files:
+                files[source, policy.key] = detect_file(source, policy, workers)
+        except UserError:  # a bad policy or file: the trials report it
+            continue
+    with ray_detection(workers, list(files.values())):
+        prepared = prepare_shared(configs)
+    print(f"data prepared in {time.perf_counter() - start:.0f} s; the trials start", flush=True)
     return {key: ray.put(data) for key, data in prepared.items()}
 
 

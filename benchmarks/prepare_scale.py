@@ -1,0 +1,226 @@
+"""How the sweep's detection pipeline (`sdp_core.sweep.pipeline.detect_file`) grows with the data: generated clinic
+notes of each size, read as a Ray Dataset from JSONL and detected on a private Ray cluster started for the run
+(`ray start` on free, non-default ports, one session per node, stopped by PID afterwards).
+
+Per size, on one node with `--cpus` CPUs: wall time, records/s and records/s per CPU of the pipeline, the driver's
+peak resident memory (its `ru_maxrss`: the driver is a process of its own), the shards' size on disk, and what one
+process detects per CPU second on a sample of the same notes beside what the pipeline's actors detected per CPU
+second of theirs (the share of a core's work the pipeline adds, whatever else runs on the machine). Then, on the first size, a two-node cluster (a head and a second `ray start` joining it,
+each with `--cpus` // 2 CPUs): how many records each node detected, and whether its shards equal the one-node run's,
+record for record.
+
+    python -m benchmarks.prepare_scale [--sizes 10000 100000] [--policy general] [--cpus 2]
+    python -m benchmarks.prepare_scale --sizes 1000000 --policy identifier,phone,email --no-two-nodes   # 1 M
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / ".cache" / "bench" / "prepare_scale"
+CHUNK = 10_000  # notes generated at a time (each chunk from its own seed): the generator holds no more
+
+
+def notes_file(n: int) -> Path:
+    """`n` generated clinic notes as JSONL (written once, chunk by chunk, then reused)."""
+    from sdp_core.data.clinic import generate_clinic
+
+    path = DATA / f"clinic-{n}.jsonl"
+    if path.is_file():
+        return path
+    DATA.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w") as f:
+        for k in range(0, n, CHUNK):
+            for record in generate_clinic(min(CHUNK, n - k), f"scale-{k // CHUNK}"):
+                f.write(json.dumps({"text": record.text}) + "\n")
+    tmp.rename(path)
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ray_node(cpus: int, head: str | None, log: Path) -> subprocess.Popen:
+    """`ray start --block` in a session of its own: the head (head=None) or a node joining `head`. Every port that
+    has a fixed default gets a free one, so other Ray instances on the machine are left alone."""
+    ports = ["--node-manager-port", "--object-manager-port", "--dashboard-agent-listen-port",
+             "--dashboard-agent-grpc-port", "--runtime-env-agent-port", "--metrics-export-port"]
+    args = [a for p in ports for a in (p, str(free_port()))]
+    if head is None:
+        args += ["--head", "--port", head_port := str(free_port()), "--ray-client-server-port", str(free_port()),
+                 "--include-dashboard", "false", "--dashboard-port", str(free_port())]
+    else:
+        args += ["--address", head]
+    cmd = [str(Path(sys.executable).parent / "ray"), "start", "--block", "--num-cpus", str(cpus),
+           "--object-store-memory", str(1 << 30), "--disable-usage-stats", "--temp-dir", str(log.parent / "ray"), *args]
+    with open(log, "a") as sink:
+        proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+    proc.address = f"127.0.0.1:{head_port}" if head is None else head  # type: ignore[attr-defined]
+    return proc
+
+
+def session_pids(sid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=,stat=", "-s", str(sid)], capture_output=True, text=True).stdout
+    return [int(pid) for pid, stat in (line.split() for line in out.splitlines()) if not stat.startswith("Z")]
+
+
+def stop(nodes: list[subprocess.Popen]) -> None:
+    """Every process of the nodes' sessions (ours alone), by PID: SIGTERM, then SIGKILL what is left."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for node in reversed(nodes):
+            for pid in session_pids(node.pid):
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+        for _ in range(20):
+            if not any(session_pids(n.pid) for n in nodes):
+                return
+            time.sleep(0.5)
+
+
+def wait_for_cpus(address: str, cpus: int, timeout: float = 120) -> None:
+    """Until the cluster at `address` has `cpus` CPUs (every node joined)."""
+    code = ("import ray, sys, time; ray.init(address=sys.argv[1], log_to_driver=False, logging_level='ERROR');"
+            "t = time.time()\nwhile ray.cluster_resources().get('CPU', 0) < int(sys.argv[2]) and time.time() - t < "
+            "float(sys.argv[3]): time.sleep(0.5)\nprint(ray.cluster_resources().get('CPU', 0))")
+    out = subprocess.run([sys.executable, "-c", code, address, str(cpus), str(timeout)], capture_output=True,
+                         text=True, timeout=timeout + 60)
+    if float((out.stdout.strip() or "0").splitlines()[-1]) < cpus:
+        raise SystemExit(f"the cluster at {address} did not reach {cpus} CPUs: {out.stderr[-2000:]}")
+
+
+def drive(path: Path, policy: str, address: str, cache: Path, workers: int) -> dict:
+    """The driver, in this process (started as `--drive`): detect the file on the cluster; what it measured."""
+    import ray
+
+    from sdp_core.detectors import get_policy
+    from sdp_core.sweep.pipeline import FileSource, detect_file
+
+    ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+    start = time.perf_counter()
+    shards = detect_file(FileSource(path), get_policy(policy), workers, cache_dir=cache, progress=True)
+    wall = time.perf_counter() - start
+    manifest = shards.manifest or {}
+    return {"wall_s": wall, "records": manifest["records"], "nodes": manifest["nodes"],
+            "detect_cpu_s": manifest["detect_cpu_s"],
+            "shard_bytes": sum(p.stat().st_size for p in shards.path.glob("*.parquet")), "shards": str(shards.path),
+            "driver_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def run_driver(path: Path, policy: str, address: str, cache: Path, workers: int, log: Path) -> dict:
+    """`drive` in a new Python process (so that its peak memory is the driver's alone)."""
+    out = subprocess.run([sys.executable, "-m", "benchmarks.prepare_scale", "--drive", str(path), "--policy", policy,
+                          "--address", address, "--cache", str(cache), "--workers", str(workers)],
+                         cwd=REPO, capture_output=True, text=True)
+    log.write_text(out.stderr)
+    if out.returncode != 0:
+        raise SystemExit(f"the driver failed: {out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def in_process_rate(path: Path, policy: str, n: int = 500) -> float:
+    """Records one process detects per CPU second on the file's first `n` notes (after a warm-up)."""
+    from sdp_core.detectors import get_policy
+
+    with open(path) as f:
+        texts = [json.loads(next(f))["text"] for _ in range(n)]
+    p = get_policy(policy)
+    p.detect(texts[:20])
+    start = time.process_time()
+    p.detect(texts)
+    return n / (time.process_time() - start)
+
+
+def cluster_run(path: Path, policy: str, cpus: list[int], cache: Path, work: Path) -> dict:
+    """Start a cluster of `cpus` nodes (a head, then the others joining it), detect the file, stop the cluster."""
+    nodes = [ray_node(cpus[0], None, work / "ray.log")]
+    try:
+        address = nodes[0].address  # type: ignore[attr-defined]
+        wait_for_cpus(address, cpus[0])
+        nodes += [ray_node(c, address, work / "ray.log") for c in cpus[1:]]
+        wait_for_cpus(address, sum(cpus))
+        return run_driver(path, policy, address, cache, sum(cpus), work / f"driver-{len(cpus)}-nodes.log")
+    finally:
+        stop(nodes)
+
+
+def same_spans(a: str, b: str) -> bool:
+    """Whether two runs' shards hold the same spans for every record."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def read(folder: str) -> pa.Table:
+        shards = [pq.read_table(p) for p in sorted(Path(folder).glob("part-*.parquet"))]
+        return pa.concat_tables(shards).select(["record", "start", "end", "label"])
+
+    return read(a).equals(read(b))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--policy", default="general")
+    parser.add_argument("--cpus", type=int, default=2, help="CPUs of the one-node cluster (two nodes: half each)")
+    parser.add_argument("--no-two-nodes", action="store_true")
+    parser.add_argument("--drive", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--address", help=argparse.SUPPRESS)
+    parser.add_argument("--cache", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--workers", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.drive:
+        print(json.dumps(drive(args.drive, args.policy, args.address, args.cache, args.workers)))
+        return
+
+    work = Path(tempfile.mkdtemp(prefix="prepare-scale-"))
+    # A token of this run's own for its clusters and drivers (inherited by the subprocesses), none under ~/.ray.
+    token = work / "auth_token"
+    token.touch(mode=0o600)
+    token.write_text(secrets.token_hex(32))
+    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token))
+    print(f"policy {args.policy}; logs and shards in {work}", flush=True)
+    rows = []
+    for n in args.sizes:
+        path = notes_file(n)
+        per_cpu_s = in_process_rate(path, args.policy)
+        run = cluster_run(path, args.policy, [args.cpus], work / f"one-node-{n}", work)
+        run.update(size=n, file_mb=path.stat().st_size / 2**20, in_process=per_cpu_s)
+        rows.append(run)
+        print(json.dumps(run), flush=True)
+    print(f"\n{'records':>9} {'wall s':>8} {'rec/s':>7} {'rec/s/CPU':>9} {'actors rec/CPU-s':>16} "
+          f"{'1 process rec/CPU-s':>19} {'driver peak MB':>14} {'shards MB':>9} {'file MB':>8}")
+    for r in rows:
+        rate = r["records"] / r["wall_s"]
+        print(f"{r['records']:>9,} {r['wall_s']:>8.1f} {rate:>7.1f} {rate / args.cpus:>9.1f} "
+              f"{r['records'] / r['detect_cpu_s']:>16.1f} {r['in_process']:>19.1f} {r['driver_peak_mb']:>14.0f} "
+              f"{r['shard_bytes'] / 2**20:>9.1f} {r['file_mb']:>8.1f}")
+    if len(rows) > 1:
+        print(f"driver peak memory, {rows[-1]['records']:,} vs {rows[0]['records']:,} records: "
+              f"{rows[-1]['driver_peak_mb'] / rows[0]['driver_peak_mb']:.2f}x")
+    if args.no_two_nodes:
+        return
+    n, half = args.sizes[0], max(1, args.cpus // 2)
+    two = cluster_run(notes_file(n), args.policy, [half, half], work / f"two-nodes-{n}", work)
+    print(f"\ntwo nodes of {half} CPU(s), {n:,} records: {two['wall_s']:.1f} s; records per node: "
+          f"{sorted(two['nodes'].values(), reverse=True)}; the same spans as one node, record for record: "
+          f"{same_spans(two['shards'], rows[0]['shards'])}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""The sweep's detection as a Ray Data pipeline (`sweep.pipeline`) against detection in one process, record for
+record: the driver's texts over an actor pool, a data file read as a Ray Dataset into shards, and a preparation's
+misses looked up in those shards. One private local Ray of 2 CPUs for the module."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from sdp_core.data.clinic import generate_clinic
+from sdp_core.data.loaders import load_records, save_jsonl, save_parquet
+from sdp_core.data.records import Record
+from sdp_core.detectors import detect_records, get_policy
+from sdp_core.detectors.cache import detect_here
+from sdp_core.sweep import pipeline
+from sdp_core.sweep.pipeline import FileDetections, FileSource, detect_file, detect_on_ray, ray_detection
+
+pytestmark = pytest.mark.slow
+
+NOTES = generate_clinic(48, "pipeline-test")  # notes full of names, identifiers, phone numbers and addresses
+REGEXES = "identifier,phone,email"  # the file tests' policy: actors that start without spaCy
+
+
+@pytest.fixture(autouse=True)
+def small_blocks(monkeypatch):
+    """Blocks of about 8 records: 48 notes are six blocks or more, so both actors of a 2-CPU Ray get some."""
+    monkeypatch.setattr(pipeline, "BLOCK_ROWS", 8)
+    monkeypatch.setattr(pipeline, "BLOCK_BYTES", 8 * 400)
+
+
+def test_the_actor_pool_detects_what_one_process_detects(local_ray):
+    texts = [r.text for r in NOTES] + [NOTES[0].text, ""]  # a repeated text and an empty one
+    policy = get_policy(f"{REGEXES},low_entity")  # regexes and spaCy's NER
+    expected = policy.detect(texts)  # a second implementation of the loop: the policy on every text at once
+    assert detect_on_ray(policy, texts, progress=False, workers=2) == expected
+    assert sum(map(len, expected)) > 200 and any(s.label == "PERSON" for row in expected for s in row)
+
+
+def _write_csv(path: Path, records: list[Record]) -> None:
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["id", "note"])
+        for i, r in enumerate(records):
+            writer.writerow([i, r.text])  # notes hold newlines: quoted cells over several lines
+        writer.writerow([len(records), "  "])  # a blank note: not a record
+
+
+def _detect(path: Path, fields: tuple[str, ...] | None, cache: Path) -> FileDetections:
+    return detect_file(FileSource(path, fields), get_policy(REGEXES), workers=2, cache_dir=cache, progress=False)
+
+
+@pytest.fixture(scope="module")
+def jsonl_shards(local_ray, tmp_path_factory) -> FileDetections:
+    path = tmp_path_factory.mktemp("jsonl") / "notes.jsonl"
+    save_jsonl(NOTES, path)
+    return _detect(path, None, path.parent / "cache")
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+def test_a_file_read_as_a_ray_dataset_gives_the_loaded_records_spans(jsonl_shards, tmp_path, monkeypatch, fmt):
+    path, fields = tmp_path / f"notes.{fmt}", None
+    if fmt == "jsonl":
+        path, shards = jsonl_shards.source.path, jsonl_shards
+    elif fmt == "parquet":
+        save_parquet(NOTES, path)
+        shards = _detect(path, fields, tmp_path / "cache")
+    else:
+        _write_csv(path, NOTES)
+        fields = ("note",)
+        shards = _detect(path, fields, tmp_path / "cache")
+    records = load_records(path, list(fields) if fields else None)
+    assert len(records) == len(NOTES)
+    assert shards.spans() == detect_here(get_policy(REGEXES), [r.text for r in records], False)
+    manifest = shards.manifest
+    assert manifest is not None and manifest["records"] == sum(manifest["nodes"].values()) == len(NOTES)
+
+    # A second run reads the shards: nothing is detected again.
+    monkeypatch.setattr(pipeline, "detect_dataset", lambda *args: pytest.fail("detected again"))
+    again = _detect(path, fields, shards.path.parent)
+    assert again.path == shards.path and again.spans() == shards.spans()
+
+
+def test_a_preparation_looks_the_files_records_up_and_detects_only_the_others(jsonl_shards, tmp_path):
+    policy = get_policy(REGEXES)
+    changed = NOTES[3].text + "\nCall 020 7946 0018 or ada@example.org."  # as a canary changes a record
+    texts = [changed, *(r.text for r in NOTES[:20])]
+    asked: list[str] = []
+
+    class Recording:
+        """The policy, noting what it is asked to detect."""
+
+        def __getattr__(self, name):
+            return getattr(policy, name)
+
+        def detect(self, texts):
+            asked.extend(texts)
+            return policy.detect(texts)
+
+    with ray_detection(workers=2, files=[jsonl_shards], progress=False):
+        detected = detect_records(texts, Recording(), tmp_path / "cache")  # type: ignore[arg-type]
+    assert asked == [changed]
+    assert detected == policy.detect(texts) and len(detected[0]) > len(policy.detect([NOTES[3].text])[0])
