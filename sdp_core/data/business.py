@@ -33,7 +33,7 @@ from typing import Callable, Literal
 
 from faker import Faker
 
-from sdp_core.data.records import Record, Span
+from sdp_core.data.records import Part, Record, Span
 
 Split = Literal["dev", "heldout", "extra"]
 Language = Literal["en", "fr", "es", "it", "de"]
@@ -70,9 +70,6 @@ DOB_FORMATS = {"en": ("%d %B %Y", "%d/%m/%Y", "%Y-%m-%d"), "fr": ("%d/%m/%Y",), 
                "it": ("%d/%m/%Y", "%d.%m.%Y"), "de": ("%d.%m.%Y",)}
 BIRTHS = (date(1940, 1, 1), date(2005, 12, 31))
 EVENTS = (date(2022, 1, 1), date(2025, 12, 31))
-
-Part = str | tuple[str, str]  # literal text, or (value, gold label)
-
 
 @dataclass(frozen=True)
 class Person:

@@ -25,13 +25,10 @@ from typing import Callable
 
 from faker import Faker
 
-from sdp_core.data.records import Record, Span, Splits
+from sdp_core.data.records import Part, Record, Span, Splits
 
 LOCALES = ("en_US", "en_GB", "de_DE")
 LABELS = ("name", "doctor", "hospital", "mrn", "national_id", "phone", "email", "address", "date_of_birth")
-
-Part = str | tuple[str, str]  # literal text, or (value, gold label)
-
 
 @dataclass(frozen=True)
 class Patient:

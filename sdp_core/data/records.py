@@ -46,3 +46,7 @@ class Splits:
     train: list[Record]
     validation: list[Record]
     test: list[Record]
+
+
+Part = str | tuple[str, str]
+"""A piece of a generated record's text: literal text, or (value, gold label) for a secret the generator put in."""
