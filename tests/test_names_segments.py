@@ -13,7 +13,7 @@ from sdp_core.data.clinic import generate_clinic
 from sdp_core.data.customersim import generate_customersim
 from sdp_core.detectors import names
 from sdp_core.detectors.lexicon import common_words, name_lexicon
-from sdp_core.detectors.segments import segments
+from sdp_core.detectors.segments import reach, segments
 from sdp_core.detectors.spacy_tiers import _disabled, load_spacy, tag_pos
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -53,6 +53,14 @@ def test_segments_tile_the_text():
     assert "".join(text[a:b] for a, b in cuts) == text
     assert [text[a:b] for a, b in cuts][-3:] == ["Seen by Dr. Lee on 16/03/2021. ", "He reports pain for 3 days. ",
                                                 "Plan: rest."]
+
+
+def test_context_is_the_reach_of_the_models_token_vectors():
+    assert names.segment_tagger(MODEL).context == 4  # en_core_web_sm: tok2vec depth 4, window 1
+    cnn = {"@architectures": "spacy.Tok2Vec.v2", "embed": {"@architectures": "spacy.MultiHashEmbed.v2"},
+           "encode": {"@architectures": "spacy.MaxoutWindowEncoder.v2", "depth": 3, "window_size": 2}}
+    assert reach({"model": cnn}) == 6
+    assert reach({"model": {"@architectures": "spacy-transformers.TransformerModel.v3"}}) is None
 
 
 @pytest.mark.parametrize(("segment", "may"), [

@@ -46,7 +46,7 @@ from sdp_core.data.records import Span
 from sdp_core.detectors.base import Policy, normalise_spans, version_hash
 from sdp_core.detectors.lexicon import HELD_OUT, CommonWords, NameLexicon, common_words, name_lexicon
 from sdp_core.detectors.regex import UPPER
-from sdp_core.detectors.segments import CONTEXT, SEGMENT_END, SegmentTagger
+from sdp_core.detectors.segments import SEGMENT_END, SegmentTagger
 from sdp_core.detectors.spacy_tiers import (
     BATCH_SIZE,
     SPEAKER_TAG,
@@ -389,7 +389,7 @@ class PersonNamePolicy(Policy):
                                     *(p.pattern for p in patterns), sorted(ORGANISATION_WORDS),
                                     sorted(NOT_A_NAME_WORDS), sorted(_TIME_NOUNS), sorted(PERSON_BEFORE),
                                     sorted(PERSON_AFTER), sorted(PERSON_ACTS), HELD_OUT, model_version("faker"),
-                                    SEGMENT_END.pattern, CONTEXT)
+                                    SEGMENT_END.pattern)
 
     def _spacy_names(self, texts: Sequence[str]) -> list[list[Span]]:
         """Rules 1, 5 and 6, which read the model's entities and tags."""

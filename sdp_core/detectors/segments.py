@@ -4,17 +4,18 @@ Nine tenths of the `general` policy's time is spaCy's NER + tagger pass (`docs/d
 core"), and much of what it reads cannot hold a name: templated dialog lines ("SYS: What is your order number?"),
 sentences of clinic notes with no capitalised word but their first ("He reports heartburn for 3 days."). The
 `SegmentTagger` cuts each text into segments (its lines, and a line's sentences), asks a predicate which segments
-may hold a name, and runs the model on windows: the runs of such segments with `CONTEXT` tokens of the text on
-either side. The tags and entities of a window's inner tokens are copied onto a Doc of the whole text; every other
+may hold a name, and runs the model on windows: the runs of such segments with as many tokens of the text on
+either side as the model's token vectors read. The tags and entities of a window's inner tokens are copied onto a Doc of the whole text; every other
 token gets no tag and no entity, which is what the rules of `names.py` read from the model in a segment without a
 name.
 
-Why the context: the model's token vectors are a CNN over four tokens on either side (`en_core_web_sm`'s tok2vec:
-depth 4, window 1), so the tagger's tag of a token four tokens from a window's edge is the one it gets in the whole
-text; NER decides token by token from that token's vector and the first token of the entity it has open, so past
-an entity that crosses the edge it decides as in the whole text too. `tests/test_names_segments.py` checks the
-spans against those of the whole-text pass on a mixed sample. Distinct windows of a call run once, and a window
-that does not tokenize as the same tokens of the whole text is replaced by the whole text.
+Why the context: the token vectors of `en_core_web_sm` are CNNs over four tokens on either side (tok2vec: depth 4,
+window 1), so every token inside a window gets the vector, hence the tag, it gets in the whole text. NER decides
+token by token from that vector and the first token of the entity it has open, so it decides as in the whole text
+unless an entity of the whole text runs into the window from the left context. `tests/test_names_segments.py`
+checks the tags and the spans against those of the whole-text pass on a mixed sample. A pipeline whose reach is
+not known from its config (a transformer, another encoder) reads whole texts. Distinct windows of a call run
+once, and a window that does not tokenize as the same tokens of the whole text is replaced by the whole text.
 """
 
 from __future__ import annotations
@@ -32,13 +33,34 @@ if TYPE_CHECKING:
 # capital follows, unless its last word may be an abbreviation or an initial (`Dr.`, `St.`, `J.`, `e.g.`: four
 # characters or fewer, unless all lower case or digits).
 SEGMENT_END = re.compile(r"\n[ \t\n]*|(?:(?<=\s)|^)(?:\S{5,}|[a-z0-9%]+)[.?!] +(?=[A-Z])", re.M)
-CONTEXT = 4  # tokens of context on either side of a window's inner tokens: the tok2vec's reach
+# Architectures of a pipeline's NER and tagger whose output for a token depends on no other token, and the window
+# encoders, whose reach is depth × window size tokens on either side.
+CONTEXT_FREE = ("spacy.Tok2Vec.", "spacy.MultiHashEmbed.", "spacy.Tok2VecListener.", "spacy.TransitionBasedParser.",
+                "spacy.Tagger.")
+WINDOW_ENCODERS = ("spacy.MaxoutWindowEncoder.", "spacy.MishWindowEncoder.")
 
 
 def segments(text: str) -> list[tuple[int, int]]:
     """The (start, end) offsets of `text`'s segments: they tile it."""
     bounds = [0, *(m.end() for m in SEGMENT_END.finditer(text) if 0 < m.end() < len(text)), len(text)]
     return [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+def reach(config: object) -> int | None:
+    """How many tokens on either side a component config's output for a token depends on; None when unknown."""
+    if not isinstance(config, dict):
+        return 0
+    arch, out = config.get("@architectures", ""), 0
+    if arch.startswith(WINDOW_ENCODERS):
+        out = config["depth"] * config["window_size"]
+    elif arch and not arch.startswith(CONTEXT_FREE):
+        return None
+    for value in config.values():
+        inner = reach(value)
+        if inner is None:
+            return None
+        out = max(out, inner)
+    return out
 
 
 class SegmentTagger:
@@ -52,11 +74,16 @@ class SegmentTagger:
         self.nlp, self.disable, self.pos_of, self.batch_size = nlp, disable, pos_of, batch_size
         self.may_hold_name = may_hold_name
         self.attrs = [ORTH, TAG, POS, ENT_IOB, ENT_TYPE]
+        reaches = [reach(dict(nlp.config["components"][name])) for name in nlp.pipe_names if name not in disable]
+        known = [r for r in reaches if r is not None]
+        self.context = max(known, default=0) if len(known) == len(reaches) else None
 
     def _windows(self, doc: "Doc") -> list[tuple[int, int, int, int]]:
         """(window start, inner start, inner end, window end) token indices of the runs of segments that may hold
-        a name, each with up to `CONTEXT` tokens on either side; windows that would overlap are merged."""
-        text, starts = doc.text, doc.to_array("IDX")
+        a name, each with the pipeline's reach of context on either side; windows that would overlap are merged."""
+        if self.context is None:
+            return [(0, 0, len(doc), len(doc))]
+        context, text, starts = self.context, doc.text, doc.to_array("IDX")
         out: list[tuple[int, int, int, int]] = []
         for a, b in segments(text):
             if not self.may_hold_name(text[a:b]):
@@ -64,9 +91,9 @@ class SegmentTagger:
             first, last = int(np.searchsorted(starts, a)), int(np.searchsorted(starts, b))
             if first == last:
                 continue
-            if out and out[-1][3] >= first - CONTEXT:
+            if out and out[-1][3] >= first - context:
                 first = out.pop()[1]
-            out.append((max(0, first - CONTEXT), first, last, min(len(doc), last + CONTEXT)))
+            out.append((max(0, first - context), first, last, min(len(doc), last + context)))
         return out
 
     def _annotations(self, doc: "Doc") -> np.ndarray:
