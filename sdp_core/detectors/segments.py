@@ -5,9 +5,9 @@ core"), and much of what it reads cannot hold a name: templated dialog lines ("S
 sentences of clinic notes with no capitalised word but their first ("He reports heartburn for 3 days."). The
 `SegmentTagger` cuts each text into segments (its lines, and a line's sentences), asks a predicate which segments
 may hold a name, and runs the model on windows: the runs of such segments with as many tokens of the text on
-either side as the model's token vectors read. The tags and entities of a window's inner tokens are copied onto a Doc of the whole text; every other
-token gets no tag and no entity, which is what the rules of `names.py` read from the model in a segment without a
-name.
+either side as the model's token vectors read. The tags and entities of a window's inner tokens are copied onto a
+Doc of the whole text; every other token gets no tag and no entity, which is what the rules of `names.py` read from
+the model in a segment without a name.
 
 Why the context: the token vectors of `en_core_web_sm` are CNNs over four tokens on either side (tok2vec: depth 4,
 window 1), so every token inside a window gets the vector, hence the tag, it gets in the whole text. NER decides
