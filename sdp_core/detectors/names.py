@@ -338,6 +338,7 @@ def _lexicon_piece(text: str, piece: list[Word], lexicon: NameLexicon) -> Span |
         return Span(start, end, "PERSON")
     return None
 
+
 _SEGMENT_WORD = re.compile(r"[\w'’-]+")
 _WORD_PIECE = re.compile(r"[^\W\d_]+")
 
@@ -377,8 +378,8 @@ def segment_tagger(model: str) -> SegmentTagger:
 
 class PersonNamePolicy(Policy):
     """Rules 1–6 above: rules 1, 5 and 6 read one spaCy pipeline (NER and tagger, with parts of speech from the
-    attribute ruler's tag table, `spacy_tiers.tag_pos`: PROPN widens NER's PERSON spans and checks a cued name),
-    rules 2–4 the text's own structure."""
+    attribute ruler's tag table, `spacy_tiers.tag_pos`: PROPN widens NER's PERSON spans and checks a cued name)
+    over the segments of a text that may hold a name (`segment_tagger`), rules 2–4 the text's own structure."""
 
     name = "person_name"
 
