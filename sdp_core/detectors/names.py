@@ -38,6 +38,7 @@ as are the years and `(c)` of a notice. Labels: `PERSON` (rules 1, 3, 4, 5), `DI
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import TYPE_CHECKING, Sequence
 
@@ -45,8 +46,10 @@ from sdp_core.data.records import Span
 from sdp_core.detectors.base import Policy, normalise_spans, version_hash
 from sdp_core.detectors.lexicon import HELD_OUT, CommonWords, NameLexicon, common_words, name_lexicon
 from sdp_core.detectors.regex import UPPER
+from sdp_core.detectors.segments import SEGMENT_END, SegmentTagger
 from sdp_core.detectors.spacy_tiers import (
     BATCH_SIZE,
+    SPEAKER_TAG,
     _disabled,
     _speaker_tags,
     load_spacy,
@@ -58,7 +61,7 @@ from sdp_core.detectors.spacy_tiers import (
 if TYPE_CHECKING:
     from spacy.tokens import Doc, Token
 
-NAMES_CODE_VERSION = "7"  # bump when the rules below change
+NAMES_CODE_VERSION = "8"  # bump when the rules below change
 
 _CAP = UPPER
 _PARTICLE = r"(?:van|von|der|den|de|del|della|di|da|du|la|le|bin|ibn|al|el|ten|ter|zu|y|san|santa|mac|mc)"
@@ -335,10 +338,48 @@ def _lexicon_piece(text: str, piece: list[Word], lexicon: NameLexicon) -> Span |
         return Span(start, end, "PERSON")
     return None
 
+
+_SEGMENT_WORD = re.compile(r"[\w'’-]+")
+_WORD_PIECE = re.compile(r"[^\W\d_]+")
+
+
+def may_hold_name(segment: str, lexicon: NameLexicon, common: CommonWords) -> bool:
+    """Whether the model must read a segment (`segments.py`). It need not when every word is either common (in
+    any case) or no name to any rule: NER's PERSON and the proper nouns that rules 1, 5 and 6 read are names,
+    and a name is a word with no digit (`SpO2`, `MRN-52504`), not an acronym of three letters or fewer (`BP`,
+    `LDL`: rules 5 and 6 take no acronym), and either capitalised (or of a script without case) or, in lower
+    case ("gregor herrmann"), no common word. The first word of a segment (after a dialog's speaker tag) may be a
+    capitalised common word that names no one ("He", "Please", "Plan") unless it is a known name ("Will") or
+    common only as a noun, which rule 6 reads differently as a proper noun."""
+    words = _SEGMENT_WORD.findall(SPEAKER_TAG.sub("", segment, count=1))
+    for k, word in enumerate(words):
+        if any(c.isdigit() for c in word):
+            continue
+        for piece in _WORD_PIECE.findall(word):
+            if piece.isupper() and len(piece) <= 3:
+                continue
+            if piece.islower():
+                if not common(piece):
+                    return True
+            elif k > 0 or lexicon.knows(piece) or not common(piece, True):
+                return True
+    return False
+
+
+@functools.lru_cache(maxsize=2)
+def segment_tagger(model: str) -> SegmentTagger:
+    """NER and tagger of pipeline `model` (parts of speech from the attribute ruler's tag table, without running
+    the ruler) over the segments of a text that may hold a name; one per process (a policy holds no pipeline, so
+    it pickles into the detection pool's workers)."""
+    nlp, lexicon, common = load_spacy(model), name_lexicon(), common_words(model)
+    return SegmentTagger(nlp, _disabled(nlp, ["ner", "tagger"], PersonNamePolicy.name), tag_pos(model),
+                         lambda segment: may_hold_name(segment, lexicon, common), BATCH_SIZE)
+
+
 class PersonNamePolicy(Policy):
     """Rules 1–6 above: rules 1, 5 and 6 read one spaCy pipeline (NER and tagger, with parts of speech from the
-    attribute ruler's tag table, `spacy_tiers.tag_pos`: PROPN widens NER's PERSON spans and checks a cued name),
-    rules 2–4 the text's own structure."""
+    attribute ruler's tag table, `spacy_tiers.tag_pos`: PROPN widens NER's PERSON spans and checks a cued name)
+    over the segments of a text that may hold a name (`segment_tagger`), rules 2–4 the text's own structure."""
 
     name = "person_name"
 
@@ -348,18 +389,14 @@ class PersonNamePolicy(Policy):
         self.version = version_hash(NAMES_CODE_VERSION, self.model, model_version(self.model),
                                     *(p.pattern for p in patterns), sorted(ORGANISATION_WORDS),
                                     sorted(NOT_A_NAME_WORDS), sorted(_TIME_NOUNS), sorted(PERSON_BEFORE),
-                                    sorted(PERSON_AFTER), sorted(PERSON_ACTS), HELD_OUT, model_version("faker"))
+                                    sorted(PERSON_AFTER), sorted(PERSON_ACTS), HELD_OUT, model_version("faker"),
+                                    SEGMENT_END.pattern)
 
     def _spacy_names(self, texts: Sequence[str]) -> list[list[Span]]:
         """Rules 1, 5 and 6, which read the model's entities and tags."""
-        nlp = load_spacy(self.model)
         lexicon, common = name_lexicon(), common_words(self.model)
-        disable = _disabled(nlp, ["ner", "tagger"], self.name)
-        pos_of = tag_pos(self.model)  # the attribute ruler's tag -> POS table, without running the ruler
         out = []
-        for text, doc in zip(texts, nlp.pipe(texts, disable=disable, batch_size=BATCH_SIZE)):
-            for token in doc:
-                token.pos = pos_of.get(token.tag, 0)
+        for text, doc in zip(texts, segment_tagger(self.model).docs(texts)):
             names: list[tuple[int, int]] = []
             for ent in doc.ents:
                 if ent.label_ != "PERSON":
