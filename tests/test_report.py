@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -361,3 +362,20 @@ def test_data_without_gold_reports_the_recall_estimate_and_the_recall_on_reviewe
     assert "Detector recall without gold spans" in html and "below 0.95" in html
     assert "general masks name, email, phone" in html and "leaves in the clear date, city" in html
     assert not any(s in html for r in reviewed for s in r.secrets())
+
+
+def test_the_headline_names_a_policy_as_its_config_does_not_by_its_members(sweep_dir, tmp_path):
+    """A policy expands to members (`customersim` -> `address,email,...`) in the detector summary; what an SDP ε
+    covers is said with the name the user chose."""
+    copy = tmp_path / "sweep"
+    shutil.copytree(sweep_dir, copy)
+    named = set()
+    for path in (copy / "trials").glob("*.json"):
+        row = json.loads(path.read_text())
+        named.add(row["config"]["detector"]["policy"])
+        row["detector"]["policy"] = "address,email,low_entity,phone"
+        path.write_text(json.dumps(row))
+    (policy,) = named
+    lead = (build_report(copy, tmp_path / "report") / "summary.md").read_text().splitlines()[2]
+    assert f"covers the tokens detector policy `{policy}` flags" in lead
+    assert "address,email" not in lead

@@ -103,10 +103,12 @@ COVERS = {"DP": "every record, entirely", "SDP": "the tokens detector policy `{p
 
 
 def covers(t: Trial) -> str:
-    """What the trial's guarantee covers, in words (`every record, entirely`; nothing without a finite ε)."""
+    """What the trial's guarantee covers, in words (`every record, entirely`; nothing without a finite ε). A policy
+    is named as its config names it (`customersim`), not by the members it expands to (the detector section lists
+    what it masks)."""
     if t.epsilon is None:
         return "nothing"
-    policy = t.detector.get("policy") or (t.config.get("detector") or {}).get("policy", "?")
+    policy = (t.config.get("detector") or {}).get("policy") or t.detector.get("policy", "?")
     notion = str(t.privacy.get("notion"))
     return COVERS.get(notion, f"what {notion} protects").format(policy=policy)
 
