@@ -44,10 +44,14 @@ def local_ray(tmp_path_factory):
     ray.shutdown()
 
 
-@pytest.fixture(autouse=True)
-def _isolated_cache(tmp_path_factory, monkeypatch):
-    """Detection caches of tests live in one session-wide temp folder, never in the repo."""
-    monkeypatch.setenv("SDP_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "detection-cache"))
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache(tmp_path_factory):
+    """Detection and tokenizer caches of tests live in one session-wide temp folder, never in the repo or the
+    user's home. Session-scoped, so it is set before any module fixture starts a CLI, a sweep or a Ray head, whose
+    processes inherit it (a per-test setting came after those, and their caches went to ~/.cache)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SDP_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "detection-cache"))
+        yield
 
 
 def small_trial_dict(**sections) -> dict:
