@@ -47,8 +47,9 @@ def local_ray(tmp_path_factory):
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_cache(tmp_path_factory):
     """Detection and tokenizer caches of tests live in one temp folder of the session (shared by its xdist
-    workers), never in the repo or the user's home. Session-scoped, so it is set before any module fixture starts a CLI, a sweep or a Ray head, whose
-    processes inherit it (a per-test setting came after those, and their caches went to ~/.cache)."""
+    workers), never in the repo or the user's home. Session-scoped, so it is set before any module fixture starts
+    a CLI, a sweep or a Ray head, whose processes inherit it (a per-test setting came after those, and their caches
+    went to ~/.cache)."""
     session = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):  # one folder for the session's workers: entries are written atomically
         session = session.parent
