@@ -4,7 +4,9 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# pytest-xdist processes running test files side by side (logical: one per CPU this process may use)
+# pytest-xdist processes running test files side by side (logical: one per CPU this process may use). Files are
+# handed out in collection order (tests/conftest.py puts the long ones first), not xdist's default of most tests
+# first, which left the long single-test files for the end.
 TEST_WORKERS ?= logical
 
 .PHONY: quickstart test lint bench findings clean
@@ -30,7 +32,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 test: lint
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile tests
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
 
 bench: $(STAMP)
 	for b in benchmarks/*.py; do $(BIN)/python -m benchmarks.$$(basename $$b .py) || exit 1; done

@@ -1,19 +1,62 @@
-"""On a multi-node Ray on one machine (`ray.cluster_utils.Cluster`) trials and their workers land on different
-nodes, the rows reach the driver and the report is built (a file of its own: test files run side by side)."""
+"""A trial and its Ray Train workers as one placement group (the bundles each trial asks for), on a multi-node Ray
+on one machine (`ray.cluster_utils.Cluster`): trials and their workers land on different nodes, a sweep whose
+`concurrency` trials cannot all hold their workers at once still finishes (no deadlock), the rows reach the driver
+and the report is built. Each Ray runs in a child process of its own session, stopped by PID (`run_isolated`)."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 
-from tests.test_cluster_placement import SMOKE, run_isolated
-from tests.test_sweep_cli import free_port
+from sdp_core.config.sweep import ResourcesConfig
+from sdp_core.sweep.driver import trial_resources
+from tests.conftest import REPO
+from tests.test_sweep_cli import free_port, session_pids, stop_session
+
+SMOKE = str(REPO / "sweeps" / "smoke.yaml")
+
+
+def trial_config(workers: int, cpu_per_worker: float = 0.5) -> dict:
+    return {"trial": {"training": {"workers": workers, "cpu_per_worker": cpu_per_worker}}}
+
+
+@pytest.mark.parametrize("workers, resources, bundles", [
+    (1, {"cpu": 1}, [{"CPU": 1}]),
+    (2, {"cpu": 1}, [{"CPU": 1}, {"CPU": 0.5}, {"CPU": 0.5}]),
+    (3, {"cpu": 2}, [{"CPU": 2}, {"CPU": 0.5}, {"CPU": 0.5}, {"CPU": 0.5}]),
+    # GPU workers cannot be carved out of the trial's group (trial_resources): they ask the cluster themselves.
+    (2, {"cpu": 4, "gpu": 1}, [{"CPU": 4, "GPU": 1}]),
+])
+def test_a_trial_reserves_its_cpu_workers_in_its_own_placement_group(workers, resources, bundles):
+    group = trial_resources(trial_config(workers), ResourcesConfig(**resources))
+    assert group.bundles == bundles
+
+
+def run_isolated(code: str, args: list[str], log: Path, timeout: float) -> int:
+    """Run `code` in a new Python process and session (its Ray with it), stdout and stderr to `log`; on a timeout
+    fail the test. Every process of the session is stopped by PID afterwards, whatever happened."""
+    with open(log, "w") as sink:  # a file: Ray's daemons inherit it and never close it
+        proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), *args], cwd=REPO, stdout=sink,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"no result in {timeout:.0f} s (a deadlock?): {log.read_text()[-3000:]}")
+    finally:
+        stop_session(proc.pid)
+        assert not session_pids(proc.pid)
 
 
 # Three one-CPU nodes: the head and two workers. A trial (1 CPU) and its two workers (1 CPU each) fill the
-# cluster, so its three bundles sit on three nodes. The sweep runs through the CLI, as a user would with
-# --address; afterwards the actor table says where each actor ran and which actor started it.
+# cluster, so its three bundles sit on three nodes, and with `concurrency` 2 the second trial must wait for the
+# first: were each trial to ask for its own CPU alone, both would start and wait forever for CPUs for their
+# workers. The sweep runs through the CLI, as a user would with --address; afterwards the actor table says where
+# each actor ran and which actor started it.
 THREE_NODES = """
     import json
     import sys
@@ -45,7 +88,7 @@ THREE_NODES = """
 
 
 @pytest.mark.slow
-def test_trials_and_their_workers_land_on_different_nodes_of_a_multi_node_cluster(tmp_path):
+def test_concurrent_trials_that_fit_one_at_a_time_all_finish_with_their_workers_on_other_nodes(tmp_path):
     out, result = tmp_path / "out", tmp_path / "result.json"
     args = [str(out), str(result), str(free_port()), str(free_port()), SMOKE]
     code = run_isolated(THREE_NODES, args, tmp_path / "log", timeout=300)
