@@ -78,8 +78,9 @@ DISPLAY_NAME = re.compile(
 )
 
 # The head of a block of changes credited to one person, alone on its line, as Debian changelogs write it ("  [ Ann
-# Lee ]", "  [ gregor herrmann ]"), perhaps with the person's nickname after the name.
-UPLOADER = re.compile(rf"^[ \t]*\[[ \t]+(?P<name>{_LOWER_WORD}(?:[ \t]+{_LOWER_WORD}){{0,4}}?)(?:[ \t]+\([^()\n]*\))?"
+# Lee ]", "  [ gregor herrmann ]"), perhaps with the person's nickname after the name; two words or more (one word
+# is as often a nickname or a team).
+UPLOADER = re.compile(rf"^[ \t]*\[[ \t]+(?P<name>{_LOWER_WORD}(?:[ \t]+{_LOWER_WORD}){{1,4}}?)(?:[ \t]+\([^()\n]*\))?"
                       r"[ \t]+\][ \t]*$", re.M)
 _YEARS = r"(?:(?:19|20)\d\d(?:[ \t]*[-–,/][ \t]*(?:(?:19|20)?\d\d))*[,.]?[ \t]*)+"
 # Cues after which a single word is a name (a title, a greeting, a self-introduction) ...
@@ -218,9 +219,9 @@ def uploader_names(text: str) -> list[Span]:
 
 
 def re_mentions(text: str, names: list[Span]) -> list[Span]:
-    """Every other whole-word occurrence of a name of two words or more that a rule found: a person named in a
-    sign-off or a credit is the same person where the text names them again ("Thanks to Ann Lee" above "-- Ann Lee
-    <ann@example.org>")."""
+    """Every other whole-word occurrence of a name of two words or more that a rule of the text's structure found
+    (rules 2–4; NER's guesses are not repeated): a person named in a sign-off or a credit is the same person where
+    the text names them again ("Thanks to Ann Lee" above "-- Ann Lee <ann@example.org>")."""
     out = []
     for value, label in {(text[s.start:s.end], s.label) for s in names if len(text[s.start:s.end].split()) > 1}:
         for m in re.finditer(rf"(?<![\w'’.-]){re.escape(value)}(?![\w'’-])", text):
@@ -510,8 +511,8 @@ class PersonNamePolicy(Policy):
         results = []
         for text, entities in zip(texts, self._spacy_names(texts)):
             tags = _speaker_tags(text)
-            spans = [*entities, *display_names(text), *uploader_names(text), *cued_names(text), *listed_names(text)]
-            spans += re_mentions(text, spans)
+            structural = [*display_names(text), *uploader_names(text), *cued_names(text), *listed_names(text)]
+            spans = [*entities, *structural, *re_mentions(text, structural)]
             spans += handles_after(text, spans, common)
             kept = [s for s in spans if not any(a <= s.start and s.end <= b for a, b in tags)]
             # a name found by several rules is one span: drop a name inside a longer one ("Crystal" in "Crystal Frank")
