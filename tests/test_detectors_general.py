@@ -246,3 +246,27 @@ def test_an_explicit_policy_wins():
     cfg = load_trial_config(None, ["data.source=clinic", "detector.policy=conservative"])
     assert cfg.detector.policy == "conservative"
     assert TrialConfig.model_validate(cfg.model_dump(mode="json")) == cfg
+
+
+CHANGELOG = ("pkg (1.2-3) unstable; urgency=medium\n\n  [ Tomás Pinheiro ]\n  * Fix the build (Closes: #1075123).\n\n"
+             "  [ eliane sansonnens ]\n  * Add autopkgtest; thanks to Ellert Manfreðsdóttir for the review.\n\n"
+             "  [ Debian ]\n  * Rebuild.\n\n -- Ellert Manfreðsdóttir <ellert@example.org>  Mon, 04 Mar 2024 10:11:12 +0100\n")
+
+
+@pytest.mark.parametrize(("text", "names"), [
+    # a block of changes credited to a person, in any case; one word is no such name
+    (CHANGELOG, ["Tomás Pinheiro", "eliane sansonnens", "Ellert Manfreðsdóttir"]),
+    # a lower-case or caseless sign-off name
+    ("  * New upstream release.\n\n -- gregor herrmann <gregoa@example.org>  Mon, 04 Mar 2024 10:11:12 +0100",
+     ["gregor herrmann"]),
+    ("  * New upstream release.\n\n -- 莉 宗 <li@example.org>  Mon, 04 Mar 2024 10:11:12 +0100", ["莉 宗"]),
+])
+def test_names_of_changelog_structure(text, names):
+    """Every occurrence of each name masked (a re-mention too: "thanks to Ellert ..." above the sign-off), and
+    nothing but the names and the address."""
+    [spans] = get_policy("person_name").detect([text])
+    masked = {i for s in spans for i in range(s.start, s.end)}
+    for name in names:
+        at = [m.start() for m in re.finditer(re.escape(name), text)]
+        assert at and all(all(i in masked for i in range(a, a + len(name)) if not text[i].isspace()) for a in at), name
+    assert {text[s.start : s.end] for s in spans} <= set(names), [text[s.start : s.end] for s in spans]

@@ -198,6 +198,26 @@ ADDRESSES = [
     "No. 9, Jalan 5/1, Kampung Baru Rahman, 50228 PJS9, Pahang",
     "Petőfi sándor utca 134., H-8532 Budapest",
     "Leitgebstr. 3, 8134 Linz",
+    # shapes of locales no business split has (Faker's fr_DZ, ru_RU, uk_UA, mk_MK, el_GR, az_AZ, en_PH, en_US,
+    # vi_VN), and written by hand: no postcode, a place first, Cyrillic and Greek street words, every country's
+    # postcode shape
+    "52 boulevard de Nouri Constantine, Ghardaïa",
+    "10 rue Madi - Ghardaïa",
+    "г. Апатиты, бул. Зеленый, д. 4/7, 837783",
+    "проспект Виноградний, буд. 77, Рені, 50756",
+    "Востаничка 3в, 13643 Струмица",
+    "Λεωφ. Σαμοθράκης 166-051, 71018 Αγ. Νικόλαος",
+    "Χρυσάφη 9, ΤΚ 625 08 Πάτρα",
+    "Şirvan ş., Z.BÜNYADOV küçəsi, b. 9, m. 857",
+    "Block 18 Lot 86 Moore Village Phase 6, Palali Street, Piat, 5721 Guimaras",
+    "USS Jones, FPO AE 75806",
+    "4/68 đường 14, Phường An Khê, Lai Châu",
+    "3-9, Lorong Pantai Baharu 14Q, Bandar Sungai Long, 14073 USJ 50, Pulau Pinang",
+    "Brīvības iela 12, LV-1010 Rīga",
+    "Gedimino pr. 9, LT-01103 Vilnius",
+    "Narva mnt 5, 10117 Tallinn",
+    "Calle Mayor 12, Soria",
+    "Av. Tiradentes 1200, 20000-000 Rio Branco",
 ]
 ADDRESS_CARRIERS = ["Please update the file: new address {}.", "Ship it to {}, please.", "Her address ({}) changed.",
                     "She moved from {} to the city centre.", "{} is the new billing address."]
@@ -218,8 +238,21 @@ def test_identifier_masks_postal_addresses_of_many_countries(address):
     ("Seen on November 27, 2024, MRN: 78 090 504.", "November"),
     ("Visit on 22 January 2000, ID 255226.", "January"),
     ("See issue 18424, PR #18425, GH-18426 and bug 1907, Paris office.", "PR"),
+    # a postcode shape of letters and two digits is a pulse here; a court hearing, a parcel service are no streets
+    ("On examination: BP 151/61, HR 86, afebrile.", "HR"),
+    ("We have 3 court hearings, Monday and Tuesday.", "court"),
+    ("Sent via DHL 3 times, Monday too.", "DHL"),
 ])
 def test_dates_and_references_are_no_addresses(text, clear):
+    """Nor are vitals, counts of things and a parcel service: none of these words is inside a span."""
     [spans] = get_policy("identifier").detect([text])
     at = text.index(clear)
     assert not any(s.start <= at < s.end for s in spans), [text[s.start : s.end] for s in spans]
+
+
+def test_an_address_ends_at_its_sentence():
+    """A place's first word may be abbreviated (`Αγ. Νικόλαος`), but a full stop after a place ends the address."""
+    text = "Home address: Kargestr. 115, 91410 Aurich. Weight 120 kg."
+    [spans] = get_policy("identifier").detect([text])
+    start, end = text.index("Kargestr."), text.index(" Weight") - 1
+    assert (min(s.start for s in spans), max(s.end for s in spans)) == (start, end), [text[s.start : s.end] for s in spans]

