@@ -1,5 +1,5 @@
-"""`sdp-sweep run` / `resume` as a user runs them: bad input, a crash and its resume, a Ray job on a real head,
-and the cluster-launcher config."""
+"""`sdp-sweep run` / `resume` / `report` as a user runs them: bad input, a crash and its resume, the report rebuilt
+from the stored results of that real sweep, a Ray job on a real head, and the cluster-launcher config."""
 
 from __future__ import annotations
 
@@ -13,10 +13,12 @@ import time
 from pathlib import Path
 
 import jsonschema
+import pandas as pd
 import pytest
 import ray
 import yaml
 
+from sdp_core.config.loading import load_trial_config
 from tests.conftest import REPO, run_cli
 
 SMOKE = REPO / "sweeps" / "smoke.yaml"
@@ -81,9 +83,11 @@ def stop_session(sid: int, first: signal.Signals = signal.SIGTERM) -> None:
             time.sleep(0.5)
 
 
-@pytest.mark.slow
-def test_sigkilled_sweep_resumes_to_exactly_the_planned_trials(tmp_path):
-    out = tmp_path / "out"
+@pytest.fixture(scope="module")
+def resumed_sweep(tmp_path_factory) -> tuple[Path, dict[str, str], subprocess.CompletedProcess]:
+    """The smoke sweep of 4 trials, SIGKILLed (driver and its local Ray) once a trial finished, then resumed: its
+    folder, the rows stored before the kill, and the resume's result."""
+    out = tmp_path_factory.mktemp("killed") / "out"
     proc = subprocess.Popen([sys.executable, "-m", "sdp_core.cli", "run", str(SMOKE), "--out", str(out),
                              "--set", "num_trials=4"], cwd=REPO, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -96,9 +100,13 @@ def test_sigkilled_sweep_resumes_to_exactly_the_planned_trials(tmp_path):
         stop_session(proc.pid, signal.SIGKILL)  # the driver and the local Ray it started, as in a crash
         proc.wait()
     before = {p.name: p.read_text() for p in (out / "trials").glob("*.json")}
-    assert 1 <= len(before) < 4
+    return out, before, run_cli("resume", str(out))
 
-    result = run_cli("resume", str(out))
+
+@pytest.mark.slow
+def test_sigkilled_sweep_resumes_to_exactly_the_planned_trials(resumed_sweep):
+    out, before, result = resumed_sweep
+    assert 1 <= len(before) < 4
     assert result.returncode == 0, result.stderr[-3000:]
     rows = {p.name: json.loads(p.read_text()) for p in (out / "trials").glob("*.json")}
     assert sorted(rows) == [f"trial_{i:04d}.json" for i in range(4)]
@@ -193,3 +201,35 @@ def test_without_a_terminal_the_live_view_prints_a_line_per_trial_started(tmp_pa
     with view:
         view.on_trial_start(0, [], trial)
     assert capsys.readouterr().out == "trial_0001 started: jft learning_rate=0.00241\n"
+
+
+@pytest.mark.slow
+def test_a_report_is_rebuilt_from_the_stored_results_and_nothing_re_runs(resumed_sweep, tmp_path):
+    sweep_dir = resumed_sweep[0]
+    rows = [json.loads(p.read_text()) for p in sorted((sweep_dir / "trials").glob("*.json"))]
+    assert len(rows) == 4
+    stored = {p: p.stat().st_mtime_ns for p in (sweep_dir / "trials").iterdir()}
+
+    result = run_cli("report", str(sweep_dir), "--out", str(tmp_path / "report"))
+    assert result.returncode == 0, result.stderr
+    out = tmp_path / "report"
+    assert result.stdout.strip() == str(out / "index.html")
+    assert {p: p.stat().st_mtime_ns for p in (sweep_dir / "trials").iterdir()} == stored  # nothing re-ran
+
+    frame = pd.read_parquet(out / "trials.parquet")
+    assert sorted(frame["trial_id"]) == sorted(r["trial_id"] for r in rows)
+    assert set(frame["privacy.notion"]) <= {"DP", "SDP"} and frame["privacy.accountant"].eq("rdp").all()
+
+    # The front: finished trials not dominated on (val perplexity, private-token perplexity).
+    points = {r["trial_id"]: (r["metrics"]["val_perplexity"], r["metrics"]["val_private_perplexity"])
+              for r in rows if r["state"] == "finished"}
+    front = {i for i, p in points.items()
+             if not any(q[0] <= p[0] and q[1] <= p[1] and q != p for q in points.values())}
+    assert {p.stem for p in (out / "frontier").glob("*.yaml")} == front
+    for path in (out / "frontier").glob("*.yaml"):
+        row = next(r for r in rows if r["trial_id"] == path.stem)
+        assert load_trial_config(path).model_dump(mode="json") == row["config"]
+
+    summary = (out / "summary.md").read_text()
+    assert "The best model of each guarantee: at ε = 3 (" in summary and "δ = 1e-5, RDP)" in summary
+    assert "| DP-SGD |" in summary or "| JFT |" in summary
