@@ -22,7 +22,8 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from sdp_core.attacks import estimate_exposures, rank_secrets, score_candidates, score_space
+from sdp_core.attacks.estimate import estimate_exposures
+from sdp_core.attacks.exposure import rank_secrets, score_candidates, score_space
 from sdp_core.attacks.candidates import chars_index, default_context, random_chars
 from sdp_core.config import ModelConfig
 from sdp_core.data.canaries import insert_canaries

@@ -21,7 +21,9 @@ import numpy as np
 import torch
 
 from sdp_core import __version__
-from sdp_core.attacks import canary_exposures, empirical_epsilon, membership_inference
+from sdp_core.attacks.audit import empirical_epsilon
+from sdp_core.attacks.canaries import canary_exposures
+from sdp_core.attacks.mia import membership_inference
 from sdp_core.config.trial import TrialConfig
 from sdp_core.data.canaries import Canaries
 from sdp_core.io import atomic_write_json

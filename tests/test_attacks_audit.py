@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from sdp_core.attacks import empirical_epsilon
+from sdp_core.attacks.audit import empirical_epsilon
 from sdp_core.attacks.audit import one_run_epsilon, one_run_p_value
 from sdp_core.errors import UserError
 

@@ -9,7 +9,7 @@ import math
 import pytest
 from test_attacks_helpers import digit_tokenizer, one_thread  # noqa: F401
 
-from sdp_core.attacks import exposure_exact
+from sdp_core.attacks.exposure import exposure_exact
 from sdp_core.attacks.cli import add_audit_arguments, run_audit
 from sdp_core.config import ModelConfig
 from sdp_core.config.canary import CanaryFormat

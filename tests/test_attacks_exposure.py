@@ -12,8 +12,10 @@ import torch
 from scipy import stats
 from test_attacks_helpers import digit_tokenizer, encode, merging_tokenizer, one_thread, small_gpt2, train  # noqa: F401
 
-from sdp_core.attacks import (canary_exposures, empirical_epsilon, estimate_exposures, exposure_estimate,
-                              exposure_exact, exposure_floor, exposure_naive, mean_interval, rank_secrets, score_space)
+from sdp_core.attacks.audit import empirical_epsilon
+from sdp_core.attacks.canaries import canary_exposures, mean_interval
+from sdp_core.attacks.estimate import estimate_exposures, exposure_estimate
+from sdp_core.attacks.exposure import exposure_exact, exposure_floor, exposure_naive, rank_secrets, score_space
 from sdp_core.attacks.candidates import _assembled, _tokenized, all_chars, candidate_tokens, default_context
 from sdp_core.config.canary import CanaryFormat
 from sdp_core.data.canaries import insert_canaries

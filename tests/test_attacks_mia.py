@@ -7,7 +7,7 @@ import pytest
 import torch
 from test_attacks_helpers import digit_tokenizer, encode, one_thread, small_gpt2, train  # noqa: F401
 
-from sdp_core.attacks import membership_inference
+from sdp_core.attacks.mia import membership_inference
 from sdp_core.attacks.mia import auc, best_accuracy, secret_nll
 from sdp_core.data.customersim import generate_customersim
 from sdp_core.errors import UserError

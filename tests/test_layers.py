@@ -115,8 +115,10 @@ def test_packages_import_downwards_only():
 
 
 def test_config_and_report_load_no_training_stack():
-    """Validating a config and rendering a report never import torch, transformers, opacus or Ray."""
-    code = ("import sys, sdp_core.config, sdp_core.config.loading, sdp_core.report, sdp_core.report.cli;"
+    """Validating a config, rendering a report and parsing every command's arguments (`--help`) never import
+    torch, transformers, opacus or Ray."""
+    code = ("import sys, sdp_core.config, sdp_core.config.loading, sdp_core.report, sdp_core.report.cli, sdp_core.cli;"
+            "[sdp_core.cli.build_parser(c) for c in ('audit', 'detect', 'epsilon', 'report')];"
             "print(sorted(m for m in ('torch', 'transformers', 'opacus', 'ray', 'spacy') if m in sys.modules))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert loaded.stdout.strip() == "[]"

@@ -14,11 +14,11 @@ import json
 import math
 import sys
 
-from sdp_core.attacks.candidates import default_context, secret_chars
-from sdp_core.attacks.estimate import estimate_exposures
-from sdp_core.attacks.exposure import check_enumerable, exposure_floor, rank_secrets, score_space, space_summary
 from sdp_core.config.canary import CanaryFormat
 from sdp_core.errors import UserError
+
+# The scoring modules (torch, transformers) are imported by the functions that run the audit, so `audit --help`
+# and a malformed argument answer in a fraction of a second.
 
 
 def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,6 +39,8 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _exact_scores(args: argparse.Namespace, model, tokenizer, fmt: CanaryFormat):
+    from sdp_core.attacks.candidates import default_context
+    from sdp_core.attacks.exposure import score_space
     from sdp_core.progress import count_progress
 
     with count_progress("scoring candidates", fmt.space_size) as advance:
@@ -49,6 +51,9 @@ def _exact_scores(args: argparse.Namespace, model, tokenizer, fmt: CanaryFormat)
 def run_audit(args: argparse.Namespace) -> int:
     """Run the audit; a `UserError` (bad format, secret not fitting it, space above --limit) propagates to the
     main CLI, which prints it as one line and exits 2."""
+    from sdp_core.attacks.candidates import default_context, secret_chars
+    from sdp_core.attacks.estimate import estimate_exposures
+    from sdp_core.attacks.exposure import check_enumerable, exposure_floor, rank_secrets, space_summary
     from sdp_core.models.checkpoint import load_model
 
     fmt = CanaryFormat.parse(args.canary)
