@@ -139,7 +139,7 @@ def trial_row(cfg: SweepConfig, i: int, rng: random.Random, secrets: tuple[str, 
     epsilon = {"nodp": math.inf, "redacted": 0.0}.get(mechanism, 3.0 - 1e-6)
     planned = events_from_dicts(events)
     row["privacy"] = privacy_report(math.inf if conditional else epsilon, 1e-5, notion, "rdp", planned,
-                                    complete=True)
+                                    complete=True) | {"unit": "a record"}
     if light_noise:
         formal = events_from_dicts([{**e, "sample_rate": q} for e in events])
         row["privacy"].update(guarantee=ESTIMATE, caveat=CAVEAT,

@@ -306,6 +306,24 @@ def test_the_statement_lists_what_no_epsilon_covers_membership_inference_among_i
     (sweep / "sweep.yaml").write_text(yaml.safe_dump(config))
     statement = (build_report(sweep, tmp_path / "r") / "privacy_statement.md").read_text()
     assert "this sweep's objective mia_auc chose the front with them" in statement
+    assert "earlier version" not in statement
+
+
+def test_rows_stored_before_the_record_was_the_unit_are_named_as_per_row(tmp_path):
+    """A row without `privacy.unit` was stored when ε counted rows (windows), not records: the statement says its
+    ε does not cover a whole record, and names the trials."""
+    sweep = write_synthetic_sweep(tmp_path / "s", 12, seed=1)
+    old = []
+    for path in sorted((sweep / "trials").glob("*.json"))[:3]:
+        row = json.loads(path.read_text())
+        if row["privacy"]:
+            del row["privacy"]["unit"]
+            path.write_text(json.dumps(row))
+            old.append(row["trial_id"])
+    statement = (build_report(sweep, tmp_path / "r") / "privacy_statement.md").read_text()
+    section = statement[statement.index("## Not covered by ε"):]
+    assert old and f"- a whole record, for the {len(old)} trial(s) stored by an earlier version ({', '.join(old)})" \
+        in section
 
 
 def test_the_detector_section_has_a_row_per_policy_and_per_gold_label_none_empty(tmp_path):

@@ -175,6 +175,12 @@ def not_covered(a: Analysis) -> list[str]:
     sweep objective is one of them (the search then chose the front with them)."""
     listed = [item for t in a.sweep.trials for item in t.privacy.get("not_covered", []) if isinstance(item, str)]
     out = list(dict.fromkeys(listed))
+    # Rows stored before a record (all its windows) became the unit of privacy carry no `unit`: their ε is per row.
+    per_row = [t.trial_id for t in a.sweep.trials if t.privacy and "unit" not in t.privacy]
+    if per_row:
+        out.append(f"a whole record, for the {len(per_row)} trial(s) stored by an earlier version ({', '.join(per_row[:5])}"
+                   f"{', ...' if len(per_row) > 5 else ''}): their ε is per row of up to data.max_length tokens, and a "
+                   "record longer than a row was several rows; re-run them for a per-record ε")
     if any(t.metric(m) is not None for t in a.sweep.trials for m in MIA_METRICS):
         mia = EVALUATION_NOT_COVERED["membership_inference"]
         objectives = [o.metric for o in a.sweep.config.objectives if o.metric.startswith("mia")]
