@@ -127,6 +127,27 @@ def test_refuse_is_one_line_naming_the_record():
     assert len(encode(texts, [[], []], tok, 256, on_long="refuse")) == 2
 
 
+@pytest.mark.parametrize("labels", [None, [0, 1, 2, 0, 1, 2, 0]])
+def test_records_encoded_a_few_at_a_time_give_the_rows_of_one_pass(monkeypatch, labels):
+    """Tokenizing in chunks (bounded memory) changes no row, mask, record index, label or count, and a refusal still
+    names the record by its place in the whole list."""
+    from sdp_core.text import encode as module
+
+    records = generate_customersim(5, 3)
+    texts = [r.text for r in records] + [PROSE, "short one"]
+    spans = [list(r.spans) for r in records] + [[], []]
+    whole = encode_windows(texts, spans, tokenizer(), 24, labels)
+    monkeypatch.setattr(module, "ENCODE_CHUNK", 2)
+    chunked = encode_windows(texts, spans, tokenizer(), 24, labels)
+    assert whole[0].record_index.unique().tolist() == list(range(len(texts))) and len(whole[0]) > len(texts) - 1
+    for name in ("input_ids", "weights", "sensitive", "record_index", "labels"):
+        a, b = getattr(whole[0], name), getattr(chunked[0], name)
+        assert (a is None and b is None) or torch.equal(a, b), name
+    assert whole[1] == chunked[1]
+    with pytest.raises(UserError, match=r"record #4 has"):  # in the second chunk
+        encode_windows(["short one", "short two", "short three", PROSE], [[]] * 4, tokenizer(), 24, on_long="refuse")
+
+
 def test_labelled_records_are_truncated_and_the_drop_is_counted():
     tok = tokenizer()
     data, summary = encode_windows(["short one", PROSE], [[], []], tok, 24, labels=[0, 1])

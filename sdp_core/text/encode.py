@@ -95,6 +95,11 @@ def window_bounds(text: str, offsets: Sequence[tuple[int, int]], spans: Sequence
     return bounds + [(s, n)]
 
 
+ENCODE_CHUNK = 1_024
+"""Records tokenized at a time: the tokenizer's Python lists of ids and offsets (≈ 100 bytes a token) exist for one
+chunk only, while the rows' tensors (13 bytes a token) hold the whole split."""
+
+
 def encode_windows(texts: Sequence[str], spans: Sequence[Sequence[Span]], tokenizer: PreTrainedTokenizerFast,
                    max_length: int, labels: Sequence[int] | None = None, *, keep_whole: Sequence[str] = (),
                    on_long: OnLong = "split") -> tuple[LMData, WindowSummary]:
@@ -102,44 +107,59 @@ def encode_windows(texts: Sequence[str], spans: Sequence[Sequence[Span]], tokeni
 
     `sensitive` marks tokens overlapping `spans[r]`. Weights are 1 on every real token after the leading `<eos>`
     and 0 on padding and `<mask>`. With `labels` (one class id per text) the rows are classification data; a
-    classifier reads the leading `<eos>`.
+    classifier reads the leading `<eos>`. Records are tokenized `ENCODE_CHUNK` at a time.
     """
-    eos, pad, mask = tokenizer.eos_token_id, tokenizer.pad_token_id, tokenizer.mask_token_id
+    chunks = [_encode_chunk(texts, spans, tokenizer, max_length, labels, keep_whole, on_long, first)
+              for first in range(0, len(texts), ENCODE_CHUNK)]
+    input_ids = torch.cat([c[0] for c in chunks]) if chunks else torch.zeros((0, max_length), dtype=torch.long)
+    sensitive = torch.cat([c[1] for c in chunks]) if chunks else torch.zeros((0, max_length), dtype=torch.bool)
+    record_index = torch.cat([c[2] for c in chunks]) if chunks else torch.zeros(0, dtype=torch.long)
+    tokens, kept = sum(c[3] for c in chunks), sum(c[4] for c in chunks)
+    weights = ((input_ids != tokenizer.pad_token_id) & (input_ids != tokenizer.mask_token_id)).float()
+    weights[:, 0] = 0.0
+    y = None if labels is None else torch.tensor(labels, dtype=torch.long)[record_index]
+    windows = np.bincount(record_index.numpy(), minlength=len(texts))
+    summary = WindowSummary(records=len(texts), rows=len(input_ids), records_split=int((windows > 1).sum()),
+                            windows_per_record_max=int(windows.max(initial=0)), tokens=tokens,
+                            tokens_dropped=tokens - kept)
+    return LMData(input_ids, weights, sensitive, record_index, y), summary
+
+
+def _encode_chunk(texts: Sequence[str], spans: Sequence[Sequence[Span]], tokenizer: PreTrainedTokenizerFast,
+                  max_length: int, labels: Sequence[int] | None, keep_whole: Sequence[str], on_long: OnLong,
+                  first: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int, int]:
+    """Rows (ids, sensitive, record index) of records first .. first + `ENCODE_CHUNK`; their tokens, and how many
+    of them the rows hold."""
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     capacity = max_length - 2
-    enc = tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=True)
+    part = range(first, min(first + ENCODE_CHUNK, len(texts)))
+    enc = tokenizer([texts[r] for r in part], add_special_tokens=False, return_offsets_mapping=True)
     lengths = [len(ids) for ids in enc["input_ids"]]
-    too_long = next((r for r, k in enumerate(lengths) if k > capacity), None)
+    too_long = next((r for r, k in zip(part, lengths) if k > capacity), None)
     if on_long == "refuse" and too_long is not None:
-        raise UserError(f"record #{too_long + 1} has {lengths[too_long]} tokens, more than the {capacity} a row of "
-                        f"data.max_length {max_length} holds: raise data.max_length, or set "
+        raise UserError(f"record #{too_long + 1} has {lengths[too_long - first]} tokens, more than the {capacity} a "
+                        f"row of data.max_length {max_length} holds: raise data.max_length, or set "
                         f"data.on_long_records: split")
-    rows: list[tuple[int, int, int]] = []  # (record, first token, end token)
-    for r, (ids, offsets) in enumerate(zip(enc["input_ids"], enc["offset_mapping"])):
+    rows: list[tuple[int, int, int]] = []  # (record in the chunk, first token, end token)
+    for i, (ids, offsets) in enumerate(zip(enc["input_ids"], enc["offset_mapping"])):
         if labels is not None:
             bounds = [(0, min(len(ids), capacity))]
         else:
-            bounds = window_bounds(texts[r], offsets, spans[r], capacity, keep_whole)
-        rows += [(r, a, b) for a, b in bounds]
+            bounds = window_bounds(texts[first + i], offsets, spans[first + i], capacity, keep_whole)
+        rows += [(i, a, b) for a, b in bounds]
     input_ids = torch.full((len(rows), max_length), pad, dtype=torch.long)
     sensitive = torch.zeros((len(rows), max_length), dtype=torch.bool)
     record_masks: dict[int, np.ndarray] = {}
-    for row, (r, a, b) in enumerate(rows):
+    for row, (i, a, b) in enumerate(rows):
         input_ids[row, 0] = eos
-        input_ids[row, 1 : b - a + 1] = torch.tensor(enc["input_ids"][r][a:b], dtype=torch.long)
+        input_ids[row, 1 : b - a + 1] = torch.tensor(enc["input_ids"][i][a:b], dtype=torch.long)
         input_ids[row, b - a + 1] = eos
-        if spans[r]:
-            if r not in record_masks:
-                record_masks = {r: token_mask(enc["offset_mapping"][r], spans[r], texts[r])}
-            sensitive[row, 1 : b - a + 1] = torch.from_numpy(record_masks[r][a:b])
-    weights = ((input_ids != pad) & (input_ids != mask)).float()
-    weights[:, 0] = 0.0
-    record_index = torch.tensor([r for r, _, _ in rows], dtype=torch.long).reshape(len(rows))
-    y = None if labels is None else torch.tensor([labels[r] for r, _, _ in rows], dtype=torch.long)
-    windows = np.bincount(record_index.numpy(), minlength=len(texts))
-    summary = WindowSummary(records=len(texts), rows=len(rows), records_split=int((windows > 1).sum()),
-                            windows_per_record_max=int(windows.max(initial=0)), tokens=sum(lengths),
-                            tokens_dropped=sum(lengths) - sum(b - a for _, a, b in rows))
-    return LMData(input_ids, weights, sensitive, record_index, y), summary
+        if spans[first + i]:
+            if i not in record_masks:
+                record_masks = {i: token_mask(enc["offset_mapping"][i], spans[first + i], texts[first + i])}
+            sensitive[row, 1 : b - a + 1] = torch.from_numpy(record_masks[i][a:b])
+    record_index = torch.tensor([first + i for i, _, _ in rows], dtype=torch.long).reshape(len(rows))
+    return input_ids, sensitive, record_index, sum(lengths), sum(b - a for _, a, b in rows)
 
 
 def encode(texts: Sequence[str], spans: Sequence[Sequence[Span]], tokenizer: PreTrainedTokenizerFast,
