@@ -162,9 +162,16 @@ def model_digest(path: Path = MODEL_PATH) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
+def _names_a_place(tokens: Sequence[str]) -> bool:
+    """A number and a name: a digit, and a word that is capitalised, of a script without case, or a street word
+    (`63 98 83 53` is a phone number, `08/19/52` a date)."""
+    return (any(_HAS_DIGIT.search(t) for t in tokens)
+            and any(t[0].isalpha() and (not t[0].islower() or t.lower() in _STREET) for t in tokens))
+
+
 class AddressTaggerPolicy(Policy):
-    """Addresses the CRF tags in lines holding a digit, trimmed (`trim`); a span must hold a digit and two tokens
-    or more."""
+    """Addresses the CRF tags in lines holding a digit, trimmed (`trim`); a span must be two tokens or more and
+    hold a number and a name (`_names_a_place`)."""
 
     name = "address_tagger"
 
@@ -186,7 +193,7 @@ class AddressTaggerPolicy(Policy):
             tokens = [line[a:b] for a, b in offsets]
             for i, j in label_runs(self._tag(tokens)):
                 i, j = trim(tokens, i, j)
-                if j - i >= 2 and any(_HAS_DIGIT.search(t) for t in tokens[i:j]):
+                if j - i >= 2 and _names_a_place(tokens[i:j]):
                     out.append(Span(base + offsets[i][0], base + offsets[j - 1][1], LABEL))
         return normalise_spans(out)
 
