@@ -4,6 +4,8 @@ Liechtenstein, Albania, Luxembourg), ordinary numbers left alone, and the same s
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
 from sdp_core.detectors import get_policy
@@ -61,6 +63,12 @@ def test_tagger_spans_are_the_same_every_time():
     assert AddressTaggerPolicy().detect(texts[::-1]) == first[::-1]  # a fresh tagger, another order
     assert [AddressTaggerPolicy().detect([t])[0] for t in texts] == first  # one text at a time
     assert AddressTaggerPolicy().version == get_policy("address_tagger").version
+
+
+def test_tagger_pickles_after_use_into_a_worker(tagger):
+    text = ADDRESSES[0][0].format(ADDRESSES[0][1])
+    spans = tagger.detect([text])
+    assert pickle.loads(pickle.dumps(tagger)).detect([text]) == spans
 
 
 def test_general_and_strict_mask_what_the_tagger_finds():

@@ -1,7 +1,7 @@
 """Postal addresses in running text found by a learned tagger (`address_tagger`): a linear-chain CRF (Lafferty,
 McCallum and Pereira 2001, "Conditional Random Fields: Probabilistic Models for Segmenting and Labeling Sequence
 Data") over the tokens of each line that holds a digit, with BIO labels, trained by L-BFGS in CRFsuite
-(`python-crfsuite`, MIT) as `usaddress` and libpostal's parser train theirs.
+(`python-crfsuite`, MIT), as `usaddress` trains its address parser.
 
 Why learned: the address regexes of `identifier` are written shape by shape, and every shape they were not written
 for is missed; the tagger reads what addresses of every country share (a number beside capitalised words, a street
@@ -162,6 +162,15 @@ def model_digest(path: Path = MODEL_PATH) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
+@functools.lru_cache(maxsize=2)
+def crf_tagger(model: str) -> pycrfsuite.Tagger:
+    """The CRF of model file `model`, opened once per process (a policy holds no tagger, so it pickles into the
+    detection pool's workers)."""
+    tagger = pycrfsuite.Tagger()
+    tagger.open(model)
+    return tagger
+
+
 def _names_a_place(tokens: Sequence[str]) -> bool:
     """A number and a name: a digit, and a word that is capitalised, of a script without case, or a street word
     (`63 98 83 53` is a phone number, `08/19/52` a date)."""
@@ -176,15 +185,11 @@ class AddressTaggerPolicy(Policy):
     name = "address_tagger"
 
     def __init__(self, model: Path = MODEL_PATH):
-        self._model = model
-        self._tagger: pycrfsuite.Tagger | None = None
+        self.model = str(model)
         self.version = version_hash(ADDRESS_TAGGER_CODE_VERSION, model_digest(model))
 
     def _tag(self, tokens: list[str]) -> list[str]:
-        if self._tagger is None:
-            self._tagger = pycrfsuite.Tagger()
-            self._tagger.open(str(self._model))
-        return self._tagger.tag(sequence_features(tokens))
+        return crf_tagger(self.model).tag(sequence_features(tokens))
 
     def _spans(self, text: str) -> list[Span]:
         out: list[Span] = []
