@@ -104,11 +104,12 @@ def test_identifier_leaves_ordinary_numbers(text):
     assert found(text) == []
 
 
-def test_general_is_identifiers_cards_usernames_facilities_and_names():
+def test_general_is_identifiers_cards_usernames_facilities_names_and_addresses():
     general = get_policy("general")
     assert general.key == get_policy(GENERAL_POLICY).key
     members = {m.name for m in general.members}
-    assert members == {"identifier", "library_id", "credit_card", "username", "facility", "person_name"}
+    assert members == {"identifier", "library_id", "credit_card", "username", "facility", "person_name",
+                       "address_tagger"}
     assert members <= {m.name for m in get_policy("conservative").members}  # π_c flags a superset of `general`
 
 
