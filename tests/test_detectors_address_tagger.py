@@ -9,7 +9,7 @@ import pickle
 import pytest
 
 from sdp_core.detectors import get_policy
-from sdp_core.detectors.address_tagger import AddressTaggerPolicy
+from sdp_core.detectors.address_tagger import MODEL_PATH, AddressTaggerPolicy
 
 # (carrier, address): the address is the gold span.
 ADDRESSES = (
@@ -69,6 +69,7 @@ def test_tagger_pickles_after_use_into_a_worker(tagger):
     text = ADDRESSES[0][0].format(ADDRESSES[0][1])
     spans = tagger.detect([text])
     assert pickle.loads(pickle.dumps(tagger)).detect([text]) == spans
+    assert str(MODEL_PATH.parent).encode() not in pickle.dumps(tagger)  # a worker reads its own copy of the model
 
 
 def test_general_and_strict_mask_what_the_tagger_finds():

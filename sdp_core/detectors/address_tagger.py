@@ -184,12 +184,14 @@ class AddressTaggerPolicy(Policy):
 
     name = "address_tagger"
 
-    def __init__(self, model: Path = MODEL_PATH):
-        self.model = str(model)
-        self.version = version_hash(ADDRESS_TAGGER_CODE_VERSION, model_digest(model))
+    def __init__(self, model: Path | None = None):
+        # None: the package's own model, found where each process's copy of the package is (a cluster's workers
+        # install it at paths of their own), so the policy pickles without the building machine's path.
+        self.model = model
+        self.version = version_hash(ADDRESS_TAGGER_CODE_VERSION, model_digest(model or MODEL_PATH))
 
     def _tag(self, tokens: list[str]) -> list[str]:
-        return crf_tagger(self.model).tag(sequence_features(tokens))
+        return crf_tagger(str(self.model or MODEL_PATH)).tag(sequence_features(tokens))
 
     def _spans(self, text: str) -> list[Span]:
         out: list[Span] = []
