@@ -9,7 +9,6 @@ import torch
 from opacus.optimizers import DPOptimizerFastGradientClipping
 from scipy import stats
 
-from sdp_core.train import noise
 from sdp_core.train.noise import dp_optimizer_class, parameter_blocks
 
 SHAPES = [(300, 7), (13,), (64, 65), (1,), (64, 65), (5000,), (17, 3, 401)]  # ~57,000 coordinates
@@ -72,10 +71,9 @@ def test_noise_comes_from_the_optimizers_generator_only():
     assert not torch.equal(_noised(dp_optimizer_class("ghost", False), SIGMA, False, seed=6)[1], grads)
 
 
-def test_parameter_blocks_cover_every_parameter_once_in_order(monkeypatch):
-    monkeypatch.setattr(noise, "NOISE_BLOCK", 100)
+def test_parameter_blocks_cover_every_parameter_once_in_order():
     sizes = [30, 50, 20, 1, 250, 99, 2, 100]
-    blocks = parameter_blocks(sizes)
+    blocks = parameter_blocks(sizes, 100)
     assert [i for block in blocks for i in block] == list(range(len(sizes)))
     assert all(sum(sizes[i] for i in block) <= 100 or len(block) == 1 for block in blocks)
     assert [list(b) for b in blocks] == [[0, 1, 2], [3], [4], [5], [6], [7]]

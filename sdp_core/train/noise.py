@@ -26,18 +26,21 @@ import torch
 from opacus.optimizers import DPOptimizer, get_optimizer_class
 from opacus.optimizers.optimizer import _check_processed_flag, _generate_noise, _mark_as_processed
 
-NOISE_BLOCK = 2**24
-"""Entries drawn per call (64 MiB of fp32): few calls for GPT-2's parameters, while the draw and the zero tensor
-Opacus' `_generate_noise` makes beside it stay small next to the model (a parameter larger than this is drawn
-alone)."""
+def noise_block(device: torch.device) -> int:
+    """Entries drawn per call. On a GPU, where each launch costs host time, 2²⁴: a few calls for GPT-2's parameters,
+    each 64 MiB of fp32, small next to the model (a larger parameter is drawn alone). On a CPU, 2²⁰ (4 MiB): the
+    allocator reuses blocks that small, where a larger draw and the zero tensor that Opacus' `_generate_noise` makes
+    beside it (five temporaries in secure mode) are fresh memory every step, whose page faults cost more than the
+    draws."""
+    return 2**24 if device.type == "cuda" else 2**20
 
 
-def parameter_blocks(sizes: list[int]) -> list[range]:
-    """Consecutive runs of parameters (their indices) holding at most `NOISE_BLOCK` entries each, or one parameter."""
+def parameter_blocks(sizes: list[int], block: int) -> list[range]:
+    """Consecutive runs of parameters (their indices) holding at most `block` entries each, or one parameter."""
     blocks: list[range] = []
     start, entries = 0, 0
     for i, size in enumerate(sizes):
-        if i > start and entries + size > NOISE_BLOCK:
+        if i > start and entries + size > block:
             blocks.append(range(start, i))
             start, entries = i, 0
         entries += size
@@ -53,9 +56,9 @@ class MultiTensorNoise(DPOptimizer):
         summed = [p.summed_grad for p in self.params]
         _check_processed_flag(summed)
         grads = summed
-        if getattr(self, "rank", 0) == 0:  # set by Opacus' distributed optimizers; one worker is rank 0
+        if summed and getattr(self, "rank", 0) == 0:  # set by Opacus' distributed optimizers; one worker is rank 0
             grads = []
-            for block in parameter_blocks([s.numel() for s in summed]):
+            for block in parameter_blocks([s.numel() for s in summed], noise_block(summed[0].device)):
                 parts = [summed[i] for i in block]
                 noise = self.draw([s.numel() for s in parts], parts[0])
                 grads += torch._foreach_add(parts, [n.view_as(s) for n, s in zip(noise, parts)])
