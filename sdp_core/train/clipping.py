@@ -216,6 +216,10 @@ UPCAST_BLOCK = 2**19
 """Entries (over all records) of a bf16 tensor upcast to fp32 at a time (`fp32_blocks`): 2 MiB blocks, which the
 allocator reuses. One fp32 copy of a head's G_i (B × V × d: 64 MiB at gpt2-tiny) is fresh memory every step, and
 on a CPU its page faults cost more than the products that fill it."""
+UPCAST_WHOLE = 2**22
+"""A 16-bit instantiated G_i of at most this many entries (16 MiB in fp32, memory the allocator reuses) is upcast
+once and kept in fp32, which its norm and its clipped sum then both read; a larger one (an LM head's) stays 16-bit
+and is upcast block by block, once for the norm and once for the sum."""
 
 
 def fp32_blocks(x: torch.Tensor) -> Iterator[torch.Tensor]:
@@ -248,11 +252,11 @@ def sum_of_squares(x: torch.Tensor) -> torch.Tensor:
 
 def instantiated(per_record: torch.Tensor) -> ParameterGradients:
     """G_i materialised, [B, ...]: biases, LayerNorm, and weights whose G_i are no larger than their a and g; fp32,
-    or bf16 products on a CPU (`instantiation_product`), read as fp32 a block at a time. Norm and clipped sum read
-    the same numbers (`sum_of_squares` bounds the norm from above), so the contribution is c_i·G_i up to the sum's
-    own fp32 accumulation."""
-    pieces = [per_record]
-    norms = sum_of_squares(per_record)
+    or bf16 products on a CPU (`instantiation_product`), upcast once if small (`UPCAST_WHOLE`), else read as fp32 a
+    block at a time. Norm and clipped sum read the same numbers (`sum_of_squares` bounds the norm from above), so
+    the contribution is c_i·G_i up to the sum's own fp32 accumulation."""
+    pieces = [per_record.float() if per_record.numel() <= UPCAST_WHOLE else per_record]
+    norms = sum_of_squares(pieces[0])
 
     def clipped_sum(c: torch.Tensor) -> torch.Tensor:
         (per_record,) = pieces  # one matrix-vector product per block of columns
