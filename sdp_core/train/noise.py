@@ -8,7 +8,7 @@ arithmetic and their noise source, and launches it for many parameters at once:
 
 - the draws are Opacus' own (`opacus.optimizers.optimizer._generate_noise`: the optimizer's generator, and its
   `secure_mode`, which sums four draws and halves them against floating-point attacks, Holohan & Braghin 2021),
-  fp32, one call per block of consecutive parameters of up to `NOISE_BLOCK` entries instead of one per parameter:
+  fp32, one call per block of consecutive parameters of up to `noise_block` entries instead of one per parameter:
   every coordinate still gets its own independent N(0, σ²C²);
 - the noise is added to the clipped sums with one `torch._foreach_add` per block, and every gradient is divided by
   B with one `torch._foreach_div_`.
@@ -25,6 +25,7 @@ from typing import cast
 import torch
 from opacus.optimizers import DPOptimizer, get_optimizer_class
 from opacus.optimizers.optimizer import _check_processed_flag, _generate_noise, _mark_as_processed
+
 
 def noise_block(device: torch.device) -> int:
     """Entries drawn per call. On a GPU, where each launch costs host time, 2²⁴: a few calls for GPT-2's parameters,
@@ -85,4 +86,5 @@ def dp_optimizer_class(grad_sample_mode: str, distributed: bool) -> type[DPOptim
     """Opacus' flat-clipping DP optimizer for the clipping's `optimizer_mode` (hooks: per-sample gradients it clips
     itself; ghost: a clipped sum given in p.grad), single worker or distributed, with `MultiTensorNoise`."""
     opacus_class = get_optimizer_class(clipping="flat", distributed=distributed, grad_sample_mode=grad_sample_mode)
-    return cast(type[DPOptimizer], type(f"MultiTensorNoise{opacus_class.__name__}", (MultiTensorNoise, opacus_class), {}))
+    subclass = type(f"MultiTensorNoise{opacus_class.__name__}", (MultiTensorNoise, opacus_class), {})
+    return cast(type[DPOptimizer], subclass)
