@@ -37,7 +37,8 @@ def _lora_model(settings: dict) -> torch.nn.Module:
 def _micro_batch_reference(model: torch.nn.Module, batch, clip: float, generator: torch.Generator
                            ) -> list[torch.Tensor]:
     """(Σ_i min(1, C/‖G_i‖)·G_i + N(0, σ²C²))/B with every G_i from its own forward and backward (no Opacus), in
-    float64, and the noise drawn as Opacus draws it (one `torch.normal` per trainable parameter, in order)."""
+    float64, and the noise drawn as the step draws it (`noise.MultiTensorNoise`: the adapters fit in one block, so
+    one `torch.normal` over all trainable parameters, split in their order)."""
     trainable = [p for p in model.parameters() if p.requires_grad]
     total = [torch.zeros_like(p, dtype=torch.float64) for p in trainable]
     for i in range(len(batch)):
@@ -47,7 +48,8 @@ def _micro_batch_reference(model: torch.nn.Module, batch, clip: float, generator
         norm = torch.sqrt(sum(g.square().sum() for g in grads))
         factor = min(1.0, clip / (norm.item() + 1e-6))
         total = [t + factor * g for t, g in zip(total, grads)]
-    noise = [torch.normal(0, SIGMA * clip, p.shape, generator=generator) for p in trainable]
+    flat = torch.normal(0, SIGMA * clip, (sum(p.numel() for p in trainable),), generator=generator)
+    noise = [n.view_as(p) for n, p in zip(flat.split([p.numel() for p in trainable]), trainable)]
     return [((t + n.double()) / len(batch)).float() for t, n in zip(total, noise)]
 
 

@@ -37,13 +37,13 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Protocol
 
 import torch
-from opacus.optimizers import get_optimizer_class
 from torch import nn
 from torch.profiler import record_function
 
 from sdp_core.config.training import PrivacyConfig, TrainingConfig
 from sdp_core.tensors import LMData, model_device, record_groups, record_losses
 from sdp_core.train.clipping import CLIPPING
+from sdp_core.train.noise import dp_optimizer_class
 from sdp_core.train.precision import FP32, Precision, resolve_precision
 
 RANK_SEED_STRIDE = 1_000_003
@@ -252,10 +252,10 @@ class DPStep:
 
     `grad_sample_mode` picks how the clipped sum of per-record gradients is computed (`clipping.CLIPPING`):
     `hooks` (per-sample gradients materialised) or `bk` (book-keeping: one backward, no per-sample gradients;
-    Bu et al. 2023). Noise, division by B and the step
-    are Opacus' DP optimizer's in every mode. With `world_size` > 1 the optimizer is Opacus' distributed one: it
-    adds the noise once (rank 0) and all-reduces; every rank divides by B/world, so the all-reduced update is
-    (Σ clipped + noise)/B, as on one worker. The forward runs under the precision's autocast; the backward, the
+    Bu et al. 2023). Noise, division by B and the step are Opacus' DP optimizer's in every mode, its noise and
+    division launched for all parameters at once (`noise.MultiTensorNoise`). With `world_size` > 1 the optimizer
+    is Opacus' distributed one: it adds the noise once (rank 0) and all-reduces; every rank divides by B/world, so
+    the all-reduced update is (Σ clipped + noise)/B, as on one worker. The forward runs under the precision's autocast; the backward, the
     clipping and the optimizer outside it, so the clipped sum and the noise are fp32 on the fp32 weights.
     """
 
@@ -263,8 +263,7 @@ class DPStep:
         self.precision, self.device = ctx.precision, model_device(ctx.model)
         self.clipping = CLIPPING[ctx.grad_sample_mode](ctx.model, phase.max_grad_norm, ctx.precision.loss_scale)
         self.module = self.clipping.module
-        optimizer_class = get_optimizer_class(clipping="flat", distributed=ctx.world_size > 1,
-                                              grad_sample_mode=self.clipping.optimizer_mode)
+        optimizer_class = dp_optimizer_class(self.clipping.optimizer_mode, distributed=ctx.world_size > 1)
         self.optimizer = optimizer_class(
             ctx.optimizer,
             noise_multiplier=phase.sigmas[0],
