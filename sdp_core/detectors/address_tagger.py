@@ -89,23 +89,23 @@ def _neighbour_features(token: str, offset: str) -> tuple[str, ...]:
     return tuple(offset + f for f in token_features(token) if f.startswith(_NEIGHBOUR_KEYS))
 
 
-def sequence_features(tokens: Sequence[str]) -> list[list[str]]:
-    """Per token: its own features and those of its neighbours up to `CONTEXT` away, by their offset."""
+@functools.lru_cache(maxsize=65536)
+def _own_features(token: str) -> tuple[str, ...]:
+    return ("bias", *token_features(token))
+
+
+def sequence_features(tokens: Sequence[str]) -> list[tuple[str, ...]]:
+    """Per token: its own features and those of its neighbours up to `CONTEXT` away, by their offset (`BOL` and
+    `EOL` where the line has no neighbour on that side). Tuples of cached tuples: a line's features are built
+    with one concatenation per token."""
     n = len(tokens)
-    out = []
-    for i, token in enumerate(tokens):
-        feats = ["bias", *token_features(token)]
-        if i == 0:
-            feats.append("BOL")
-        if i == n - 1:
-            feats.append("EOL")
-        for d in range(1, CONTEXT + 1):
-            if i - d >= 0:
-                feats += _neighbour_features(tokens[i - d], f"-{d}")
-            if i + d < n:
-                feats += _neighbour_features(tokens[i + d], f"+{d}")
-        out.append(feats)
-    return out
+    own = [_own_features(t) for t in tokens]
+    before = [[_neighbour_features(t, f"-{d}") for t in tokens] for d in range(1, CONTEXT + 1)]
+    after = [[_neighbour_features(t, f"+{d}") for t in tokens] for d in range(1, CONTEXT + 1)]
+    return [own[i] + (() if i else ("BOL",)) + (() if i < n - 1 else ("EOL",))
+            + sum((before[d - 1][i - d] for d in range(1, CONTEXT + 1) if i - d >= 0), ())
+            + sum((after[d - 1][i + d] for d in range(1, CONTEXT + 1) if i + d < n), ())
+            for i in range(n)]
 
 
 def tokenize(line: str) -> list[tuple[int, int]]:

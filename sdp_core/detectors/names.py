@@ -224,8 +224,15 @@ def re_mentions(text: str, names: list[Span]) -> list[Span]:
     the text names them again ("Thanks to Ann Lee" above "-- Ann Lee <ann@example.org>")."""
     out = []
     for value, label in {(text[s.start:s.end], s.label) for s in names if len(text[s.start:s.end].split()) > 1}:
-        for m in re.finditer(rf"(?<![\w'’.-]){re.escape(value)}(?![\w'’-])", text):
-            out.append(Span(m.start(), m.end(), label))
+        start = text.find(value)
+        while start >= 0:  # str.find, not a regex per name: each would be compiled anew for every text
+            end = start + len(value)
+            before, after = text[start - 1:start], text[end:end + 1]
+            whole = not (before and (before.isalnum() or before in "_'’.-")) and not (after and (after.isalnum() or
+                                                                                            after in "_'’-"))
+            if whole:
+                out.append(Span(start, end, label))
+            start = text.find(value, end if whole else start + 1)  # no overlapping matches, as a regex finds them
     return out
 
 
