@@ -1,10 +1,10 @@
 """Secrets stay secret: everything a run writes is scanned for every gold secret of its data and every canary value.
 
-The run is the quickstart sweep (`sweeps/quickstart.yaml`: DP-SGD, JFT, CRT, ATDP with a canary, attacks on),
-scaled down, through the CLI, plus one `sdp-sweep trial --out` that saves a model. Scanned: the CLI's stdout and
-stderr at debug log level (`-vv`), the sweep folder (trial rows, Optuna journal, Ray Tune's own files), the
-report, Ray's session logs (the workers' stdout/stderr), and the saved model (weights, config, tokenizer files,
-metadata). The embedded plotly.js library is the one thing left out: it is third-party code with no data in it,
+The run is the quickstart sweep (`sweeps/quickstart.yaml`: DP-SGD, JFT, CRT, ATDP with a canary, attacks on:
+exposure estimated from a sample), scaled down, through the CLI, plus one `sdp-sweep trial --out` that saves a model
+(exposure by exact enumeration). Scanned: the CLI's stdout and stderr at debug log level (`-vv`), the sweep folder
+(trial rows, Optuna journal, Ray Tune's own files), the report, Ray's session logs (the workers' stdout/stderr),
+and the saved model (weights, config, tokenizer files, metadata). The embedded plotly.js library is the one thing left out: it is third-party code with no data in it,
 and its minified digits would collide with short secrets by chance.
 """
 
@@ -28,6 +28,9 @@ pytestmark = pytest.mark.slow
 SCALE = ["base.data.n_train=240", "base.data.n_validation=40", "base.data.n_test=40", "base.training.max_steps=3",
          "base.training.batch_size=16", "base.tokenizer.vocab_size=600", "trials_per_mechanism=1",
          'base.data.canaries={format: "My ID is {dddddd}", count: 2, repeats: 5}']
+# The sweep's trials estimate exposure from a sample of candidates; the trial below enumerates all 10⁶ (each
+# exact enumeration costs a trial ~8 s): both paths' outputs are scanned.
+SWEEP_ONLY = ["base.evaluation.exposure_method=estimate"]
 MIN_SECRET_CHARS = 4  # shorter gold spans ("Al", "12") occur as ordinary words and numbers
 
 
@@ -70,7 +73,7 @@ def run_outputs(tmp_path_factory):
     env = {"RAY_TMPDIR": str(ray_tmp)}
     logs = root / "logs"
     logs.mkdir()
-    sets = [a for s in SCALE for a in ("--set", s)]
+    sets = [a for s in SCALE + SWEEP_ONLY for a in ("--set", s)]
     sweep = run_cli("-vv", "run", str(REPO / "sweeps" / "quickstart.yaml"), "--out", str(root / "sweep"), *sets,
                     cwd=root, timeout=900, env=env)
     (logs / "sweep.out").write_text(sweep.stdout)

@@ -28,9 +28,9 @@ def _fixture_texts(name: str, k: int) -> list[str]:
 @pytest.fixture(scope="module")
 def sample() -> list[str]:
     """Clinic notes, dialogs, business messages, real changelogs and real text of many formats."""
-    return ([r.text for r in generate_clinic(40, 7)] + [r.text for r in generate_customersim(40, 7)]
-            + [r.text for r in generate_business(40, 7, "dev")] + _fixture_texts("changelog_heldout.jsonl", 80)
-            + _fixture_texts("realtext.jsonl", 80))
+    return ([r.text for r in generate_clinic(25, 7)] + [r.text for r in generate_customersim(25, 7)]
+            + [r.text for r in generate_business(25, 7, "dev")] + _fixture_texts("changelog_heldout.jsonl", 50)
+            + _fixture_texts("realtext.jsonl", 50))
 
 
 class WholeTexts:
