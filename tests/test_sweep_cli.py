@@ -17,8 +17,11 @@ import pandas as pd
 import pytest
 import ray
 import yaml
+from optuna.trial import TrialState
 
-from sdp_core.config.loading import load_trial_config
+from sdp_core.config.loading import load_sweep_config, load_trial_config
+from sdp_core.sweep.driver import open_studies
+from sdp_core.sweep.store import SweepStore
 from tests.conftest import REPO, run_cli
 
 SMOKE = REPO / "sweeps" / "smoke.yaml"
@@ -201,6 +204,27 @@ def test_without_a_terminal_the_live_view_prints_a_line_per_trial_started(tmp_pa
     with view:
         view.on_trial_start(0, [], trial)
     assert capsys.readouterr().out == "trial_0001 started: jft learning_rate=0.00241\n"
+
+
+@pytest.mark.slow
+def test_every_trial_of_the_multi_objective_sweep_spends_exactly_its_target(resumed_sweep):
+    """The resumed smoke sweep (DP-SGD and JFT, two objectives, a JFT-only parameter): every trial finished at its
+    ε target under its mechanism's notion, with its seed and objectives, and the Optuna studies hold each trial once."""
+    out = resumed_sweep[0]
+    cfg = load_sweep_config(SMOKE, ["num_trials=4"])
+    rows = {p.stem: json.loads(p.read_text()) for p in (out / "trials").glob("*.json")}
+    for tid, row in rows.items():
+        assert row["state"] == "finished", row["error"]
+        target = row["config"]["privacy"]["target_epsilon"]
+        assert 0.99 * target <= row["privacy"]["epsilon"] <= target
+        assert row["privacy"]["notion"] == {"dpsgd": "DP", "jft": "SDP"}[row["config"]["mechanism"]["name"]]
+        assert row["seed"] == cfg.seed + int(tid[-4:])
+        assert row["objectives"] == {o.metric: row["metrics"][o.metric] for o in cfg.objectives}
+    studies = open_studies(cfg, SweepStore(out))
+    trials = [t for study in studies.values() for t in study.get_trials()]
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * cfg.num_trials
+    assert sorted(t.user_attrs["trial_id"] for t in trials) == sorted(rows)
+    assert [len(study.get_trials()) for study in studies.values()] == [cfg.per_cell] * len(cfg.cells)
 
 
 @pytest.mark.slow
