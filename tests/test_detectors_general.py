@@ -271,3 +271,20 @@ def test_names_of_changelog_structure(text, names):
         at = [m.start() for m in re.finditer(re.escape(name), text)]
         assert at and all(all(i in masked for i in range(a, a + len(name)) if not text[i].isspace()) for a in at), name
     assert {text[s.start : s.end] for s in spans} <= set(names), [text[s.start : s.end] for s in spans]
+
+
+@pytest.mark.parametrize("text", [
+    "Ann Lee fixed it. -- Ann Lee <ann@example.org>",  # at the text's start
+    "Thanks, Ann Lee", "Ann Leeds and Ann Lee's patch; O'Ann Lee, .Ann Lee, Ann Lee-Smith, _Ann Lee, Ann Lee2",
+    "Ann Ann Ann and Ann Ann",  # no overlapping mentions
+])
+def test_a_structural_names_re_mentions_are_its_whole_word_occurrences(text):
+    """Against the regex with the rule's word boundaries, the reference the `str.find` search replaces."""
+    from sdp_core.data.records import Span
+    from sdp_core.detectors.names import re_mentions
+
+    value = "Ann Ann" if "Ann Ann" in text else "Ann Lee"
+    start = text.find(value)
+    expected = [Span(m.start(), m.end(), "PERSON")
+                for m in re.finditer(rf"(?<![\w'’.-]){re.escape(value)}(?![\w'’-])", text)]
+    assert sorted(re_mentions(text, [Span(start, start + len(value), "PERSON")])) == expected

@@ -158,6 +158,7 @@ def trim(tokens: Sequence[str], i: int, j: int) -> tuple[int, int]:
     return i, j
 
 
+@functools.lru_cache(maxsize=4)  # every `get_policy` builds a policy: the 0.5 MB file is read once per process
 def model_digest(path: Path = MODEL_PATH) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 

@@ -30,7 +30,6 @@ STOP_WORD_LANGUAGES = ("en", "de", "fr", "es", "it", "nl", "pt", "pl", "sv", "tr
 
 
 @functools.lru_cache(maxsize=1 << 16)  # the same words come back in every text
-@functools.lru_cache(maxsize=1 << 16)  # the same words come back text after text
 def normalise(word: str) -> str:
     """Case-folded, accents removed: `Wiśniewski` -> `wisniewski` (a name written without its accents matches)."""
     decomposed = unicodedata.normalize("NFKD", word.casefold())

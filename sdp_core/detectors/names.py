@@ -222,14 +222,15 @@ def re_mentions(text: str, names: list[Span]) -> list[Span]:
     """Every other whole-word occurrence of a name of two words or more that a rule of the text's structure found
     (rules 2–4; NER's guesses are not repeated): a person named in a sign-off or a credit is the same person where
     the text names them again ("Thanks to Ann Lee" above "-- Ann Lee <ann@example.org>")."""
+    def joins(char: str, punctuation: str) -> bool:  # a character that would make the match part of a longer word
+        return bool(char) and (char.isalnum() or char in punctuation)  # '' (the text's edge) joins nothing
+
     out = []
     for value, label in {(text[s.start:s.end], s.label) for s in names if len(text[s.start:s.end].split()) > 1}:
         start = text.find(value)
         while start >= 0:  # str.find, not a regex per name: each would be compiled anew for every text
             end = start + len(value)
-            before, after = text[start - 1:start], text[end:end + 1]
-            whole = not (before and (before.isalnum() or before in "_'’.-")) and not (after and (after.isalnum() or
-                                                                                            after in "_'’-"))
+            whole = not joins(text[start - 1:start], "_'’.-") and not joins(text[end:end + 1], "_'’-")
             if whole:
                 out.append(Span(start, end, label))
             start = text.find(value, end if whole else start + 1)  # no overlapping matches, as a regex finds them

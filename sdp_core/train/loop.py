@@ -255,8 +255,9 @@ class DPStep:
     Bu et al. 2023). Noise, division by B and the step are Opacus' DP optimizer's in every mode, its noise and
     division launched for all parameters at once (`noise.MultiTensorNoise`). With `world_size` > 1 the optimizer
     is Opacus' distributed one: it adds the noise once (rank 0) and all-reduces; every rank divides by B/world, so
-    the all-reduced update is (Σ clipped + noise)/B, as on one worker. The forward runs under the precision's autocast; the backward, the
-    clipping and the optimizer outside it, so the clipped sum and the noise are fp32 on the fp32 weights.
+    the all-reduced update is (Σ clipped + noise)/B, as on one worker. The forward runs under the precision's
+    autocast; the backward, the clipping and the optimizer outside it, so the clipped sum and the noise are fp32
+    on the fp32 weights.
     """
 
     def __init__(self, ctx: StepContext, phase: Phase):
