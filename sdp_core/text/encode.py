@@ -97,7 +97,13 @@ def window_bounds(text: str, offsets: Sequence[tuple[int, int]], spans: Sequence
 
 ENCODE_CHUNK = 1_024
 """Records tokenized at a time: the tokenizer's Python lists of ids and offsets (≈ 100 bytes a token) exist for one
-chunk only, while the rows' tensors (13 bytes a token) hold the whole split."""
+chunk only. A chunk's rows are kept compact (ids in uint16 where the vocabulary fits, the mask as bytes: 3 bytes a
+token) until the split is whole; then the rows' tensors (13 bytes a token) are made once, without a second copy."""
+
+
+def id_dtype(tokenizer: PreTrainedTokenizerFast) -> type[np.unsignedinteger] | type[np.signedinteger]:
+    """The smallest integer type that holds every id of `tokenizer`: uint16 up to 65,536 ids (GPT-2's 50,257)."""
+    return np.uint16 if len(tokenizer) <= 1 << 16 else np.int32
 
 
 def encode_windows(texts: Sequence[str], spans: Sequence[Sequence[Span]], tokenizer: PreTrainedTokenizerFast,
@@ -111,12 +117,16 @@ def encode_windows(texts: Sequence[str], spans: Sequence[Sequence[Span]], tokeni
     """
     chunks = [_encode_chunk(texts, spans, tokenizer, max_length, labels, keep_whole, on_long, first)
               for first in range(0, len(texts), ENCODE_CHUNK)]
-    input_ids = torch.cat([c[0] for c in chunks]) if chunks else torch.zeros((0, max_length), dtype=torch.long)
-    sensitive = torch.cat([c[1] for c in chunks]) if chunks else torch.zeros((0, max_length), dtype=torch.bool)
-    record_index = torch.cat([c[2] for c in chunks]) if chunks else torch.zeros(0, dtype=torch.long)
     tokens, kept = sum(c[3] for c in chunks), sum(c[4] for c in chunks)
-    weights = ((input_ids != tokenizer.pad_token_id) & (input_ids != tokenizer.mask_token_id)).float()
+    ids = np.concatenate([c[0] for c in chunks]) if chunks else np.zeros((0, max_length), id_dtype(tokenizer))
+    sensitive = torch.from_numpy(np.concatenate([c[1] for c in chunks]) if chunks
+                                 else np.zeros((0, max_length), dtype=np.bool_))
+    record_index = torch.from_numpy(np.concatenate([c[2] for c in chunks]) if chunks else np.zeros(0, np.int64))
+    del chunks  # the compact rows are whole: each chunk's copy goes before the wide tensors are made
+    weights = torch.from_numpy((ids != tokenizer.pad_token_id) & (ids != tokenizer.mask_token_id)).float()
     weights[:, 0] = 0.0
+    input_ids = torch.from_numpy(ids.astype(np.int64))
+    del ids
     y = None if labels is None else torch.tensor(labels, dtype=torch.long)[record_index]
     windows = np.bincount(record_index.numpy(), minlength=len(texts))
     summary = WindowSummary(records=len(texts), rows=len(input_ids), records_split=int((windows > 1).sum()),
@@ -127,9 +137,9 @@ def encode_windows(texts: Sequence[str], spans: Sequence[Sequence[Span]], tokeni
 
 def _encode_chunk(texts: Sequence[str], spans: Sequence[Sequence[Span]], tokenizer: PreTrainedTokenizerFast,
                   max_length: int, labels: Sequence[int] | None, keep_whole: Sequence[str], on_long: OnLong,
-                  first: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int, int]:
-    """Rows (ids, sensitive, record index) of records first .. first + `ENCODE_CHUNK`; their tokens, and how many
-    of them the rows hold."""
+                  first: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
+    """Rows (ids in `id_dtype`, sensitive, record index) of records first .. first + `ENCODE_CHUNK`; their tokens,
+    and how many of them the rows hold."""
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     capacity = max_length - 2
     part = range(first, min(first + ENCODE_CHUNK, len(texts)))
@@ -147,18 +157,18 @@ def _encode_chunk(texts: Sequence[str], spans: Sequence[Sequence[Span]], tokeniz
         else:
             bounds = window_bounds(texts[first + i], offsets, spans[first + i], capacity, keep_whole)
         rows += [(i, a, b) for a, b in bounds]
-    input_ids = torch.full((len(rows), max_length), pad, dtype=torch.long)
-    sensitive = torch.zeros((len(rows), max_length), dtype=torch.bool)
+    input_ids = np.full((len(rows), max_length), pad, dtype=id_dtype(tokenizer))
+    sensitive = np.zeros((len(rows), max_length), dtype=np.bool_)
     record_masks: dict[int, np.ndarray] = {}
     for row, (i, a, b) in enumerate(rows):
         input_ids[row, 0] = eos
-        input_ids[row, 1 : b - a + 1] = torch.tensor(enc["input_ids"][i][a:b], dtype=torch.long)
+        input_ids[row, 1 : b - a + 1] = enc["input_ids"][i][a:b]
         input_ids[row, b - a + 1] = eos
         if spans[first + i]:
             if i not in record_masks:
                 record_masks = {i: token_mask(enc["offset_mapping"][i], spans[first + i], texts[first + i])}
-            sensitive[row, 1 : b - a + 1] = torch.from_numpy(record_masks[i][a:b])
-    record_index = torch.tensor([first + i for i, _, _ in rows], dtype=torch.long).reshape(len(rows))
+            sensitive[row, 1 : b - a + 1] = record_masks[i][a:b]
+    record_index = np.array([first + i for i, _, _ in rows], dtype=np.int64).reshape(len(rows))
     return input_ids, sensitive, record_index, sum(lengths), sum(b - a for _, a, b in rows)
 
 
