@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class Span:
-    """A character span [start, end) of a record's text, with a label such as `PERSON` or `phone`."""
+    """A character span [start, end) of a record's text, with a label such as `PERSON` or `phone`. Slotted, as is
+    `Record`: a corpus holds millions of them (about 120 bytes each instead of 300)."""
 
     start: int
     end: int
@@ -17,7 +18,7 @@ class Span:
         return {"start": self.start, "end": self.end, "label": self.label}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Record:
     """One training record. `spans` is None when the data carries no gold annotation."""
 
