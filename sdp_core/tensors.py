@@ -6,19 +6,21 @@ of them imports another for it.
 A record longer than a row is several rows, its windows, which share its `record_index`; a private phase samples
 and clips records (all of a record's rows together), so `records` and `record_groups` say which rows go together.
 
-Row r of `input_ids` is `<eos> tokens... <eos> <pad>...` truncated to `max_length`. `weights[r, t]` is the loss
-weight of *predicting* token t (0 for padding, `<mask>` and the leading `<eos>`), so a mechanism changes what is
-learned by changing weights only: redaction zeroes `<mask>`, ATDP down-weights non-sensitive tokens.
+Row r of `input_ids` is `<eos> tokens... <eos> <pad>...` truncated to `max_length`. The rows keep their ids as
+encoded, in uint16 where every id fits (any vocabulary up to 65,536: GPT-2's 50,257 does; `text.encode.id_dtype`):
+7 bytes a token with the float weights and the mask, not 13. A batch (`subset`, `to`) has int64 ids, what a model's
+embedding and the loss's targets read; code that reads whole rows directly widens them itself. `weights[r, t]` is
+the loss weight of *predicting* token t (0 for padding, `<mask>` and the leading `<eos>`), so a mechanism changes
+what is learned by changing weights only: redaction zeroes `<mask>`, ATDP down-weights non-sensitive tokens.
 
 Rows that carry class `labels` are sequence-classification data: the loss is then the cross-entropy of each row's
 class logits against its label (token weights play no part), and the same loop, mechanisms and phases apply.
 
 Pickled (a sweep's prepared data in Ray's object store, a phase sent to Ray Train workers), `LMData` travels as
-compact numpy arrays (`pack`): token ids as uint16 where every id fits (any vocabulary up to 65,536: GPT-2's
-50,257 does), 0/1 weights and the secret mask as bytes, record indices as int32: about 4 bytes a token instead of
-13. Ray keeps numpy arrays zero-copy in its object store, so the arrays are stored once per node and every trial
-there reads them from shared memory; unpickling gives back the same tensors, dtypes included, in the trial's own
-memory (it trains on int64 ids).
+compact numpy arrays (`pack`): token ids as they are, 0/1 weights and the secret mask as bytes, record indices as
+int32: about 4 bytes a token. Ray keeps numpy arrays zero-copy in its object store, so the arrays are stored once per
+node and every trial there reads them from shared memory; unpickling gives back the same tensors, dtypes included,
+in the trial's own memory.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import torch
 
 @dataclass(frozen=True)
 class LMData:
-    input_ids: torch.Tensor  # [N, T] long
+    input_ids: torch.Tensor  # [N, T] integer: uint16 where the vocabulary fits (as encoded); a batch's are int64
     weights: torch.Tensor  # [N, T] float: loss weight of predicting token t
     sensitive: torch.Tensor  # [N, T] bool: token overlaps a sensitive span (policy or gold, as built)
     record_index: torch.Tensor  # [N] long: which source record each row is
@@ -55,17 +57,18 @@ class LMData:
         whole data needs): a causal model's losses on the columns kept are the same, and each step costs less."""
         rows = torch.as_tensor(rows, dtype=torch.long)
         if self.labels is not None:  # a classifier reads the whole row
-            return LMData(self.input_ids[rows], self.weights[rows], self.sensitive[rows], self.record_index[rows],
-                          self.labels[rows])
+            return LMData(self.input_ids[rows].long(), self.weights[rows], self.sensitive[rows],
+                          self.record_index[rows], self.labels[rows])
         weights = self.weights[rows]
         used = (weights > 0).any(0).nonzero()
         end = int(used[-1]) + 1 if len(used) else weights.shape[1]
-        return LMData(self.input_ids[rows, :end], weights[:, :end], self.sensitive[rows, :end], self.record_index[rows])
+        return LMData(self.input_ids[rows, :end].long(), weights[:, :end], self.sensitive[rows, :end],
+                      self.record_index[rows])
 
     def to(self, device: torch.device | str) -> "LMData":
-        """The same rows on `device` (the model's: a batch moves, the dataset stays in host memory)."""
-        return LMData(*(t.to(device) if t is not None else None for t in
-                        (self.input_ids, self.weights, self.sensitive, self.record_index, self.labels)))
+        """The same rows on `device` (the model's: a batch moves, the dataset stays in host memory), ids as int64."""
+        rest = (self.weights, self.sensitive, self.record_index, self.labels)
+        return LMData(self.input_ids.to(device, torch.long), *(t.to(device) if t is not None else None for t in rest))
 
     def with_weights(self, weights: torch.Tensor) -> "LMData":
         return replace(self, weights=weights)
@@ -91,7 +94,7 @@ def pack(t: torch.Tensor) -> np.ndarray:
         low, high = int(a.min()), int(a.max())
         for small in (np.uint16, np.int32):
             if np.iinfo(small).min <= low and high <= np.iinfo(small).max:
-                return a.astype(small)
+                return a.astype(small, copy=False)
     if a.dtype.kind == "f" and ((a == 0) | (a == 1)).all():
         return a.astype(np.bool_)
     return a

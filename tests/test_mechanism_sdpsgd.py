@@ -317,7 +317,8 @@ def test_end_to_end_on_customersim_spends_at_most_the_target_and_learns():
 
     def loss() -> float:
         with torch.no_grad():
-            return per_record_loss(model(data.input_ids), data.input_ids, data.weights).mean().item()
+            ids = data.input_ids.long()
+            return per_record_loss(model(ids), ids, data.weights).mean().item()
 
     before = loss()
     stats = train_phase(model, optimizer, phase, plan.ledger, 0)

@@ -240,7 +240,7 @@ def test_atdp_gradient_is_the_weighted_sum_of_token_gradients(trial_data):
     torch.manual_seed(0)
     model = build_gpt2("gpt2-tiny", None, len(trial_data.tokenizer), 128, 0.0)
     params = list(model.parameters())
-    ids, weights = data.input_ids[:1, :24], data.weights[:1, :24]  # a prefix keeps 24 backward passes cheap
+    ids, weights = data.input_ids[:1, :24].long(), data.weights[:1, :24]  # a prefix keeps 24 backward passes cheap
     record_grad = torch.autograd.grad(per_record_loss(model(ids), ids, weights).sum(), params)
     ce = torch.nn.functional.cross_entropy(model(ids)[0, :-1], ids[0, 1:], reduction="none")
     w = weights[0, 1:]

@@ -49,6 +49,7 @@ def test_every_token_of_every_record_lies_in_exactly_one_window():
     data, summary = encode_windows(texts, spans, tok, 48)
     reference = tok(texts, add_special_tokens=False, return_offsets_mapping=True)  # the whole records' tokens
     assert data.input_ids.shape[1] == 48
+    assert data.input_ids.dtype == torch.uint16 and data.subset([0, 1]).input_ids.dtype == torch.long  # 2 bytes at rest
     assert torch.equal(data.record_index, torch.sort(data.record_index).values)  # a record's windows are consecutive
     for r, (ids, offsets) in enumerate(zip(reference["input_ids"], reference["offset_mapping"])):
         windows = _rows(data, r)
@@ -186,6 +187,7 @@ def test_a_batch_is_cut_after_its_last_predicted_column_without_changing_any_los
     torch.manual_seed(0)
     model = build_model(ModelConfig(arch="gpt2", preset="gpt2-tiny"), len(tokenizer()), 256).eval()
     with torch.no_grad():
-        full = record_losses(model(data.input_ids[rows]), data.input_ids[rows], data.weights[rows])
+        ids = data.input_ids[rows].long()  # the rows as stored (uint16 ids), uncut
+        full = record_losses(model(ids), ids, data.weights[rows])
         cut = record_losses(model(batch.input_ids), batch.input_ids, batch.weights)
     torch.testing.assert_close(cut, full, rtol=1e-5, atol=1e-6)

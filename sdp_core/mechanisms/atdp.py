@@ -64,7 +64,7 @@ def token_weights(data: LMData, tokenizer: PreTrainedTokenizerFast, cfg: ATDPCon
     if not 0 < w <= 1:
         raise UserError(f"ATDP weight w = {w:.3f} is outside (0, 1] (α = {alpha:.3f}, r_target = {cfg.r_target}); "
                         "raise r_target or set mechanism.w")
-    function = torch.isin(data.input_ids, torch.tensor(function_token_ids(tokenizer, cfg.function_tokens)))
+    function = torch.isin(data.input_ids.long(), torch.tensor(function_token_ids(tokenizer, cfg.function_tokens)))
     weights = torch.where(data.sensitive | function, 1.0, w) * valid
     return data.with_weights(weights), {"w": w, "alpha": alpha, "r_target": cfg.r_target}
 

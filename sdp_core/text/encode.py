@@ -97,8 +97,8 @@ def window_bounds(text: str, offsets: Sequence[tuple[int, int]], spans: Sequence
 
 ENCODE_CHUNK = 1_024
 """Records tokenized at a time: the tokenizer's Python lists of ids and offsets (≈ 100 bytes a token) exist for one
-chunk only. A chunk's rows are kept compact (ids in uint16 where the vocabulary fits, the mask as bytes: 3 bytes a
-token) until the split is whole; then the rows' tensors (13 bytes a token) are made once, without a second copy."""
+chunk only. The rows hold 7 bytes a token: ids in uint16 where the vocabulary fits (`id_dtype`; a batch's are int64,
+`LMData.subset`), the mask as bytes, the weights as float32."""
 
 
 def id_dtype(tokenizer: PreTrainedTokenizerFast) -> type[np.unsignedinteger] | type[np.signedinteger]:
@@ -122,11 +122,10 @@ def encode_windows(texts: Sequence[str], spans: Sequence[Sequence[Span]], tokeni
     sensitive = torch.from_numpy(np.concatenate([c[1] for c in chunks]) if chunks
                                  else np.zeros((0, max_length), dtype=np.bool_))
     record_index = torch.from_numpy(np.concatenate([c[2] for c in chunks]) if chunks else np.zeros(0, np.int64))
-    del chunks  # the compact rows are whole: each chunk's copy goes before the wide tensors are made
+    del chunks  # the split's rows are whole: each chunk's copy goes before the weights are made
     weights = torch.from_numpy((ids != tokenizer.pad_token_id) & (ids != tokenizer.mask_token_id)).float()
     weights[:, 0] = 0.0
-    input_ids = torch.from_numpy(ids.astype(np.int64))
-    del ids
+    input_ids = torch.from_numpy(ids)
     y = None if labels is None else torch.tensor(labels, dtype=torch.long)[record_index]
     windows = np.bincount(record_index.numpy(), minlength=len(texts))
     summary = WindowSummary(records=len(texts), rows=len(input_ids), records_split=int((windows > 1).sum()),
