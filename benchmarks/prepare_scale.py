@@ -9,8 +9,15 @@ second of theirs (the share of a core's work the pipeline adds, whatever else ru
 each with `--cpus` // 2 CPUs): how many records each node detected, and whether its shards equal the one-node run's,
 record for record.
 
+`--trial-data` measures instead what a sweep prepares after detection, per size: `prepare_trial_data` (splits,
+canaries, the tokenizer, the rows of every split) in a process of its own, its peak resident memory, wall time and
+the rows' bytes, on this checkout and, with `--against DIR`, on DIR's `sdp_core` side by side (detection cached
+first by a pass not counted, so both sides read it from the cache).
+
     python -m benchmarks.prepare_scale [--sizes 10000 100000] [--policy general] [--cpus 2]
     python -m benchmarks.prepare_scale --sizes 1000000 --policy identifier,phone,email --no-two-nodes   # 1 M
+    python -m benchmarks.prepare_scale --trial-data --sizes 10000 100000 --policy identifier,phone,email \
+        [--against /tmp/before]
 """
 
 from __future__ import annotations
@@ -148,6 +155,56 @@ def in_process_rate(path: Path, policy: str, n: int = 500) -> float:
     return n / (time.process_time() - start)
 
 
+def trial_data(path: Path, policy: str, max_length: int) -> dict:
+    """In this process (started as `--trial-data-drive`): `prepare_trial_data` on the file; what it measured."""
+    from sdp_core.config import parse_model
+    from sdp_core.config.trial import TrialConfig
+    from sdp_core.preparation import prepare_trial_data
+
+    cfg = parse_model(TrialConfig, {"data": {"source": "file", "path": str(path), "max_length": max_length},
+                                    "detector": {"policy": policy}})
+    start = time.perf_counter()
+    data = prepare_trial_data(cfg).data
+    parts = (data.train, data.train_redacted, data.validation, data.test)
+    rows = sum(t.numel() * t.element_size() for p in parts
+               for t in (p.input_ids, p.weights, p.sensitive, p.record_index))
+    return {"wall_s": time.perf_counter() - start, "rows_mb": rows / 2**20,
+            "tokens": sum(p.input_ids.numel() for p in parts),
+            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def run_trial_data(path: Path, policy: str, max_length: int, code: Path) -> dict:
+    """`trial_data` in a new process running the `sdp_core` of checkout `code`."""
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    out = subprocess.run([sys.executable, "-m", "benchmarks.prepare_scale", "--trial-data-drive", str(path),
+                          "--policy", policy, "--max-length", str(max_length)],
+                         cwd=code, env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"preparation failed in {code}: {out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def trial_data_table(sizes: list[int], policy: str, max_length: int, against: Path | None) -> None:
+    """Peak memory of a sweep's preparation per size, this checkout beside `against` (when given)."""
+    sides = {"now": REPO, **({"before": against} if against else {})}
+    rows = []
+    for n in sizes:
+        path = notes_file(n)
+        run_trial_data(path, policy, max_length, REPO)  # detection into the cache, not counted
+        for name, code in sides.items():
+            rows.append({"size": n, "side": name, **run_trial_data(path, policy, max_length, code)})
+            print(json.dumps(rows[-1]), flush=True)
+    print(f"\n{'records':>9} {'side':>6} {'wall s':>7} {'peak MB':>8} {'rows MB':>8} {'bytes/token':>11}")
+    for r in rows:
+        print(f"{r['size']:>9,} {r['side']:>6} {r['wall_s']:>7.1f} {r['peak_mb']:>8.0f} {r['rows_mb']:>8.0f} "
+              f"{r['rows_mb'] * 2**20 / r['tokens']:>11.1f}")
+    for name in sides:
+        mine = [r for r in rows if r["side"] == name]
+        if len(mine) > 1:
+            print(f"{name}: peak memory, {mine[-1]['size']:,} vs {mine[0]['size']:,} records: "
+                  f"{mine[-1]['peak_mb'] / mine[0]['peak_mb']:.2f}x")
+
+
 def cluster_run(path: Path, policy: str, cpus: list[int], cache: Path, work: Path) -> dict:
     """Start a cluster of `cpus` nodes (a head, then the others joining it), detect the file, stop the cluster."""
     nodes = [ray_node(cpus[0], None, work / "ray.log")]
@@ -179,13 +236,23 @@ def main() -> None:
     parser.add_argument("--policy", default="general")
     parser.add_argument("--cpus", type=int, default=2, help="CPUs of the one-node cluster (two nodes: half each)")
     parser.add_argument("--no-two-nodes", action="store_true")
+    parser.add_argument("--trial-data", action="store_true", help="measure the preparation after detection")
+    parser.add_argument("--max-length", type=int, default=128, help="rows' length (--trial-data)")
+    parser.add_argument("--against", type=Path, help="an earlier checkout to compare with (--trial-data)")
     parser.add_argument("--drive", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--trial-data-drive", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--address", help=argparse.SUPPRESS)
     parser.add_argument("--cache", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--workers", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.drive:
         print(json.dumps(drive(args.drive, args.policy, args.address, args.cache, args.workers)))
+        return
+    if args.trial_data_drive:
+        print(json.dumps(trial_data(args.trial_data_drive, args.policy, args.max_length)))
+        return
+    if args.trial_data:
+        trial_data_table(args.sizes, args.policy, args.max_length, args.against)
         return
 
     work = Path(tempfile.mkdtemp(prefix="prepare-scale-"))
