@@ -174,11 +174,10 @@ def trial_data(path: Path, policy: str, max_length: int) -> dict:
 
 
 def run_trial_data(path: Path, policy: str, max_length: int, code: Path) -> dict:
-    """`trial_data` in a new process running the `sdp_core` of checkout `code`."""
+    """`trial_data` (this file's) in a new process running the `sdp_core` of checkout `code`."""
     env = {**os.environ, "PYTHONPATH": str(code)}
-    out = subprocess.run([sys.executable, "-m", "benchmarks.prepare_scale", "--trial-data-drive", str(path),
-                          "--policy", policy, "--max-length", str(max_length)],
-                         cwd=code, env=env, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, __file__, "--trial-data-drive", str(path), "--policy", policy,
+                          "--max-length", str(max_length)], cwd=code, env=env, capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(f"preparation failed in {code}: {out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
