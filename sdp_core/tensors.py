@@ -7,9 +7,10 @@ A record longer than a row is several rows, its windows, which share its `record
 and clips records (all of a record's rows together), so `records` and `record_groups` say which rows go together.
 
 Row r of `input_ids` is `<eos> tokens... <eos> <pad>...` truncated to `max_length`. The rows keep their ids as
-encoded, in uint16 where every id fits (any vocabulary up to 65,536: GPT-2's 50,257 does; `text.encode.id_dtype`):
-7 bytes a token with the float weights and the mask, not 13. A batch (`subset`, `to`) has int64 ids, what a model's
-embedding and the loss's targets read; code that reads whole rows directly widens them itself. `weights[r, t]` is
+encoded, in uint16 where every id fits (any vocabulary up to 65,536: GPT-2's 50,257 does; `text.encode.id_dtype`),
+and their weights as bool while every weight is 0 or 1 (as encoded; a mechanism that sets others makes them float):
+4 bytes a token with the mask, not 13. A batch (`subset`, `to`) has int64 ids and float weights, what a model's
+embedding and the loss read; code that reads whole rows directly widens them itself. `weights[r, t]` is
 the loss weight of *predicting* token t (0 for padding, `<mask>` and the leading `<eos>`), so a mechanism changes
 what is learned by changing weights only: redaction zeroes `<mask>`, ATDP down-weights non-sensitive tokens.
 
@@ -34,7 +35,7 @@ import torch
 @dataclass(frozen=True)
 class LMData:
     input_ids: torch.Tensor  # [N, T] integer: uint16 where the vocabulary fits (as encoded); a batch's are int64
-    weights: torch.Tensor  # [N, T] float: loss weight of predicting token t
+    weights: torch.Tensor  # [N, T] loss weight of predicting token t: bool while all are 0 or 1; a batch's are float
     sensitive: torch.Tensor  # [N, T] bool: token overlaps a sensitive span (policy or gold, as built)
     record_index: torch.Tensor  # [N] long: which source record each row is
     labels: torch.Tensor | None = None  # [N] long: class of each row (classification data); None for LM data
@@ -57,18 +58,20 @@ class LMData:
         whole data needs): a causal model's losses on the columns kept are the same, and each step costs less."""
         rows = torch.as_tensor(rows, dtype=torch.long)
         if self.labels is not None:  # a classifier reads the whole row
-            return LMData(self.input_ids[rows].long(), self.weights[rows], self.sensitive[rows],
+            return LMData(self.input_ids[rows].long(), self.weights[rows].float(), self.sensitive[rows],
                           self.record_index[rows], self.labels[rows])
         weights = self.weights[rows]
         used = (weights > 0).any(0).nonzero()
         end = int(used[-1]) + 1 if len(used) else weights.shape[1]
-        return LMData(self.input_ids[rows, :end].long(), weights[:, :end], self.sensitive[rows, :end],
+        return LMData(self.input_ids[rows, :end].long(), weights[:, :end].float(), self.sensitive[rows, :end],
                       self.record_index[rows])
 
     def to(self, device: torch.device | str) -> "LMData":
-        """The same rows on `device` (the model's: a batch moves, the dataset stays in host memory), ids as int64."""
-        rest = (self.weights, self.sensitive, self.record_index, self.labels)
-        return LMData(self.input_ids.to(device, torch.long), *(t.to(device) if t is not None else None for t in rest))
+        """The same rows on `device` (the model's: a batch moves, the dataset stays in host memory), as a batch has
+        them: int64 ids, float weights."""
+        rest = (self.sensitive, self.record_index, self.labels)
+        return LMData(self.input_ids.to(device, torch.long), self.weights.to(device, torch.float32),
+                      *(t.to(device) if t is not None else None for t in rest))
 
     def with_weights(self, weights: torch.Tensor) -> "LMData":
         return replace(self, weights=weights)

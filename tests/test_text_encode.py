@@ -49,7 +49,9 @@ def test_every_token_of_every_record_lies_in_exactly_one_window():
     data, summary = encode_windows(texts, spans, tok, 48)
     reference = tok(texts, add_special_tokens=False, return_offsets_mapping=True)  # the whole records' tokens
     assert data.input_ids.shape[1] == 48
-    assert data.input_ids.dtype == torch.uint16 and data.subset([0, 1]).input_ids.dtype == torch.long  # 2 bytes at rest
+    batch = data.subset([0, 1])  # at rest 2 bytes an id and 1 a weight; a batch's as a model and the loss read them
+    assert (data.input_ids.dtype, data.weights.dtype) == (torch.uint16, torch.bool)
+    assert (batch.input_ids.dtype, batch.weights.dtype) == (torch.long, torch.float32)
     assert torch.equal(data.record_index, torch.sort(data.record_index).values)  # a record's windows are consecutive
     for r, (ids, offsets) in enumerate(zip(reference["input_ids"], reference["offset_mapping"])):
         windows = _rows(data, r)

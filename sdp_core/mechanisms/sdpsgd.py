@@ -199,7 +199,7 @@ def gather_segments(data: LMData, rows: torch.Tensor, start: torch.Tensor, end: 
     inside = offset < lengths[:, None]
     nxt = (pos + 1).clamp(max=t - 1)
     ids = data.input_ids[rows[:, None], pos.clamp(max=t - 1)]
-    weights = data.weights[rows[:, None], nxt] * (inside & (pos + 1 < t))
+    weights = data.weights[rows[:, None], nxt].float() * (inside & (pos + 1 < t))
     targets = data.input_ids[rows[:, None], nxt]
     return SegmentBatch(ids.to(device, torch.long), lengths, targets.to(device, torch.long), weights.to(device),
                         record_groups(data.record_index[rows]).to(device))

@@ -97,8 +97,8 @@ def window_bounds(text: str, offsets: Sequence[tuple[int, int]], spans: Sequence
 
 ENCODE_CHUNK = 1_024
 """Records tokenized at a time: the tokenizer's Python lists of ids and offsets (≈ 100 bytes a token) exist for one
-chunk only. The rows hold 7 bytes a token: ids in uint16 where the vocabulary fits (`id_dtype`; a batch's are int64,
-`LMData.subset`), the mask as bytes, the weights as float32."""
+chunk only. The rows hold 4 bytes a token: ids in uint16 where the vocabulary fits (`id_dtype`), the 0/1 weights and
+the mask as bytes (a batch's are int64 and float: `LMData.subset`)."""
 
 
 def id_dtype(tokenizer: PreTrainedTokenizerFast) -> type[np.unsignedinteger] | type[np.signedinteger]:
@@ -111,8 +111,8 @@ def encode_windows(texts: Sequence[str], spans: Sequence[Sequence[Span]], tokeni
                    on_long: OnLong = "split") -> tuple[LMData, WindowSummary]:
     """Rows `<eos> window <eos> <pad>...` of every record's windows, in record order, and how they were cut.
 
-    `sensitive` marks tokens overlapping `spans[r]`. Weights are 1 on every real token after the leading `<eos>`
-    and 0 on padding and `<mask>`. With `labels` (one class id per text) the rows are classification data; a
+    `sensitive` marks tokens overlapping `spans[r]`. Weights (bool) are 1 on every real token after the leading
+    `<eos>` and 0 on padding and `<mask>`. With `labels` (one class id per text) the rows are classification data; a
     classifier reads the leading `<eos>`. Records are tokenized `ENCODE_CHUNK` at a time.
     """
     chunks = [_encode_chunk(texts, spans, tokenizer, max_length, labels, keep_whole, on_long, first)
@@ -123,8 +123,8 @@ def encode_windows(texts: Sequence[str], spans: Sequence[Sequence[Span]], tokeni
                                  else np.zeros((0, max_length), dtype=np.bool_))
     record_index = torch.from_numpy(np.concatenate([c[2] for c in chunks]) if chunks else np.zeros(0, np.int64))
     del chunks  # the split's rows are whole: each chunk's copy goes before the weights are made
-    weights = torch.from_numpy((ids != tokenizer.pad_token_id) & (ids != tokenizer.mask_token_id)).float()
-    weights[:, 0] = 0.0
+    weights = torch.from_numpy((ids != tokenizer.pad_token_id) & (ids != tokenizer.mask_token_id))
+    weights[:, 0] = False
     input_ids = torch.from_numpy(ids)
     y = None if labels is None else torch.tensor(labels, dtype=torch.long)[record_index]
     windows = np.bincount(record_index.numpy(), minlength=len(texts))
