@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 import numpy as np
 
+from sdp_core.detectors.spacy_tiers import one_blas_thread
+
 if TYPE_CHECKING:
     from spacy.language import Language
     from spacy.tokens import Doc
@@ -104,8 +106,9 @@ class SegmentTagger:
     def _run(self, texts: list[str]) -> dict[str, np.ndarray]:
         """The annotations of each distinct text (templated lines repeat: each window runs once)."""
         distinct = list(dict.fromkeys(texts))
-        docs = self.nlp.pipe(distinct, disable=self.disable, batch_size=self.batch_size)
-        return {text: self._annotations(doc) for text, doc in zip(distinct, docs)}
+        with one_blas_thread():
+            docs = self.nlp.pipe(distinct, disable=self.disable, batch_size=self.batch_size)
+            return {text: self._annotations(doc) for text, doc in zip(distinct, docs)}
 
     def docs(self, texts: Sequence[str]) -> Iterator["Doc"]:
         """One annotated Doc per text, in order."""
