@@ -1,6 +1,6 @@
 """spaCy's NER and tagger over only the parts of texts that could hold a name, with the context the model reads.
 
-Nine tenths of the `general` policy's time is spaCy's NER + tagger pass (`docs/detection.md`, "Detection speed per
+Most of the `general` policy's time is spaCy's NER + tagger pass (`docs/detection.md`, "Detection speed per
 core"), and much of what it reads cannot hold a name: templated dialog lines ("SYS: What is your order number?"),
 sentences of clinic notes with no capitalised word but their first ("He reports heartburn for 3 days."). The
 `SegmentTagger` cuts each text into segments (its lines, and a line's sentences), asks a predicate which segments
