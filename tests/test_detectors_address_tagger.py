@@ -9,7 +9,7 @@ import pickle
 import pytest
 
 from sdp_core.detectors import get_policy
-from sdp_core.detectors.address_tagger import MODEL_PATH, AddressTaggerPolicy
+from sdp_core.detectors.address_tagger import MODEL_PATH, AddressTaggerPolicy, sequence_features, token_features, tokenize
 
 # (carrier, address): the address is the gold span.
 ADDRESSES = (
@@ -75,3 +75,20 @@ def test_tagger_pickles_after_use_into_a_worker(tagger):
 def test_general_and_strict_mask_what_the_tagger_finds():
     for policy in ("general", "strict"):
         assert "address_tagger" in {m.name for m in get_policy(policy).members}
+
+
+@pytest.mark.parametrize("line", ["Ship to 12 Rue de la Gare, L-1611 Luxembourg.", "BP 120/80", "42", ""])
+def test_each_token_sees_its_own_features_then_its_neighbours_in_training_order(line):
+    """`sequence_features` against the definition written out token by token: its own features, `BOL` / `EOL` at
+    the line's ends, then the neighbour features of the tokens at -1, -2, +1 and +2 with that prefix (the model was
+    trained on this order, and CRFsuite adds the weights in it)."""
+    tokens = [line[a:b] for a, b in tokenize(line)]
+    keys = ("w=", "sh=", "nd=", "year", "street", "cap", "month")
+    expected = []
+    for i in range(len(tokens)):
+        feats = ["bias", *token_features(tokens[i])] + ["BOL"] * (i == 0) + ["EOL"] * (i == len(tokens) - 1)
+        for k in (-1, -2, 1, 2):
+            if 0 <= i + k < len(tokens):
+                feats += [f"{k:+d}{f}" for f in token_features(tokens[i + k]) if f.startswith(keys)]
+        expected.append(tuple(feats))
+    assert sequence_features(tokens) == expected

