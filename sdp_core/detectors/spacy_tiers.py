@@ -110,13 +110,16 @@ def model_version(name: str) -> str:
     return "unknown"
 
 
-@functools.lru_cache(maxsize=2)
 def load_spacy(name: str) -> "Language":
     """Load a spaCy pipeline once per process (440 MB for the small English model), its matrix products on numpy's
-    BLAS (`_numpy_matmul`)."""
+    BLAS (`_numpy_matmul`). Cached by the model `name` resolves to: a name and its twin load one pipeline."""
+    return _load_resolved(resolve_model(name))
+
+
+@functools.lru_cache(maxsize=2)
+def _load_resolved(resolved: str) -> "Language":
     import spacy
 
-    resolved = resolve_model(name)
     try:
         nlp = spacy.load(resolved)
     except (OSError, ImportError) as e:
