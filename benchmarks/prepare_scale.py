@@ -14,9 +14,15 @@ canaries, the tokenizer, the rows of every split) in a process of its own, its p
 the rows' bytes, on this checkout and, with `--against DIR`, on DIR's `sdp_core` side by side (detection cached
 first by a pass not counted, so both sides read it from the cache).
 
+`--sweep-prep` measures what a sweep's driver holds through all of it, per size: `prepare_once` (the file's
+detection on the cluster, then the rest of the preparation) in a driver process of its own connected to a Ray head
+started for the run, its peak resident memory and wall time, on this checkout and, with `--against DIR`, on DIR's.
+
     python -m benchmarks.prepare_scale [--sizes 10000 100000] [--policy general] [--cpus 2]
     python -m benchmarks.prepare_scale --sizes 1000000 --policy identifier,phone,email --no-two-nodes   # 1 M
     python -m benchmarks.prepare_scale --trial-data --sizes 10000 100000 --policy identifier,phone,email \
+        [--against /tmp/before]
+    python -m benchmarks.prepare_scale --sweep-prep --sizes 10000 100000 --policy identifier,phone,email \
         [--against /tmp/before]
 """
 
@@ -34,6 +40,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / ".cache" / "bench" / "prepare_scale"
@@ -173,35 +180,85 @@ def trial_data(path: Path, policy: str, max_length: int) -> dict:
             "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def run_trial_data(path: Path, policy: str, max_length: int, code: Path) -> dict:
-    """`trial_data` (this file's) in a new process running the `sdp_core` of checkout `code`."""
+def sweep_prep(path: Path, policy: str, max_length: int, address: str) -> dict:
+    """In this process (started as `--sweep-prep-drive`): what a sweep's driver does before its trials start,
+    `prepare_once` on the file (detection on the cluster, then splits, tokenizer, rows and plans), connected to the
+    head at `address`; the driver's peak memory and wall time."""
+    import ray
+
+    from sdp_core.sweep.driver import prepare_once  # where earlier checkouts have it too
+
+    # The job's workers run the same checkout as this driver.
+    ray.init(address=address, log_to_driver=False, logging_level="ERROR",
+             runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}})
+    trial = {"data": {"source": "file", "path": str(path), "max_length": max_length}, "detector": {"policy": policy}}
+    start = time.perf_counter()
+    prepared = prepare_once([trial], None)
+    return {"wall_s": time.perf_counter() - start, "settings": len(prepared),
+            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def in_checkout(code: Path, flag: str, path: Path, args: list[str]) -> dict:
+    """This file's `flag` mode on `path` in a new process running the `sdp_core` of checkout `code`."""
     env = {**os.environ, "PYTHONPATH": str(code)}
-    out = subprocess.run([sys.executable, __file__, "--trial-data-drive", str(path), "--policy", policy,
-                          "--max-length", str(max_length)], cwd=code, env=env, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, __file__, flag, str(path), *args], cwd=code, env=env, capture_output=True,
+                         text=True)
     if out.returncode != 0:
-        raise SystemExit(f"preparation failed in {code}: {out.stderr[-3000:]}")
+        raise SystemExit(f"{flag} failed in {code}: {out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def trial_data_table(sizes: list[int], policy: str, max_length: int, against: Path | None) -> None:
-    """Peak memory of a sweep's preparation per size, this checkout beside `against` (when given)."""
+def side_by_side(sizes: list[int], against: Path | None, measure: Callable[[Path, Path], dict]) -> list[dict]:
+    """`measure(file, checkout)` per size on this checkout and `against` (when given), after a first pass on this
+    checkout that is not counted (detection into the cache, so that every side reads it from there)."""
     sides = {"now": REPO, **({"before": against} if against else {})}
     rows = []
     for n in sizes:
         path = notes_file(n)
-        run_trial_data(path, policy, max_length, REPO)  # detection into the cache, not counted
+        measure(path, REPO)
         for name, code in sides.items():
-            rows.append({"size": n, "side": name, **run_trial_data(path, policy, max_length, code)})
+            rows.append({"size": n, "side": name, **measure(path, code)})
             print(json.dumps(rows[-1]), flush=True)
-    print(f"\n{'records':>9} {'side':>6} {'wall s':>7} {'peak MB':>8} {'rows MB':>8} {'bytes/token':>11}")
-    for r in rows:
-        print(f"{r['size']:>9,} {r['side']:>6} {r['wall_s']:>7.1f} {r['peak_mb']:>8.0f} {r['rows_mb']:>8.0f} "
-              f"{r['rows_mb'] * 2**20 / r['tokens']:>11.1f}")
-    for name in sides:
+    return rows
+
+
+def growth(rows: list[dict]) -> None:
+    """Each side's peak memory at its largest size over its smallest."""
+    for name in dict.fromkeys(r["side"] for r in rows):
         mine = [r for r in rows if r["side"] == name]
         if len(mine) > 1:
             print(f"{name}: peak memory, {mine[-1]['size']:,} vs {mine[0]['size']:,} records: "
                   f"{mine[-1]['peak_mb'] / mine[0]['peak_mb']:.2f}x")
+
+
+def trial_data_table(sizes: list[int], policy: str, max_length: int, against: Path | None) -> None:
+    """Peak memory of a trial's data preparation per size, this checkout beside `against` (when given)."""
+    rows = side_by_side(sizes, against, lambda path, code: in_checkout(
+        code, "--trial-data-drive", path, ["--policy", policy, "--max-length", str(max_length)]))
+    print(f"\n{'records':>9} {'side':>6} {'wall s':>7} {'peak MB':>8} {'rows MB':>8} {'bytes/token':>11}")
+    for r in rows:
+        print(f"{r['size']:>9,} {r['side']:>6} {r['wall_s']:>7.1f} {r['peak_mb']:>8.0f} {r['rows_mb']:>8.0f} "
+              f"{r['rows_mb'] * 2**20 / r['tokens']:>11.1f}")
+    growth(rows)
+
+
+def sweep_prep_table(sizes: list[int], policy: str, max_length: int, against: Path | None, cpus: int,
+                     work: Path) -> None:
+    """The sweep driver's peak memory through its preparation per size, on a Ray head of `cpus` CPUs started for
+    the run, this checkout beside `against` (when given)."""
+    head = ray_node(cpus, None, work / "ray.log")
+    try:
+        address = head.address  # type: ignore[attr-defined]
+        wait_for_cpus(address, cpus)
+        rows = side_by_side(sizes, against, lambda path, code: in_checkout(
+            code, "--sweep-prep-drive", path,
+            ["--policy", policy, "--max-length", str(max_length), "--address", address]))
+    finally:
+        stop([head])
+    print(f"\n{'records':>9} {'side':>6} {'wall s':>7} {'driver peak MB':>14}")
+    for r in rows:
+        print(f"{r['size']:>9,} {r['side']:>6} {r['wall_s']:>7.1f} {r['peak_mb']:>14.0f}")
+    growth(rows)
 
 
 def cluster_run(path: Path, policy: str, cpus: list[int], cache: Path, work: Path) -> dict:
@@ -237,9 +294,11 @@ def main() -> None:
     parser.add_argument("--no-two-nodes", action="store_true")
     parser.add_argument("--trial-data", action="store_true", help="measure the preparation after detection")
     parser.add_argument("--max-length", type=int, default=128, help="rows' length (--trial-data)")
-    parser.add_argument("--against", type=Path, help="an earlier checkout to compare with (--trial-data)")
+    parser.add_argument("--against", type=Path, help="an earlier checkout to compare with (--trial-data, --sweep-prep)")
     parser.add_argument("--drive", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--sweep-prep", action="store_true", help="measure the sweep driver through its preparation")
     parser.add_argument("--trial-data-drive", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--sweep-prep-drive", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--address", help=argparse.SUPPRESS)
     parser.add_argument("--cache", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--workers", type=int, help=argparse.SUPPRESS)
@@ -249,6 +308,9 @@ def main() -> None:
         return
     if args.trial_data_drive:
         print(json.dumps(trial_data(args.trial_data_drive, args.policy, args.max_length)))
+        return
+    if args.sweep_prep_drive:
+        print(json.dumps(sweep_prep(args.sweep_prep_drive, args.policy, args.max_length, args.address)))
         return
     if args.trial_data:
         trial_data_table(args.sizes, args.policy, args.max_length, args.against)
@@ -261,6 +323,9 @@ def main() -> None:
     token.write_text(secrets.token_hex(32))
     os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token))
     print(f"policy {args.policy}; logs and shards in {work}", flush=True)
+    if args.sweep_prep:
+        sweep_prep_table(args.sizes, args.policy, args.max_length, args.against, args.cpus, work)
+        return
     rows = []
     for n in args.sizes:
         path = notes_file(n)

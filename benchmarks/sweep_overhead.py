@@ -55,7 +55,7 @@ def main() -> None:
     from sdp_core.config.trial import TrialConfig
     from sdp_core.sweep.space import MECHANISM_PARAM, trial_config_dict
     from sdp_core.preparation import data_key
-    from sdp_core.sweep.driver import prepare_shared
+    from sdp_core.sweep.prepare import prepare_shared
     from sdp_core.trial import run_trial
 
     base = pinned_sweep(args.sweep, args.overrides)

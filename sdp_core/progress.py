@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from rich.console import Console
@@ -34,12 +36,66 @@ def phase_progress(phases: list[Phase], enabled: bool) -> Iterator[Callable[[str
         yield advance
 
 
+@dataclass(frozen=True)
+class ProgressEvent:
+    """What `count_progress` did, for a process that shows another's progress (`replayed_progress`)."""
+
+    description: str
+    total: int | None
+    unit: str
+    advance: int  # items done since the last event
+    finished: bool = False
+
+
+_RELAY: ContextVar[Callable[[ProgressEvent], None] | None] = ContextVar("progress_relay", default=None)
+
+
+@contextmanager
+def relayed_progress(send: Callable[[ProgressEvent], None]) -> Iterator[None]:
+    """Inside this block `count_progress` shows nothing and hands its events to `send` instead (a Ray worker, whose
+    output does not reach the user, sends them to the driver, which shows them: `replayed_progress`)."""
+    token = _RELAY.set(send)
+    try:
+        yield
+    finally:
+        _RELAY.reset(token)
+
+
+@contextmanager
+def replayed_progress() -> Iterator[Callable[[ProgressEvent], None]]:
+    """Yields `show(event)`: each relayed `count_progress` shown here as if it ran here, one display per description."""
+    with ExitStack() as every:
+        shown: dict[str, tuple[ExitStack, Callable[[int], None]]] = {}
+
+        def show(event: ProgressEvent) -> None:
+            if event.description not in shown:
+                one = every.enter_context(ExitStack())
+                shown[event.description] = one, one.enter_context(
+                    count_progress(event.description, event.total, event.unit))
+            one, advance = shown[event.description]
+            if event.advance:
+                advance(event.advance)
+            if event.finished:
+                one.close()
+                del shown[event.description]
+
+        yield show
+
+
 @contextmanager
 def count_progress(description: str, total: int | None, unit: str = "") -> Iterator[Callable[[int], None]]:
     """Yields `advance(n)` for `total` items of work (None: not known in advance), shown with their rate (`unit`
     per second, when named). On a terminal (stderr) a bar that is gone once done; elsewhere (a log file, a pipe) a
     line at the start and at each tenth, `description: 30% (3,000 of 10,000) in 41 s`, or every 10,000 items when
-    the total is not known, so a long wait shows that it moves."""
+    the total is not known, so a long wait shows that it moves. Inside `relayed_progress`, events instead."""
+    send = _RELAY.get()
+    if send is not None:
+        send(ProgressEvent(description, total, unit, 0))
+        try:
+            yield lambda n: send(ProgressEvent(description, total, unit, n))
+        finally:
+            send(ProgressEvent(description, total, unit, 0, finished=True))
+        return
     if Console(stderr=True).is_terminal:
         rate = (TextColumn("{task.speed:,.0f} " + unit + "/s" if unit else ""),)
         columns = (TextColumn(description), BarColumn(), MofNCompleteColumn(), *rate, TimeElapsedColumn(),

@@ -102,3 +102,30 @@ def test_a_preparation_looks_the_files_records_up_and_detects_only_the_others(js
         detected = detect_records(texts, Recording(), tmp_path / "cache")  # type: ignore[arg-type]
     assert asked == [changed]
     assert detected == policy.detect(texts) and len(detected[0]) > len(policy.detect([NOTES[3].text])[0])
+
+
+def test_data_not_known_to_be_small_is_prepared_in_a_task_as_it_would_be_here(local_ray, monkeypatch):
+    import torch
+
+    from sdp_core.config import parse_model
+    from sdp_core.config.trial import TrialConfig
+    from sdp_core.preparation import data_key
+    from sdp_core.sweep import prepare
+    from tests.conftest import small_trial_dict
+
+    trial = small_trial_dict(data={"seed": 31})
+    cfg = parse_model(TrialConfig, trial)
+    expected = prepare.prepare_shared([cfg])[data_key(cfg)]  # the reference: the same preparation in this process
+    monkeypatch.setattr(prepare, "IN_DRIVER_RECORDS", 0)  # 280 generated records: not known to be small now
+    # In this process only: the task's worker imports the module afresh.
+    monkeypatch.setattr(prepare, "prepare_trial_data", lambda cfg: pytest.fail("prepared in the driver"))
+    refs = prepare.prepare_once([trial], workers=2)
+    import ray
+
+    got = ray.get(refs[data_key(cfg)])
+    assert list(refs) == [data_key(cfg)] and got.detector == expected.detector and got.canaries == expected.canaries
+    assert got.data.records == expected.data.records and got.data.train_spans == expected.data.train_spans
+    for part in ("train", "train_redacted", "validation", "test"):
+        a, b = getattr(got.data, part), getattr(expected.data, part)
+        assert all(torch.equal(getattr(a, f), getattr(b, f)) for f in ("input_ids", "weights", "sensitive"))
+    assert got.data.tokenizer.get_vocab() == expected.data.tokenizer.get_vocab()

@@ -85,7 +85,7 @@ def test_dp_noise_is_secret_while_the_seed_fixes_everything_else(dpsgd_result, t
 
 def test_a_trial_is_the_same_whether_it_prepared_the_data_or_was_given_the_sweeps(tmp_path):
     """A sweep prepares each data setting once and hands it to its trials: that changes nothing a trial computes."""
-    from sdp_core.sweep.driver import prepare_shared
+    from sdp_core.sweep.prepare import prepare_shared
 
     nodp = lambda seed: parse_model(TrialConfig, small_trial_dict(seed=seed, mechanism={"name": "nodp"}))  # noqa: E731
     fresh = run_trial(nodp(1), tmp_path / "fresh")

@@ -50,13 +50,12 @@ from sdp_core.config import parse_model
 from sdp_core.config.loading import arm_trial_config
 from sdp_core.config.sweep import ResourcesConfig, SearchSpace, SweepConfig
 from sdp_core.config.trial import TrialConfig
-from sdp_core.detectors import get_policy
 from sdp_core.errors import PrivacyError, UserError
 from sdp_core.logs import configure_logging
+from sdp_core.sweep.prepare import prepare_once
 from sdp_core.sweep.space import MECHANISM_PARAM, sample, sweep_number, trial_config_dict, trial_id
 from sdp_core.sweep.store import SweepStore
-from sdp_core.mechanisms import get_mechanism
-from sdp_core.preparation import PreparedData, data_key, prepare_trial_data
+from sdp_core.preparation import PreparedData, data_key
 from sdp_core.row import TrialRow
 from sdp_core.trial import TrainingProgress, run_trial
 
@@ -379,56 +378,6 @@ def reconcile(cfg: SweepConfig, studies: dict[str, optuna.Study], store: SweepSt
 def grace_period(cfg: SweepConfig) -> int:
     """ASHA's first rung: a quarter of the step cap (or 10 steps without one)."""
     return max(1, (cfg.base.training.max_steps or 40) // 4)
-
-
-def prepare_shared(trials: list[TrialConfig]) -> dict[str, PreparedData]:
-    """The data the trials of a sweep share, prepared once per distinct data setting (`data_key`), with each
-    mechanism's plan made once so its own detection (CRT's conservative policy) is cached before the trials start.
-    A setting whose preparation fails is left out: its trials prepare it themselves and report the problem."""
-    prepared: dict[str, PreparedData] = {}
-    planned: set[tuple[str, str]] = set()
-    failed: set[str] = set()
-    for cfg in trials:
-        key = data_key(cfg)
-        if key in failed:
-            continue
-        try:
-            if key not in prepared:
-                prepared[key] = prepare_trial_data(cfg)
-            if (key, cfg.mechanism.name) not in planned:
-                planned.add((key, cfg.mechanism.name))
-                get_mechanism(cfg.mechanism.name)(prepared[key].data, cfg)
-        except UserError:  # includes PrivacyError: the trial itself records it
-            if key not in prepared:
-                failed.add(key)
-    return prepared
-
-
-def prepare_once(trials: list[dict], workers: int | None) -> dict[str, ray.ObjectRef]:
-    """The trials' shared data, prepared once here before they start (`prepare_shared`), and put in Ray's object
-    store by `data_key`: every trial, on any node, reads it from there instead of preparing it again.
-
-    Detection runs on the cluster as a Ray Data pipeline (`sweep.pipeline.ray_detection`: at most `workers` one-CPU
-    actors, by default as many as its CPUs allow); a data file is read as a Ray Dataset and its detections are
-    kept as shards for the next sweep on it. Tune has asked for no CPU yet, so nothing competes with the pipeline."""
-    from sdp_core.sweep.pipeline import detect_file, file_source, ray_detection
-
-    configs = [parse_model(TrialConfig, t) for t in trials]
-    start = time.perf_counter()
-    print("preparing the sweep's data once (detection on the cluster, tokenizer, plans)", flush=True)
-    files = {}  # a data file's records, detected with the trials' policy: the heavy part, streamed from the file
-    for cfg in configs:
-        source = file_source(cfg.data)
-        try:
-            policy = get_policy(cfg.detector.policy, cfg.detector)
-            if source is not None and (source, policy.key) not in files:
-                files[source, policy.key] = detect_file(source, policy, workers)
-        except UserError:  # a bad policy or file: the trials report it
-            continue
-    with ray_detection(workers, list(files.values())):
-        prepared = prepare_shared(configs)
-    print(f"data prepared in {time.perf_counter() - start:.0f} s; the trials start", flush=True)
-    return {key: ray.put(data) for key, data in prepared.items()}
 
 
 def run_sweep(cfg: SweepConfig, space: SearchSpace | str | None, store: SweepStore, callbacks: list | None = None

@@ -7,7 +7,7 @@
          reads) and keeps it for every batch it is given
       -> the driver, in record order: spans only, never the texts, with a progress bar of records and records/s.
 
-A sweep runs it before its trials start (`ray_detection` around its preparation, `sweep.driver.prepare_once`): Tune
+A sweep runs it before its trials start (`ray_detection` around its preparation, `sweep.prepare.prepare_once`): Tune
 has asked for no CPU yet, so nothing competes with the actors, and they are gone before the first trial. A policy's
 spans depend on the text alone (`detectors.base.Policy`), so the result is detection in one process, record for
 record (`tests/test_pipeline.py`).

@@ -1,0 +1,175 @@
+"""A sweep's shared data, prepared once before its trials start, in a Ray task of its own.
+
+    driver: a data file's detection (`sweep.pipeline.detect_file`: streamed, the driver holds one batch of spans)
+      -> a task on the driver's node (`_prepare_remotely`, no CPU of its own; its detection misses go to the actor
+         pool like the driver's would): records, spans, tokenizer, rows and each mechanism's plan (`prepare_shared`)
+      -> every setting's `PreparedData` in Ray's object store, made by that task and owned by the driver, which
+         holds references only; the task's worker exits once it is done, and its memory with it.
+
+The driver never holds the records, the tokenizer's training text or the rows, however large the data: what it
+holds through a sweep's preparation does not grow with the data. Its progress (detection's records and records/s)
+is the task's, relayed to the driver's display (`progress.relayed_progress`): a worker's own output does not reach
+the user. The task runs on the driver's node, where the data's paths are the paths the user gave. Data known to be small
+(`known_small`: generated, or a small file) is prepared in the driver itself, which a task's start would only slow.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from sdp_core.config import DataConfig, parse_model
+from sdp_core.config.trial import TrialConfig
+from sdp_core.detectors import get_policy
+from sdp_core.errors import UserError
+from sdp_core.logs import configure_logging
+from sdp_core.mechanisms import get_mechanism
+from sdp_core.preparation import PreparedData, data_key, prepare_trial_data
+from sdp_core.progress import ProgressEvent, relayed_progress, replayed_progress
+from sdp_core.sweep.pipeline import FILE_MIN_BYTES, FileDetections, detect_file, file_source, ray_detection
+
+IN_DRIVER_RECORDS = 20_000
+"""Data known to hold at most this many records (generated, or a file under `pipeline.FILE_MIN_BYTES`) is
+prepared in the driver: starting the task's worker (a process importing torch) costs seconds, more than preparing
+it takes, and it keeps the driver small anyway."""
+
+RELAY_INTERVAL = 0.25
+"""Seconds between the preparation task's progress messages to the driver (each is a small Ray object)."""
+
+
+def prepare_shared(trials: list[TrialConfig]) -> dict[str, PreparedData]:
+    """The data the trials of a sweep share, prepared once per distinct data setting (`data_key`), with each
+    mechanism's plan made once so its own detection (CRT's conservative policy) is cached before the trials start.
+    A setting whose preparation fails is left out: its trials prepare it themselves and report the problem."""
+    prepared: dict[str, PreparedData] = {}
+    planned: set[tuple[str, str]] = set()
+    failed: set[str] = set()
+    for cfg in trials:
+        key = data_key(cfg)
+        if key in failed:
+            continue
+        try:
+            if key not in prepared:
+                prepared[key] = prepare_trial_data(cfg)
+            if (key, cfg.mechanism.name) not in planned:
+                planned.add((key, cfg.mechanism.name))
+                get_mechanism(cfg.mechanism.name)(prepared[key].data, cfg)
+        except UserError:  # includes PrivacyError: the trial itself records it
+            if key not in prepared:
+                failed.add(key)
+    return prepared
+
+
+def known_small(data: DataConfig) -> bool:
+    """Whether a data setting holds at most `IN_DRIVER_RECORDS` records, from its settings or its file's size
+    alone (a dataset of the hub, or a folder, is not known to be small)."""
+    if data.source == "file":
+        path = Path(data.location)
+        return path.is_file() and path.stat().st_size < FILE_MIN_BYTES
+    if data.source == "hf":
+        return False
+    return data.n_train + data.n_validation + data.n_test <= IN_DRIVER_RECORDS
+
+
+def _merged(events: list[ProgressEvent]) -> list[ProgressEvent]:
+    """Consecutive advances of one display as one event: the driver needs the counts, not every step."""
+    out: list[ProgressEvent] = []
+    for e in events:
+        last = out[-1] if out else None
+        if last is not None and not last.finished and not e.finished and last.description == e.description:
+            out[-1] = ProgressEvent(e.description, e.total, e.unit, last.advance + e.advance)
+        else:
+            out.append(e)
+    return out
+
+
+@ray.remote(num_cpus=0, max_calls=1, num_returns="streaming")
+def _prepare_remotely(trials: list[TrialConfig], workers: int | None, files: Sequence[FileDetections]
+                      ) -> Iterator[list[ProgressEvent] | tuple[str, ...] | PreparedData]:
+    """`prepare_shared` in this task: yields lists of progress events while it works, then the keys of the settings
+    it prepared, then each setting's data in that order (objects the caller owns, so they outlive this worker)."""
+    configure_logging()  # the driver's -v, in this worker
+    events: queue.Queue[ProgressEvent | None] = queue.Queue()
+    outcome: dict[str, dict[str, PreparedData] | BaseException] = {}
+
+    def work() -> None:  # in a thread: the generator yields the events it sends while it runs
+        try:
+            with relayed_progress(events.put), ray_detection(workers, files):
+                outcome["prepared"] = prepare_shared(trials)
+        except BaseException as e:  # raised below, in the task
+            outcome["error"] = e
+        finally:
+            events.put(None)
+
+    thread = threading.Thread(target=work, name="prepare")
+    thread.start()
+    finished = False
+    while not finished:
+        batch = [events.get()]
+        time.sleep(RELAY_INTERVAL)
+        while not events.empty():
+            batch.append(events.get())
+        finished = batch[-1] is None
+        sent = [e for e in batch if e is not None]
+        if sent:
+            yield _merged(sent)
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    prepared = outcome["prepared"]
+    assert isinstance(prepared, dict)
+    yield tuple(prepared)
+    for data in prepared.values():  # not `yield from`: Ray's generator protocol asks the iterator for `send`
+        yield data
+
+
+def prepare_once(trials: list[dict], workers: int | None) -> dict[str, ray.ObjectRef]:
+    """The trials' shared data by `data_key`, prepared once before they start and left in Ray's object store:
+    every trial, on any node, reads it from there instead of preparing it again.
+
+    Detection runs on the cluster as a Ray Data pipeline (`sweep.pipeline`: at most `workers` one-CPU actors, by
+    default as many as its CPUs allow); a data file is read as a Ray Dataset and its detections are kept as shards
+    for the next sweep on it. The rest runs in a task (`_prepare_remotely`), so the driver holds references only,
+    unless the data is known to be small (`known_small`). Tune has asked for no CPU yet, so nothing competes with the pipeline."""
+    configs = [parse_model(TrialConfig, t) for t in trials]
+    start = time.perf_counter()
+    print("preparing the sweep's data once (detection on the cluster, tokenizer, plans)", flush=True)
+    files = {}  # a data file's records, detected with the trials' policy: the heavy part, streamed from the file
+    for cfg in configs:
+        source = file_source(cfg.data)
+        try:
+            policy = get_policy(cfg.detector.policy, cfg.detector)
+            if source is not None and (source, policy.key) not in files:
+                files[source, policy.key] = detect_file(source, policy, workers)
+        except UserError:  # a bad policy or file: the trials report it
+            continue
+    if all(known_small(cfg.data) for cfg in configs):
+        with ray_detection(workers, list(files.values())):
+            prepared = {key: ray.put(data) for key, data in prepare_shared(configs).items()}
+    else:
+        prepared = _prepared_in_task(configs, workers, list(files.values()))
+    print(f"data prepared in {time.perf_counter() - start:.0f} s; the trials start", flush=True)
+    return prepared
+
+
+def _prepared_in_task(configs: list[TrialConfig], workers: int | None, files: list[FileDetections]
+                      ) -> dict[str, ray.ObjectRef]:
+    """`_prepare_remotely` on this node, its progress shown here; the references to what it prepared."""
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    refs = _prepare_remotely.options(scheduling_strategy=here).remote(configs, workers, files)
+    keys: tuple[str, ...] = ()
+    with replayed_progress() as show:
+        for ref in refs:
+            message = ray.get(ref)
+            if isinstance(message, tuple):  # the keys; the data follows, left where it is
+                keys = message
+                break
+            for event in message:
+                show(event)
+    return dict(zip(keys, refs))
