@@ -209,13 +209,14 @@ def in_checkout(code: Path, flag: str, path: Path, args: list[str]) -> dict:
 
 
 def side_by_side(sizes: list[int], against: Path | None, measure: Callable[[Path, Path], dict]) -> list[dict]:
-    """`measure(file, checkout)` per size on this checkout and `against` (when given), after a first pass on this
-    checkout that is not counted (detection into the cache, so that every side reads it from there)."""
+    """`measure(file, checkout)` per size on this checkout and `against` (when given; then after a first pass on
+    this checkout that is not counted: detection into the cache, so that both sides read it from there)."""
     sides = {"now": REPO, **({"before": against} if against else {})}
     rows = []
     for n in sizes:
         path = notes_file(n)
-        measure(path, REPO)
+        if against:
+            measure(path, REPO)
         for name, code in sides.items():
             rows.append({"size": n, "side": name, **measure(path, code)})
             print(json.dumps(rows[-1]), flush=True)
