@@ -66,8 +66,9 @@ def reach(config: object) -> int | None:
 
 
 class SegmentTagger:
-    """Docs of whole texts annotated by `nlp` (with `disable`d components) where `may_hold_name(segment, starts_line)`
-    says a segment may hold a name (`starts_line`: only whitespace before it on its line); `pos_of` maps the tagger's tags to parts of speech (`spacy_tiers.tag_pos`)."""
+    """Docs of whole texts annotated by `nlp` (with `disable`d components) where `may_hold_name(segment,
+    starts_line)` says a segment may hold a name (`starts_line`: only whitespace before it on its line); `pos_of`
+    maps the tagger's tags to parts of speech (`spacy_tiers.tag_pos`)."""
 
     def __init__(self, nlp: "Language", disable: list[str], pos_of: dict[int, int],
                  may_hold_name: Callable[[str, bool], bool], batch_size: int):
