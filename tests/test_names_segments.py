@@ -72,6 +72,29 @@ def test_which_segments_may_hold_a_name(segment, may):
     assert names.may_hold_name(segment, name_lexicon(), common_words(MODEL)) is may
 
 
+@pytest.mark.parametrize(("segment", "starts_line", "may"), [
+    # forms of common verbs the lemma index does not list are common words; other lower-case words may be names
+    ("He gave his BSN 591730582 for the referral. ", False, False), ("She reached the clinic. ", False, False),
+    ("thanks to gregor herrmann. ", False, True),
+    # no name is read inside an e-mail or web address
+    ("Please send the results to smith34@hotmail.com or call 07700 733228. ", False, False),
+    ("See https://example.org/herrmann for details. ", False, False), ("Ask herrmann@example.org. ", False, False),
+    # a common noun opening a sentence inside a line is read only before a person's act; at a line's start (after
+    # a sign-off, say) always
+    ("Assessment: type 2 diabetes (E11.9), first diagnosed in 2006. ", False, False),
+    ("Assessment: type 2 diabetes (E11.9), first diagnosed in 2006. ", True, True),
+    ("Assessment wants a review. ", False, True), ("Follow-up in 3 weeks. ", False, False),
+])
+def test_which_segments_inside_a_line_may_hold_a_name(segment, starts_line, may):
+    assert names.may_hold_name(segment, name_lexicon(), common_words(MODEL), starts_line) is may
+
+
+def test_forms_of_common_verbs():
+    common = common_words(MODEL)
+    assert [common.inflected_verb(w) for w in ("gave", "reached", "reviewed", "herrmann", "gregor")] == [
+        True, True, True, False, False]
+
+
 def test_tags_inside_windows_are_the_whole_texts(sample):
     """Four tokens of context give every token inside a window the vector, hence the tag, it has in the whole
     text."""
@@ -79,6 +102,22 @@ def test_tags_inside_windows_are_the_whole_texts(sample):
     for doc, whole in zip(tagger.docs(sample), reference.docs(sample)):
         assert [t.text for t in doc] == [t.text for t in whole]
         assert all(t.tag == w.tag for t, w in zip(doc, whole) if t.tag), doc.text
+
+
+def test_spans_where_segments_are_skipped_are_those_of_the_whole_text_pass(monkeypatch):
+    """Texts whose segments the model skips for an address, a verb form or a common noun opening a sentence."""
+    texts = ["Mr Ann Lee gave his BSN 591730582 for the referral. Please write to ann.lee34@hotmail.com today. "
+             "Assessment: type 2 diabetes, first diagnosed in 2006. Identity checked by Dr. Ravi Patel.",
+             "Regards,\nMaria Gonzalez\nThe nurse reached Mrs Bartlett by phone. Follow-up in 3 weeks.",
+             "SYS: Could you spell that for me?\nUSR: It is jenny.ortega@example.com, Jenny Ortega."]
+    tagger = names.segment_tagger(MODEL)
+    docs = [tagger.nlp.make_doc(t) for t in texts]
+    assert all(sum(j - i for _, i, j, _ in tagger._windows(d, t)) < len(d) for d, t in zip(docs, texts))
+    policy = names.PersonNamePolicy(MODEL)
+    segmented = policy.detect(texts)
+    monkeypatch.setattr(names, "segment_tagger", WholeTexts)
+    assert segmented == policy.detect(texts)
+    assert sum(len(s) for s in segmented) >= 5
 
 
 def test_spans_are_those_of_the_whole_text_pass(sample, monkeypatch):

@@ -23,7 +23,7 @@ import hashlib
 import importlib
 import pkgutil
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 HELD_OUT = 0.2  # the share of Faker's names left out of the lexicon
 STOP_WORD_LANGUAGES = ("en", "de", "fr", "es", "it", "nl", "pt", "pl", "sv", "tr", "cs")
@@ -94,12 +94,21 @@ class CommonWords:
     stop: frozenset[str]
     words: frozenset[str]
     nouns: frozenset[str]
+    verb_forms: dict[str, list[str]] = field(default_factory=dict)  # irregular verb forms and their lemmas
+    verb_suffixes: tuple[tuple[str, str], ...] = ()  # regular: an ending and what replaces it in the lemma
 
     def __call__(self, word: str, proper_noun: bool = False) -> bool:
         """Whether `word` is common, in any case or in the plural (`Logics`, `Tracker`, `Neue`)."""
         lower = word.casefold()
         forms = (lower, lower[:-1] if lower.endswith("s") else "", lower[:-2] if lower.endswith("es") else "")
         return any(f in self.stop or f in self.words or (not proper_noun and f in self.nouns) for f in forms if f)
+
+    def inflected_verb(self, word: str) -> bool:
+        """Whether lower-case `word` is a form of a common verb that the lemma index does not list (`gave`,
+        `reached`), by the lemmatizer's irregular forms and suffix rules."""
+        lemmas = self.verb_forms.get(word) or [word[:-len(end)] + new for end, new in self.verb_suffixes
+                                               if word.endswith(end) and len(word) > len(end)]
+        return any(lemma in self.words for lemma in lemmas)
 
 
 @functools.lru_cache(maxsize=2)
@@ -110,10 +119,17 @@ def common_words(model: str) -> CommonWords:
 
     nlp = load_spacy(model)
     tables: dict[str, list[str]] = {}
+    verb_forms: dict[str, list[str]] = {}
+    verb_suffixes: tuple[tuple[str, str], ...] = ()
     if "lemmatizer" in nlp.pipe_names:
-        index = nlp.get_pipe("lemmatizer").lookups.get_table("lemma_index", {})
+        lookups = nlp.get_pipe("lemmatizer").lookups
+        index = lookups.get_table("lemma_index", {})
         tables = {nlp.vocab.strings[k] if k in nlp.vocab.strings else str(k): v for k, v in index.items()}
+        if lookups.has_table("lemma_exc") and lookups.has_table("lemma_rules"):
+            verb_forms = dict(lookups.get_table("lemma_exc").get("verb", {}))
+            verb_suffixes = tuple((end, new) for end, new in lookups.get_table("lemma_rules").get("verb", []))
     words = {w for pos, entries in tables.items() if pos != "noun" for w in entries if "_" not in w}
     stop = {w for language in STOP_WORD_LANGUAGES
             for w in importlib.import_module(f"spacy.lang.{language}.stop_words").STOP_WORDS}
-    return CommonWords(frozenset(stop), frozenset(words), frozenset(w for w in tables.get("noun", ()) if "_" not in w))
+    return CommonWords(frozenset(stop), frozenset(words), frozenset(w for w in tables.get("noun", ()) if "_" not in w),
+                       verb_forms, verb_suffixes)

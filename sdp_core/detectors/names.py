@@ -61,7 +61,7 @@ from sdp_core.detectors.spacy_tiers import (
 if TYPE_CHECKING:
     from spacy.tokens import Doc, Token
 
-NAMES_CODE_VERSION = "9"  # bump when the rules below change
+NAMES_CODE_VERSION = "10"  # bump when the rules below change
 
 _CAP = UPPER
 _PARTICLE = r"(?:van|von|der|den|de|del|della|di|da|du|la|le|bin|ibn|al|el|ten|ter|zu|y|san|santa|mac|mc)"
@@ -373,17 +373,23 @@ def _lexicon_piece(text: str, piece: list[Word], lexicon: NameLexicon) -> Span |
 
 _SEGMENT_WORD = re.compile(r"[\w'’-]+")
 _WORD_PIECE = re.compile(r"[^\W\d_]+")
+# E-mail addresses and web addresses: no rule reads a name inside one from the model (NER's PERSON must be written
+# with letters, apostrophes, dots, hyphens and spaces only)
+_ADDRESS_CHUNK = re.compile(r"[^\s<>()]+@[^\s<>()]+|(?i:\b(?:https?://|www\.))\S+")
 
 
-def may_hold_name(segment: str, lexicon: NameLexicon, common: CommonWords) -> bool:
+def may_hold_name(segment: str, lexicon: NameLexicon, common: CommonWords, starts_line: bool = True) -> bool:
     """Whether the model must read a segment (`segments.py`). It need not when every word is either common (in
     any case) or no name to any rule: NER's PERSON and the proper nouns that rules 1, 5 and 6 read are names,
-    and a name is a word with no digit (`SpO2`, `MRN-52504`), not an acronym of three letters or fewer (`BP`,
-    `LDL`: rules 5 and 6 take no acronym), and either capitalised (or of a script without case) or, in lower
-    case ("gregor herrmann"), no common word. The first word of a segment (after a dialog's speaker tag) may be a
-    capitalised common word that names no one ("He", "Please", "Plan") unless it is a known name ("Will") or
-    common only as a noun, which rule 6 reads differently as a proper noun."""
-    words = _SEGMENT_WORD.findall(SPEAKER_TAG.sub("", segment, count=1))
+    and a name is a word with no digit (`SpO2`, `MRN-52504`), outside e-mail and web addresses, not an acronym of
+    three letters or fewer (`BP`, `LDL`: rules 5 and 6 take no acronym), and either capitalised (or of a script
+    without case) or, in lower case ("gregor herrmann"), no common word nor a form of a common verb ("gave") that
+    is no known name. The first word of a segment (after a dialog's speaker tag) may be a capitalised common word
+    that names no one ("He", "Please", "Plan") unless it is a known name ("Will") or common only as a noun, which
+    rule 6 reads differently as a proper noun; inside a line (`starts_line` false: no sign-off can stand before
+    it), such a noun alone is a name to rule 6 only before what only a person does ("Chopard wants"), and is read
+    only where the segment says one ("Assessment: type 2 diabetes" is not read)."""
+    words = _SEGMENT_WORD.findall(_ADDRESS_CHUNK.sub(" ", SPEAKER_TAG.sub("", segment, count=1)))
     for k, word in enumerate(words):
         if any(c.isdigit() for c in word):
             continue
@@ -391,9 +397,12 @@ def may_hold_name(segment: str, lexicon: NameLexicon, common: CommonWords) -> bo
             if piece.isupper() and len(piece) <= 3:
                 continue
             if piece.islower():
-                if not common(piece):
+                if not common(piece) and (lexicon.knows(piece) or not common.inflected_verb(piece)):
                     return True
-            elif k > 0 or lexicon.knows(piece) or not common(piece, True):
+            elif k > 0 or lexicon.knows(piece):
+                return True
+            elif not common(piece, True) and (starts_line or not common(piece)
+                                              or any(w.casefold() in PERSON_ACTS for w in words)):
                 return True
     return False
 
@@ -405,7 +414,8 @@ def segment_tagger(model: str) -> SegmentTagger:
     it pickles into the detection pool's workers)."""
     nlp, lexicon, common = load_spacy(model), name_lexicon(), common_words(model)
     return SegmentTagger(nlp, _disabled(nlp, ["ner", "tagger"], PersonNamePolicy.name), tag_pos(model),
-                         lambda segment: may_hold_name(segment, lexicon, common), BATCH_SIZE)
+                         lambda segment, starts_line: may_hold_name(segment, lexicon, common, starts_line),
+                         BATCH_SIZE)
 
 
 class PersonNamePolicy(Policy):

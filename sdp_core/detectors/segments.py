@@ -66,11 +66,12 @@ def reach(config: object) -> int | None:
 
 
 class SegmentTagger:
-    """Docs of whole texts annotated by `nlp` (with `disable`d components) where `may_hold_name` says a segment
-    may hold a name; `pos_of` maps the tagger's tags to parts of speech (`spacy_tiers.tag_pos`)."""
+    """Docs of whole texts annotated by `nlp` (with `disable`d components) where `may_hold_name(segment,
+    starts_line)` says a segment may hold a name (`starts_line`: only whitespace before it on its line); `pos_of`
+    maps the tagger's tags to parts of speech (`spacy_tiers.tag_pos`)."""
 
     def __init__(self, nlp: "Language", disable: list[str], pos_of: dict[int, int],
-                 may_hold_name: Callable[[str], bool], batch_size: int):
+                 may_hold_name: Callable[[str, bool], bool], batch_size: int):
         from spacy.attrs import ENT_IOB, ENT_TYPE, ORTH, POS, TAG
 
         self.nlp, self.disable, self.pos_of, self.batch_size = nlp, disable, pos_of, batch_size
@@ -89,7 +90,7 @@ class SegmentTagger:
         context, starts = self.context, doc.to_array("IDX")
         out: list[tuple[int, int, int, int]] = []
         for a, b in segments(text):
-            if not self.may_hold_name(text[a:b]):
+            if not self.may_hold_name(text[a:b], not text[text.rfind("\n", 0, a) + 1:a].strip()):
                 continue
             first, last = int(np.searchsorted(starts, a)), int(np.searchsorted(starts, b))
             if first == last:
