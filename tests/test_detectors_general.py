@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 
 import pytest
@@ -12,6 +13,7 @@ from sdp_core.config.loading import load_trial_config
 from sdp_core.config.trial import TrialConfig
 from sdp_core.data.clinic import MRN_FORMATS, NATIONAL_ID_FORMATS, PHONE_FORMATS, generate_clinic
 from sdp_core.detectors import evaluate, get_policy
+from sdp_core.detectors.identifiers import NATIONAL_ID_MODULES, is_national_id
 from sdp_core.detectors.registry import GENERAL_POLICY
 
 STRUCTURED = ("mrn", "national_id", "phone", "email", "address", "date_of_birth")
@@ -288,3 +290,20 @@ def test_a_structural_names_re_mentions_are_its_whole_word_occurrences(text):
     expected = [Span(m.start(), m.end(), "PERSON")
                 for m in re.finditer(rf"(?<![\w'’.-]){re.escape(value)}(?![\w'’-])", text)]
     assert sorted(re_mentions(text, [Span(start, start + len(value), "PERSON")])) == expected
+
+
+def test_national_ids_are_checked_as_by_every_validator():
+    """A value with three letters in a row goes to the codice fiscale's validator alone: on valid numbers of many
+    countries (each also with a letter run before, after or in place of digits) and the tokens of clinic notes,
+    `is_national_id` says what python-stdnum's validators of every module say."""
+    reference = [importlib.import_module(f"stdnum.{name}") for name in NATIONAL_ID_MODULES]
+    numbers = ["BCCFRC15M25E852P", "PRSGCB12M41L627J", "RSSMRA85T10A562S", "172023201312126", "77082414171",
+               "214035797", "961111-5826", "39141777694", "18724467014", "181002A5841", "010815A263E", "11119631647",
+               "138-73-1034", "278 018 460", "21403579864", "3720209085081", "756.2140.3579.85", "77082486885",
+               "20-10017031-1"]  # Faker's numbers of Italy, France, Poland, the Netherlands, Sweden, Turkey, Brazil, ...
+    values = [*numbers, *(f"ABC {n}" for n in numbers), *(f"{n} abc" for n in numbers),
+              *(f"HRV{n}" for n in numbers), *(f"XYZ{n[3:]}" for n in numbers), "RSSMRAURTMLARSNL",
+              *(m.group() for r in generate_clinic(10, 2) for m in re.finditer(r"[\w./-]+(?: [\w./-]+)?", r.text))]
+    accepted = [v for v in values if any(module.is_valid(v) for module in reference)]
+    assert [v for v in values if is_national_id(v)] == accepted
+    assert sum(bool(re.search("[A-Za-z]{3}", v)) for v in accepted) >= 3  # the codici fiscali

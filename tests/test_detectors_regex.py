@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
+
 import pytest
 
 from sdp_core.config import DetectorConfig
+from sdp_core.data.clinic import generate_clinic
+from sdp_core.data.customersim import generate_customersim
 from sdp_core.data.records import Span
 from sdp_core.detectors import BUILTIN_PATTERNS, RegexPolicy, UnionPolicy, get_policy
-from sdp_core.detectors.regex import luhn_valid
+from sdp_core.detectors.regex import anchored_matches, luhn_valid
 from sdp_core.errors import UserError
 
 
@@ -256,3 +261,48 @@ def test_an_address_ends_at_its_sentence():
     [spans] = get_policy("identifier").detect([text])
     start, end = text.index("Kargestr."), text.index(" Weight") - 1
     assert (min(s.start for s in spans), max(s.end for s in spans)) == (start, end), [text[s.start : s.end] for s in spans]
+
+
+# Texts for the anchored patterns of `identifier`: an address with as many commas before its anchor as the pattern
+# allows (six before an international address's end, three before the street word of one without a postcode), an
+# address across a line break, anchors with no address, and addresses in carrying sentences.
+ANCHOR_TEXTS = [
+    "Block 7, Lot 18, Flat 2, 12, rue de la Paix, Batiment B, Escalier 3, 75002 Paris",
+    "See: Block 7, Lot 18, 12, calle Mayor, Soria today, and Block 7, Lot 18, 12, calle Mayor 5, Soria.",
+    "Sent to Flat 2,\n 12 rue de la Paix, 75002 Paris, then to 10 rue Madi - Ghardaïa.",
+    "Pain, fever, cough, rash, 12 street lights, 40 patients, 2 courts, 37.5 road signs, Paris 75002, 12345",
+    "Mr Smith, DOB 24 May 2018, MRN-5250407. Home address: 29 Gardner Ports, West Conorberg B1S 7NJ. Call 07700.",
+    *(carrier.format(address) for address in ADDRESSES for carrier in ADDRESS_CARRIERS),
+]
+
+
+@pytest.mark.parametrize("pattern", list(BUILTIN_PATTERNS["identifier"].anchors))
+def test_anchored_patterns_find_what_the_pattern_alone_finds(pattern):
+    """Trying a pattern only at the starts that reach its anchor gives every match `finditer` gives, on crafted
+    texts and generated notes and dialogs; and each match holds its anchor within the commas (and line) declared,
+    so that the claim fails here, not in detection, when a pattern changes."""
+    anchor = BUILTIN_PATTERNS["identifier"].anchors[pattern]
+    compiled, anchor_at = re.compile(pattern), re.compile(f"(?={anchor.pattern})")
+    texts = [*ANCHOR_TEXTS, *(r.text for r in generate_clinic(60, 3)), *(r.text for r in generate_customersim(30, 3))]
+    found = 0
+    for text in texts:
+        expected = [m.span() for m in compiled.finditer(text)]
+        assert [m.span() for m in anchored_matches(compiled, anchor, anchor_at, text)] == expected, text
+        for start, end in expected:
+            reached = [a for a in (m.start() for m in anchor_at.finditer(text, start)) if a < end
+                       and text.count(",", start, a) <= anchor.commas
+                       and not (anchor.same_line and "\n" in text[start:a])]
+            assert reached, text[start:end]
+        found += len(expected)
+    assert found >= 30  # the texts hold addresses of both shapes
+
+
+def test_an_anchor_with_too_few_commas_loses_matches():
+    """The crafted addresses need every comma their anchors allow: one fewer loses the match's start."""
+    spec = BUILTIN_PATTERNS["identifier"]
+    for pattern, anchor in spec.anchors.items():
+        compiled = re.compile(pattern)
+        short = dataclasses.replace(anchor, commas=anchor.commas - 1)
+        short_at = re.compile(f"(?={short.pattern})")
+        assert any([m.span() for m in anchored_matches(compiled, short, short_at, text)]
+                   != [m.span() for m in compiled.finditer(text)] for text in ANCHOR_TEXTS[:2])

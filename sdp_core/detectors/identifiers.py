@@ -49,17 +49,31 @@ _VAT = re.compile(r"(?:\bVAT(?:[ \t]+(?:ID|id|number|no\.?|reg\.?(?:[ \t]+no\.?)
                   r"(?P<secret>[A-Za-z]{0,3}[ -]?\d[0-9A-Za-z]*(?:[ .-][0-9A-Za-z]+){0,4})")
 
 
+# The only module of `NATIONAL_ID_MODULES` that accepts three letters in a row (an Italian codice fiscale starts with
+# six). Every other one takes digits alone once its separators are removed, but for one or two letters in set places
+# (an NIE's first and last, a DNI's last, a NIR's `2A`, a HETU's century sign and check letter, an `HR` or `PT`
+# prefix), so none of them accepts a value with three letters in a row ("Hospital", "call 07700 733228").
+LETTER_RUN_MODULES = ("it.codicefiscale",)
+_LETTER_RUN = re.compile(r"[A-Za-z]{3}")
+
+
 @functools.cache
-def _validators() -> list:
-    """python-stdnum's modules of `NATIONAL_ID_MODULES`, imported once per process (a policy holds no module, so it
-    pickles into the detection pool's workers)."""
+def _validators(letter_run: bool = False) -> list:
+    """python-stdnum's modules of `NATIONAL_ID_MODULES` (those of `LETTER_RUN_MODULES` when the value holds three
+    letters in a row), imported once per process (a policy holds no module, so it pickles into the detection
+    pool's workers)."""
     modules = []
-    for name in (*NATIONAL_ID_MODULES,):
+    for name in (LETTER_RUN_MODULES if letter_run else NATIONAL_ID_MODULES):
         try:
             modules.append(importlib.import_module(f"stdnum.{name}"))
         except ImportError:  # a module a newer python-stdnum renamed: the others still check
             continue
     return modules
+
+
+def is_national_id(value: str) -> bool:
+    """Whether one of the validators of `NATIONAL_ID_MODULES` accepts `value`."""
+    return any(module.is_valid(value) for module in _validators(bool(_LETTER_RUN.search(value))))
 
 
 class LibraryIdentifierPolicy(Policy):
@@ -96,7 +110,7 @@ class LibraryIdentifierPolicy(Policy):
             # shorter one padded would pass one check in eleven by chance)
             if not 8 <= sum(c.isalnum() for c in value) <= 16 or _DATE.fullmatch(value):
                 continue
-            if any(module.is_valid(value) for module in _validators()):
+            if is_national_id(value):
                 out.append(Span(m.start(), m.start() + len(value), "national_id"))
             elif value[:2].isalpha() and vat.is_valid(value):  # an EU VAT number starts with its country
                 out.append(Span(m.start(), m.start() + len(value), "vat"))

