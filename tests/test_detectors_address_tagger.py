@@ -77,7 +77,7 @@ def test_general_and_strict_mask_what_the_tagger_finds():
         assert "address_tagger" in {m.name for m in get_policy(policy).members}
 
 
-@pytest.mark.parametrize("line", ["Ship to 12 Rue de la Gare, L-1611 Luxembourg.", "BP 120/80", "42", ""])
+@pytest.mark.parametrize("line", ["Ship to 12 Rue de la Gare, L-1611 Luxembourg.", "BP 120/80", "Flat 3", "42", ""])
 def test_each_token_sees_its_own_features_then_its_neighbours_in_training_order(line):
     """`sequence_features` against the definition written out token by token: its own features, `BOL` / `EOL` at
     the line's ends, then the neighbour features of the tokens at -1, -2, +1 and +2 with that prefix (the model was

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib
+import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -11,9 +13,12 @@ from benchmarks.detect_real import generate_accounts
 from sdp_core.config import DataConfig, DetectorConfig, default_policy
 from sdp_core.config.loading import load_trial_config
 from sdp_core.config.trial import TrialConfig
+from sdp_core.data.business import generate_business
 from sdp_core.data.clinic import MRN_FORMATS, NATIONAL_ID_FORMATS, PHONE_FORMATS, generate_clinic
+from sdp_core.data.customersim import generate_customersim
 from sdp_core.detectors import evaluate, get_policy
 from sdp_core.detectors.identifiers import NATIONAL_ID_MODULES, is_national_id
+from sdp_core.detectors.names import ROLE_CUES, role_cues
 from sdp_core.detectors.registry import GENERAL_POLICY
 
 STRUCTURED = ("mrn", "national_id", "phone", "email", "address", "date_of_birth")
@@ -307,3 +312,25 @@ def test_national_ids_are_checked_as_by_every_validator():
     accepted = [v for v in values if any(module.is_valid(v) for module in reference)]
     assert [v for v in values if is_national_id(v)] == accepted
     assert sum(bool(re.search("[A-Za-z]{3}", v)) for v in accepted) >= 3  # the codici fiscali
+
+
+def test_role_cues_are_found_as_by_scanning_every_position():
+    """`role_cues` tries the cue pattern only at the last two word starts before a `by`, `from`, `for`, `to`, `of`
+    or colon: on cues of every form (two words, a hyphen, tabs, capitals, a plural, a colon after spaces, one cue
+    right after another, at a line's start), generated notes, dialogs and messages and the real texts, it finds
+    what `ROLE_CUES.finditer` finds."""
+    cues = ["approved by", "Approved\t by", "CANCELED by", "cancelled by", "tickets from", "e-mail from", "E-Mails  from",
+            "emails from", "mail from", "heard from", "refunds for", "handed over to", "Handed \tover  to", "sent to",
+            "on behalf of", "On\tbehalf  of", "cc:", "Bcc :", "attn:", "account holder:", "Account \t Holder :",
+            "cardholder:", "card holder:", "from:", "To :", "customer:", "received from", "received by"]
+    constructed = [f"{lead}{cue} Ann Lee{tail}" for cue in cues for lead in ("", "Note: ", "x\n", "(", "re-")
+                   for tail in ("", ".", ", cc: Bo Li", " and sent to Bo Li")]
+    constructed += [" ".join(cues), "\n".join(cues), "escalated to:\tAnn", "to: from: by Ann", "aon behalf of Ann"]
+    real = [json.loads(line)["text"] for line in (Path(__file__).parent / "fixtures" / "realtext.jsonl").read_text().splitlines()]
+    generated = [r.text for gen in (generate_clinic(40, 3), generate_customersim(40, 3),
+                                    generate_business(40, 3, "dev")) for r in gen]
+    for text in [*constructed, *real, *generated]:
+        assert [m.span() for m in role_cues(text)] == [m.span() for m in ROLE_CUES.finditer(text)], text
+    # the second word start before a tail is needed: a cue of two words
+    assert any(m.group().lower().startswith(("on", "handed", "e-", "account", "card ")) for t in constructed
+               for m in ROLE_CUES.finditer(t))

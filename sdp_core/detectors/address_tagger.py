@@ -83,34 +83,28 @@ def token_features(token: str) -> tuple[str, ...]:
 _NEIGHBOUR_KEYS = ("w=", "sh=", "nd=", "year", "street", "cap", "month")
 
 
-@functools.lru_cache(maxsize=131072)
-def _neighbour_features(token: str, offset: str) -> tuple[str, ...]:
-    """What a token shows a neighbour `offset` tokens away (`-1`, `+2`): a subset of its features, by offset."""
-    return tuple(offset + f for f in token_features(token) if f.startswith(_NEIGHBOUR_KEYS))
-
-
 @functools.lru_cache(maxsize=65536)
-def _own_features(token: str) -> tuple[str, ...]:
-    return ("bias", *token_features(token))
-
-
-def _seen(tokens: Sequence[str], offset: int) -> list[tuple[str, ...]]:
-    """Per token, the features of the token `offset` away as it sees them; `()` past the line's ends."""
-    n, key = len(tokens), f"{offset:+d}"
-    if offset < 0:
-        return [*([()] * -offset), *[_neighbour_features(t, key) for t in tokens[:n + offset]]][:n]
-    return [*[_neighbour_features(t, key) for t in tokens[offset:]], *([()] * offset)][:n]
+def _features_seen(token: str) -> tuple[tuple[str, ...], ...]:
+    """A token's own features (after `bias`), then what it shows a neighbour at each of `OFFSETS` (a subset of its
+    features, prefixed by the offset: `-1w=street`): one cached call per token and not one per offset."""
+    shown = tuple(f for f in token_features(token) if f.startswith(_NEIGHBOUR_KEYS))
+    return ("bias", *token_features(token)), *(tuple(f"{k:+d}{f}" for f in shown) for k in OFFSETS)
 
 
 def sequence_features(tokens: Sequence[str]) -> list[tuple[str, ...]]:
     """Per token: its own features, `BOL` and `EOL` where the line has no neighbour on that side, and those of its
     neighbours at `OFFSETS`, in that order (the order the model was trained on; CRFsuite adds the weights in it).
-    Cached tuples joined by one tuple display per token: 0.14 ms a clinic note instead of 0.34 adding tuples up."""
-    own = [_own_features(t) for t in tokens]
+    Cached tuples, one call per token, joined by one tuple display per token: 0.10 ms a clinic note (0.17 with a
+    call per token and offset, 0.34 adding tuples up)."""
+    seen = [_features_seen(t) for t in tokens]
+    own = [s[0] for s in seen]
     if own:
         own[0] += ("BOL",)
         own[-1] += ("EOL",)
-    return [(*o, *a, *b, *c, *d) for o, a, b, c, d in zip(own, *(_seen(tokens, k) for k in OFFSETS))]
+    # token i sees token i + k as that token shows itself at offset k (`OFFSETS` = -1, -2, 1, 2); () past the ends
+    left1, left2 = [(), *(s[1] for s in seen[:-1])], [(), (), *(s[2] for s in seen[:-2])]
+    right1, right2 = [*(s[3] for s in seen[1:]), ()], [*(s[4] for s in seen[2:]), (), ()]
+    return [(*o, *a, *b, *c, *d) for o, a, b, c, d in zip(own, left1, left2, right1, right2)]
 
 
 def tokenize(line: str) -> list[tuple[int, int]]:

@@ -38,6 +38,7 @@ as are the years and `(c)` of a notice. Labels: `PERSON` (rules 1, 3, 4, 5), `DI
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from typing import TYPE_CHECKING, Sequence
@@ -142,6 +143,32 @@ ROLE_CUES = re.compile(
     r"|beneficiary|payee|manager|approver|reporter|applicant|caller|recipient|sender|from|to)[ \t]*:)"
     r"[ \t]*"
 )
+# Where a match of ROLE_CUES ends (its tail): `by`, `from`, `for`, `to`, `of` or a colon. Its cue before the tail
+# is one word ("approved", "cc", "cardholder") or two ("on behalf", "handed over", "e-mail", "account holder")
+# joined by spaces, tabs or a hyphen, so a match starts at one of the last two word starts before its tail.
+_ROLE_CUE_TAIL = re.compile(r"(?i:by|from|for|to|of)|:")
+_WORD_START = re.compile(r"\b(?=\w)")
+
+
+def role_cues(text: str) -> list[re.Match[str]]:
+    """`ROLE_CUES.finditer(text)`'s matches, found by trying ROLE_CUES only at the last two word starts before each
+    tail (`_ROLE_CUE_TAIL`), in order: no other start can match, so the leftmost match from each position is the
+    same. Scanning every position for the cue's 150 words in any case took 0.19 ms a clinic note."""
+    tails = [m.start() for m in _ROLE_CUE_TAIL.finditer(text)]
+    if not tails:
+        return []
+    starts = [m.start() for m in _WORD_START.finditer(text)]
+    out: list[re.Match[str]] = []
+    pos = 0  # the first position not covered by a match
+    for tail in tails:
+        k = bisect.bisect_left(starts, tail)
+        for start in starts[max(0, k - 2):k]:
+            if start >= pos and (m := ROLE_CUES.match(text, start)):
+                out.append(m)
+                pos = m.end()
+    return out
+
+
 # A sign-off: the name on the line after it may be a first name alone ("Regards,\nAnn").
 SIGN_OFF = re.compile(
     r"(?i:\b(?:regards|thanks|thank[ \t]+you|cheers|sincerely|best(?:[ \t]+wishes)?)[ \t]*,[ \t]*\n)[ \t]*"
@@ -468,7 +495,7 @@ class PersonNamePolicy(Policy):
     @classmethod
     def _role_names(cls, doc: "Doc", text: str) -> list[Span]:
         """Rule 5: names after a cue of business text or a sign-off, a list of them joined by commas or "and"."""
-        starts = [(m.end(), 2) for m in ROLE_CUES.finditer(text)] + [(m.end(), 1) for m in SIGN_OFF.finditer(text)]
+        starts = [(m.end(), 2) for m in role_cues(text)] + [(m.end(), 1) for m in SIGN_OFF.finditer(text)]
         out = []
         for pos, min_words in starts:
             while (m := _NAME_AT.match(text, pos)) is not None:
