@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from sdp_core.config.base import parse_override
 from sdp_core.config.mechanism import MECHANISM_SETTINGS
 from sdp_core.config.trial import TrialConfig
 from sdp_core.errors import ConfigError, UserError
@@ -130,8 +131,22 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def check_assignments(argv: list[str]) -> None:
+    """Raise a UserError for a `--set` that is no `key.path=value`, before any layer is imported (`run` pulls in
+    Ray and torch: seconds before argparse would see the arguments)."""
+    early = argparse.ArgumentParser(add_help=False)
+    early.add_argument("--set", dest="overrides", action="append", default=[])
+    for assignment in early.parse_known_args(argv)[0].overrides:
+        parse_override(assignment)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    try:
+        check_assignments(argv)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     args = build_parser(next((a for a in argv if not a.startswith("-")), None)).parse_args(argv)
     configure_logging(args.verbose)
     try:

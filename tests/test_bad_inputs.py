@@ -7,6 +7,9 @@ one-line files are generated here rather than committed.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -72,6 +75,8 @@ CASES: list[tuple[str, str, list[str], str]] = [
     ("detect", "data_invalid_utf8.txt", [], "invalid UTF-8 at byte 6"),
     ("detect", "data_invalid_json.jsonl", [], "line 2: invalid JSON"),
     ("detect", "data_not_object.jsonl", [], "must be an object"),
+    ("detect", "data_json_array.json", [], "JSON Lines, one object per line, not a JSON array"),
+    ("detect", "data_json_array_one_line.json", [], "JSON Lines, one object per line, not a JSON array"),
     ("detect", "data_text_not_string.jsonl", [], "`text` must be a string, got int"),
     ("detect", "data_missing_text.jsonl", [], "keys body, subject hold text and none is named `text`"),
     ("detect", "data_span_outside.jsonl", [], "outside the text"),
@@ -92,6 +97,7 @@ CASES: list[tuple[str, str, list[str], str]] = [
     ("trial", "data_few_records.jsonl", TINY, "cannot be split"),
     ("trial", "data_label_not_int.jsonl", TINY, "`label` must be an integer"),
     ("trial", "GIANT.jsonl", TINY, "longer than 1,000,000"),
+    ("trial", "data_folder", TINY, "a folder, not a file: --data takes one file"),
     # reports
     ("report", "report_dir_is_file.txt", [], "no such sweep folder"),
     ("report", "report_no_results", [], "result"),
@@ -180,6 +186,21 @@ def test_bad_override(case, tmp_path):
     proc = run_main(*args, *extra, cwd=tmp_path)
     _assert_one_clean_line(proc, named, expected)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("command", [["trial"], ["run", str(REPO / "sweeps" / "quickstart.yaml")]], ids=lambda c: c[0])
+def test_an_assignment_without_equals_fails_before_the_stack_loads(command, tmp_path):
+    """`--set training.epochs` is refused in well under 2 s: before torch, Ray or the accountants are imported."""
+    script = ("import sys, time; from sdp_core.cli import main; start = time.monotonic(); "
+              f"code = main({[*command, '--set', 'training.epochs', '--out', str(tmp_path / 'out')]!r}); "
+              "print(code, round(time.monotonic() - start, 3), "
+              "sorted(m for m in ('torch', 'ray', 'dp_accounting') if m in sys.modules))")
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
+    took = time.monotonic() - start
+    assert proc.stdout.split()[0] == "2" and proc.stdout.strip().endswith("[]"), proc.stdout + proc.stderr
+    assert proc.stderr.strip() == "error: --set expects key.path=value, got 'training.epochs'"
+    assert took < 2, took
 
 
 def test_validate_several_problems_one_line_each(tmp_path):

@@ -70,18 +70,27 @@ def _read_text(path: Path) -> str:
         raise DataError(f"invalid UTF-8 at byte {e.start}", str(path)) from None
 
 
+JSON_LINES = ("; a .json/.jsonl file is read as JSON Lines, one object per line, not a JSON array (convert it: "
+              "jq -c '.[]' FILE > FILE.jsonl)")
+
+
 def load_jsonl(path: Path, text_fields: list[str] | None = None, label_field: str = "label") -> list[Record]:
     """One record per line: `{"text", "spans"?, "label"?}`; with `text_fields` set, or when no object has a `text`
     key, the objects are rows of a table whose columns are their keys (`table_records`)."""
     lines: list[tuple[int, Any]] = []
-    for i, line in enumerate(_read_text(path).splitlines(), 1):
+    text = _read_text(path)
+    # A JSON array (`[{...}, ...]`, the usual export of a list) is one document, not one object per line: say so.
+    array = JSON_LINES if text.lstrip().startswith("[") else ""
+    for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             lines.append((i, json.loads(line)))
         except json.JSONDecodeError as e:
-            raise DataError(f"line {i}: invalid JSON ({e.msg})", str(path)) from None
+            raise DataError(f"line {i}: invalid JSON ({e.msg}){array}", str(path)) from None
     for i, obj in lines:
+        if array and isinstance(obj, list):
+            raise DataError(f"line {i}: a JSON array{array}", str(path))
         if not isinstance(obj, dict):
             raise DataError(f"line {i}: a record must be an object with `text`, got {type(obj).__name__}", str(path))
     with_text = [i for i, obj in lines if "text" in obj]
@@ -210,6 +219,9 @@ def load_records(path: str | Path, text_fields: list[str] | None = None, label_f
     path = Path(path)
     if not path.exists():
         raise DataError("file not found", str(path))
+    if path.is_dir():
+        raise DataError("a folder, not a file: --data takes one file (JSONL, CSV, TSV, Parquet or text); a folder of "
+                        "Parquet, Arrow or JSON(L) shards is read with data.source=hf, data.hf_name=FOLDER", str(path))
     if not path.is_file():
         raise DataError("not a file", str(path))
     records = LOADERS.get(path.suffix.lower(), LOADERS[".txt"])(path, text_fields, label_field)
