@@ -134,6 +134,47 @@ def test_sigkilled_sweep_resumes_to_exactly_the_planned_trials(resumed_sweep):
     assert sorted(s.n_trials for s in summaries) == [2, 2]
 
 
+def test_a_sigterm_stops_the_sweep_with_the_resume_line(tmp_path, monkeypatch, capsys):
+    """`kill PID` (a scheduler's stop) while the sweep prepares: the line that says how to continue, exit 130, not
+    Ray's SIGTERM handler's exit (`ray.init` installs one: a stack dump)."""
+    from sdp_core.sweep import cli, driver
+
+    def killed(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler runs before this ends
+        raise AssertionError("SIGTERM did not stop the sweep")
+
+    monkeypatch.setattr(driver, "run_sweep", killed)
+    cfg = load_sweep_config(SMOKE)
+    store = SweepStore(tmp_path / "out")
+    store.create(cfg)
+    original = signal.getsignal(signal.SIGTERM)
+    try:
+        assert cli._sweep(store, cfg) == 130
+    finally:
+        signal.signal(signal.SIGTERM, original)
+    assert capsys.readouterr().err.splitlines()[-1] == (f"interrupted; continue the sweep with: sdp-sweep resume "
+                                                        f"{store.root}")
+
+
+def test_a_sigterm_during_the_tune_run_is_its_graceful_stop(capsys):
+    """Inside Tune's run, SIGTERM is Ctrl-C: Tune's stop (the trials running are re-run on resume), whose closing
+    lines then say `sdp-sweep resume DIR` (`closing_lines`)."""
+    from ray.tune.tune import _setup_signal_catching
+
+    from sdp_core.sweep.cli import stop_as_on_ctrl_c
+
+    original = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    try:
+        stopped = _setup_signal_catching()
+        signal.signal(signal.SIGTERM, stop_as_on_ctrl_c)
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stopped.wait(5)
+    finally:
+        signal.signal(signal.SIGINT, original[0])
+        signal.signal(signal.SIGTERM, original[1])
+
+
 # -------------------------------------------------------------------------------------- cluster config
 
 

@@ -9,8 +9,11 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
+import sys
 from collections import Counter
 from pathlib import Path
+from types import FrameType
 
 from sdp_core.config.sweep import SweepConfig
 from sdp_core.errors import UserError
@@ -67,22 +70,37 @@ def _report(store: SweepStore, keep_models: str) -> Path:
     return index
 
 
+def stop_as_on_ctrl_c(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM's handler while a sweep runs: what Ctrl-C does now (Tune's graceful stop inside its run, else a
+    KeyboardInterrupt). Ray's own handler, installed by `ray.init`, exits mid-run with a stack dump instead."""
+    on_sigint = signal.getsignal(signal.SIGINT)
+    if not callable(on_sigint):
+        raise KeyboardInterrupt
+    on_sigint(signal.SIGINT, frame)
+
+
 def _sweep(store: SweepStore, cfg: SweepConfig) -> int:
-    """Run the sweep to completion on the connected Ray with the live view, then report; the exit code."""
+    """Run the sweep to completion on the connected Ray with the live view, then report; the exit code. Stopped by
+    Ctrl-C or SIGTERM, it says how to continue."""
     import ray
 
     from sdp_core.sweep.driver import run_sweep
     from sdp_core.sweep.live import LiveView
 
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # the live view is the output: Tune's reporter stays quiet
+    signal.signal(signal.SIGTERM, stop_as_on_ctrl_c)
     try:
         with LiveView(store, cfg.num_trials) as view:
             rows = run_sweep(cfg, cfg.search_space, store, callbacks=[view])
+    except KeyboardInterrupt:
+        print(f"interrupted; continue the sweep with: sdp-sweep resume {store.root}", file=sys.stderr)
+        return 130
     finally:
         ray.shutdown()
     summary, last, code = closing_lines(rows, cfg.num_trials, store.root)
     print("\n".join(summary))
-    print(_report(store, cfg.keep_models))
+    if rows:  # stopped before any trial finished: nothing to report
+        print(_report(store, cfg.keep_models))
     if last:
         print(last)
     return code
@@ -93,7 +111,8 @@ def closing_lines(rows: dict[str, dict], planned: int, root: Path) -> tuple[list
     early, how to continue: exit 1) before the path; after it, last, why no trial finished (from the trials'
     errors: exit 1), or how many did not finish."""
     counts = {s: sum(r["state"] == s for r in rows.values()) for s in TRIAL_STATES}
-    summary = [f"{len(rows)}/{planned} trials: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n)]
+    states = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+    summary = [f"{len(rows)}/{planned} trials" + (f": {states}" if states else "")]
     code = 0
     if len(rows) < planned:
         summary.append(f"the sweep stopped early; continue it with: sdp-sweep resume {root}")
