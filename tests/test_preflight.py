@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import yaml
+
 from sdp_core.config import parse_model
 from sdp_core.config.loading import load_sweep_config
 from sdp_core.config.sweep import SearchSpace, SweepConfig
@@ -107,3 +109,15 @@ def test_a_sweep_with_some_failed_trials_says_how_many_last():
     assert closing_lines({"a": _row("finished")}, 1, Path("/r")) == (["1/1 trials: 1 finished"], None, 0)
     summary, last, code = closing_lines({"a": _row("finished")}, 2, Path("/r"))
     assert code == 1 and summary[-1] == "the sweep stopped early; continue it with: sdp-sweep resume /r"
+
+
+def test_set_mechanisms_drops_the_parameters_of_the_mechanisms_it_leaves_out():
+    """The quickstart without ATDP: ATDP's four search parameters go with it; JFT's phase-1 epochs and the shared
+    ones stay (as the search space file lists them for those mechanisms)."""
+    quickstart = REPO / "sweeps" / "quickstart.yaml"
+    full = yaml.safe_load((REPO / "search_spaces" / "quickstart.yaml").read_text())["parameters"]
+    cfg = resolve_sweep(quickstart, ["mechanisms=[dpsgd,jft,crt]"])
+    assert cfg.mechanisms == ["dpsgd", "jft", "crt"]
+    assert set(cfg.search_space.parameters) == set(full) - {"mechanism.w", "mechanism.escalation",
+                                                            "mechanism.jitter", "mechanism.ceiling"}
+    assert set(resolve_sweep(quickstart).search_space.parameters) == set(full)

@@ -19,7 +19,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from sdp_core.config.base import parse_model
+from sdp_core.config.base import parse_model, parse_override
 from sdp_core.config.data import DataConfig
 from sdp_core.config.loading import arm_trial_config, load_search_space, load_sweep_config, load_trial_config
 from sdp_core.config.sweep import SearchSpace, SweepConfig
@@ -28,7 +28,7 @@ from sdp_core.data.loaders import hf_local_path
 from sdp_core.data.splits import load_splits
 from sdp_core.errors import ConfigError, DataError
 from sdp_core.io import read_yaml
-from sdp_core.sweep.space import check_space, end_configs
+from sdp_core.sweep.space import check_space, end_configs, for_mechanisms
 
 GENERATED = ("customersim", "clinic", "synthetic_classification")
 
@@ -60,12 +60,15 @@ class SplitSizes:
 
 def resolve_sweep(path: str | Path, overrides: Sequence[str] = ()) -> SweepConfig:
     """The sweep with overrides applied and its search space inlined (what `OUT/sweep.yaml` stores), after every
-    check that needs no data: `load_sweep_config`, then every mechanism's trial at both ends of every range."""
+    check that needs no data: `load_sweep_config`, then every mechanism's trial at both ends of every range. A `--set
+    mechanisms=[...]` drops the parameters of the mechanisms it leaves out."""
     cfg = load_sweep_config(path, overrides)
     if cfg.experiments is not None:  # a grid: every arm was validated as a trial on loading
         return cfg
     assert cfg.search_space is not None, "validated: a sweep searches or has a grid"
     space = load_search_space(cfg.search_space, Path(path).parent)
+    if any(parse_override(o)[0] == ["mechanisms"] for o in overrides):
+        space = for_mechanisms(space, cfg.mechanisms)
     check_space(cfg, space, str(path))
     return cfg.model_copy(update={"search_space": space})
 

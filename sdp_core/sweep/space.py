@@ -82,6 +82,13 @@ def trial_config_dict(sweep: SweepConfig, params: dict[str, Any], number: int) -
     return data
 
 
+def for_mechanisms(space: SearchSpace, mechanisms: list[str]) -> SearchSpace:
+    """`space` without the `mechanism.` parameters that none of `mechanisms` has: `--set mechanisms=[...]` that
+    leaves a mechanism out leaves its settings out with it."""
+    kept = {path: d for path, d in space.parameters.items() if any(applies_to(path, m) for m in mechanisms)}
+    return space.model_copy(update={"parameters": kept})
+
+
 def check_space(sweep: SweepConfig, space: SearchSpace, where: str) -> None:
     """Reject, before anything runs, a space whose paths or bounds no trial config accepts.
 
