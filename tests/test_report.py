@@ -397,3 +397,16 @@ def test_the_headline_names_a_policy_as_its_config_does_not_by_its_members(sweep
     lead = (build_report(copy, tmp_path / "report") / "summary.md").read_text().splitlines()[2]
     assert f"covers the tokens detector policy `{policy}` flags" in lead
     assert "address,email" not in lead
+
+
+def test_a_report_on_the_users_own_data_is_titled_with_it(tmp_path):
+    """`sdp-sweep run sweeps/quickstart.yaml --data emails.jsonl`: its summary, statement and page name the file."""
+    sweep = write_synthetic_sweep(tmp_path / "sweep", 6, name="quickstart")
+    stored = yaml.safe_load((sweep / "sweep.yaml").read_text())
+    stored["base"]["data"].update(source="file", path=str(tmp_path / "emails.jsonl"))
+    (sweep / "sweep.yaml").write_text(yaml.safe_dump(stored))
+    report = build_report(sweep, tmp_path / "report")
+    assert (report / "summary.md").read_text().splitlines()[0] == "# Sweep `quickstart on emails.jsonl`"
+    assert (report / "privacy_statement.md").read_text().splitlines()[0] == (
+        "# Privacy statement: sweep `quickstart on emails.jsonl`")
+    assert "<h1>quickstart on emails.jsonl</h1>" in (report / "index.html").read_text()

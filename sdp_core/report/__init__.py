@@ -17,7 +17,8 @@ from sdp_core.io import atomic_directory
 from sdp_core.report.curve import curve_table, ranking_table
 from sdp_core.report.curve_plot import CURVE_NAME, write_curve_png
 from sdp_core.report.findings import ClaimResult, check_claims, claims_markdown
-from sdp_core.report.headline import counts_line, front_note, headline, reading_notes, uncertainty_note
+from sdp_core.report.headline import (counts_line, front_note, headline, reading_notes, sweep_title,
+                                     uncertainty_note)
 from sdp_core.report.html import render
 from sdp_core.report.load import Trial, load_sweep
 from sdp_core.report.pareto import Analysis, analyse
@@ -31,7 +32,7 @@ __all__ = ["build_report"]
 def summary_markdown(a: Analysis, claims: list[ClaimResult]) -> str:
     curve = (["## Utility against ε", "", curve_table(a).markdown(), "", ranking_table(a).markdown(), "",
               f"![utility against ε]({CURVE_NAME}.png)", ""] if a.ladder else [])
-    return "\n".join([f"# Sweep `{a.sweep.config.name}`", "", headline(a), "", counts_line(a), "",
+    return "\n".join([f"# Sweep `{sweep_title(a)}`", "", headline(a), "", counts_line(a), "",
                       *[line for note in reading_notes(a) for line in (note, "")], *curve,
                       *([claims_markdown(claims)] if claims else []),
                       "## Best model of each mechanism", "", mechanism_table(a).markdown(), "",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from sdp_core.privacy.numbers import epsilon_number
 from sdp_core.privacy.sweep_cost import NOTION_ORDER
 from sdp_core.report.curve import curve_headline
@@ -17,6 +19,16 @@ def best_per_notion(a: Analysis) -> dict[str, Trial]:
     guaranteed = [t for t in a.sweep.trials if t.guaranteed]
     best = {n: a.best_of([t for t in guaranteed if t.privacy.get("notion") == n]) for n in NOTION_ORDER}
     return {n: t for n, t in best.items() if t is not None}
+
+
+def sweep_title(a: Analysis) -> str:
+    """The sweep's name, and the data it ran on when that is not the sweep file's own (`--data`, a dataset): a
+    report on a user's emails is not titled as the quickstart."""
+    data = a.sweep.config.base.data
+    if data.source not in ("file", "hf"):
+        return a.sweep.config.name
+    where = Path(data.location).name if data.source == "file" else data.location
+    return f"{a.sweep.config.name} on {where}"
 
 
 def headline(a: Analysis) -> str:

@@ -20,7 +20,8 @@ from sdp_core.report.curve import curve_table, ranking_table
 from sdp_core.report.curve_plot import CURVE_TITLE, curve_div
 from sdp_core.report.findings import ClaimResult, claims_table
 from sdp_core.report.formatting import DASH, epsilon_meaning, format_epsilon, mechanism_name, metric_label
-from sdp_core.report.headline import counts_line, front_note, headline, reading_notes, uncertainty_note
+from sdp_core.report.headline import (counts_line, front_note, headline, reading_notes, sweep_title,
+                                     uncertainty_note)
 from sdp_core.report.load import Trial
 from sdp_core.report.pareto import Analysis
 from sdp_core.report.plots import Plot, fixed_epsilon, plotly_div, plotly_js
@@ -319,7 +320,7 @@ def render(a: Analysis, plots: list[Plot], cost: SweepCost, claims: Sequence[Cla
     lead = (f'<p class="lead">{e(headline(a))}</p><p class="counts">{e(counts_line(a))}</p>'
             + "".join(f'<p class="counts">{e(n)}</p>' for n in reading_notes(a)))
     return PAGE.format(
-        name=e(a.sweep.config.name), css=CSS, headline=lead,
+        name=e(sweep_title(a)), css=CSS, headline=lead,
         meta=e(f"{len(a.sweep.trials)} trials of {', '.join(map(mechanism_name, mechanisms(a)))} · objectives: "
                f"{objectives} · generated {time.strftime('%Y-%m-%d %H:%M')}"),
         nav="".join(f'<a href="#{s.anchor}">{e(s.title)}</a>' for s in sections),

@@ -20,7 +20,7 @@ from sdp_core.privacy.relations import ADD_REMOVE, RELATIONS
 from sdp_core.privacy.report import EVALUATION_NOT_COVERED
 from sdp_core.privacy.sweep_cost import WHOLE_PLAN, all_trials_cost
 from sdp_core.report.formatting import covers, fmt, format_epsilon, mechanism_name, metric_label
-from sdp_core.report.headline import front_note, headline
+from sdp_core.report.headline import front_note, headline, sweep_title
 from sdp_core.report.load import Sweep, Trial, number
 from sdp_core.report.pareto import Analysis
 from sdp_core.report.tables import charges_table, cost_table, trial_charges
@@ -191,7 +191,7 @@ def not_covered(a: Analysis) -> list[str]:
 
 def privacy_statement(a: Analysis, cost: SweepCost) -> str:
     """Markdown: what each frontier model protects, under which notion, ε, δ and accountant; the sweep's own cost."""
-    lines = [f"# Privacy statement: sweep `{a.sweep.config.name}`", "", headline(a), "",
+    lines = [f"# Privacy statement: sweep `{sweep_title(a)}`", "", headline(a), "",
              "## What the Pareto-front models protect", ""]
     if not a.front:
         lines.append(front_note(a))
