@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from sdp_core.learning import learned_nothing
 from sdp_core.privacy.numbers import epsilon_number
 from sdp_core.privacy.relations import qualifiers
 
@@ -100,8 +101,10 @@ class TrialRow:
             privacy += f": {self.mechanism['guarantee']}"
         utility = (f"val ppl {m['val_perplexity']:.2f}" if m.get("val_perplexity") else
                    f"val acc {m['val_accuracy']:.3f}" if m.get("val_accuracy") is not None else None)
+        why = learned_nothing(m)  # flagged where a reader looks first: the model is no use whatever its ε
         return (f"{self.name}: {self.state}; {self.config['mechanism']['name']}; {privacy}; "
-                f"{utility}; {self.timings.get('total', 0):.0f}s" if utility else f"{self.name}: {self.state}")
+                f"{utility}; {self.timings.get('total', 0):.0f}s{f'; LEARNED NOTHING: {why}' if why else ''}"
+                if utility else f"{self.name}: {self.state}")
 
     def data_line(self, model_dir: Path | None = None) -> str:
         """What the trial trained on, for the console: records per split, secrets detected, the redacted share

@@ -27,6 +27,7 @@ from sdp_core.attacks.mia import membership_inference
 from sdp_core.config.trial import TrialConfig
 from sdp_core.data.canaries import Canaries
 from sdp_core.io import atomic_write_json
+from sdp_core.learning import noise_to_signal, validation_loss
 from sdp_core.mechanisms import MechanismPlan, TrialData, get_mechanism
 from sdp_core.mechanisms.base import tokens_per_unit
 from sdp_core.metrics import utility_metrics
@@ -243,6 +244,7 @@ def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool
         on_plan(plan.ledger.to_dict())
     # A GPU when the trial has one (a sweep's `resources.gpu`); batches follow the model (train.loop.model_device).
     model = build_model(cfg.model, len(data.tokenizer), cfg.data.max_length).to(training_device())
+    untrained = validation_loss(utility_metrics(model, data.validation, "val"))  # what training must beat
     with timed(timings, "train"):
         phase_stats = train_phases(model, plan, cfg, data.validation, show_progress, on_step)
     with timed(timings, "evaluate"):
@@ -252,6 +254,7 @@ def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool
     timings["total"] = time.perf_counter() - start
     metrics.update(attack_metrics(attacks))
     metrics.update(compute_metrics(phase_stats, plan, timings))
+    metrics.update(untrained_val_loss=untrained, noise_to_signal=noise_to_signal([s.to_dict() for s in phase_stats]))
     result = TrialRow(
         name=cfg.name, state="finished", seed=cfg.seed, config=cfg.model_dump(mode="json"), metrics=metrics,
         privacy={**plan.ledger.report(), "unit": privacy_unit(plan),

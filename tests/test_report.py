@@ -410,3 +410,26 @@ def test_a_report_on_the_users_own_data_is_titled_with_it(tmp_path):
     assert (report / "privacy_statement.md").read_text().splitlines()[0] == (
         "# Privacy statement: sweep `quickstart on emails.jsonl`")
     assert "<h1>quickstart on emails.jsonl</h1>" in (report / "index.html").read_text()
+
+
+def test_a_trial_that_learned_nothing_is_flagged_in_the_headline_and_is_no_mechanisms_best(sweep_dir, tmp_path):
+    """The best DP-SGD trial given an untrained loss just above its own (it learned nothing): the headline lists it
+    with why, and the mechanism table's best DP-SGD trial is the next one by perplexity, counted from the rows."""
+    import math
+
+    copy = tmp_path / "sweep"
+    shutil.copytree(sweep_dir, copy)
+    rows = {p: json.loads(p.read_text()) for p in (copy / "trials").glob("*.json")}
+    dpsgd = sorted((r["metrics"]["val_perplexity"], p) for p, r in rows.items()
+                   if r["state"] == "finished" and r["config"]["mechanism"]["name"] == "dpsgd")
+    (_, flagged), (_, next_best) = dpsgd[:2]
+    row = rows[flagged]
+    row["metrics"]["untrained_val_loss"] = math.log(row["metrics"]["val_perplexity"]) + 0.1
+    flagged.write_text(json.dumps(row))
+    report = build_report(copy, tmp_path / "report")
+    lead = (report / "summary.md").read_text().splitlines()[2]
+    assert f"Learned nothing, so no mechanism's best: {row['trial_id']} (DP-SGD): validation loss" in lead
+    summary = (report / "summary.md").read_text()
+    table = summary[summary.index("## Best model of each mechanism"):]
+    dpsgd_row = next(line for line in table.splitlines() if line.startswith("| DP-SGD |"))
+    assert dpsgd_row.split("|")[3].strip() == rows[next_best]["trial_id"]

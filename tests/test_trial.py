@@ -259,3 +259,38 @@ def test_exposure_has_its_floor_and_interval_and_the_audit_its_one_run_parameter
     assert audit["canaries"] == 20 and audit["group_size"] == 2 and audit["method"] == "one_run"
     assert result.metrics["empirical_epsilon_lower_bound"] == audit["epsilon_lower_bound"] >= 0
     assert result.canaries["inserted"] == len(exposure["exposures"]) and result.detector["windows"]["rows"] > 0
+
+
+def test_a_one_step_trial_is_flagged_as_having_learned_nothing_and_a_trained_one_is_not():
+    """One optimizer step leaves the model where it started: a uniform guess over the vocabulary, ln V nats a token
+    (the reference, computed here from the tokenizer). Its console line says it learned nothing; a No-DP trial of
+    17 steps, far below ln V, is not flagged."""
+    from sdp_core.learning import learned_nothing, validation_loss
+
+    one = run_trial(parse_model(TrialConfig, small_trial_dict(training={"max_steps": 1})))
+    uniform = math.log(600)  # tokenizer.vocab_size of the small trial
+    assert one.metrics["steps"] == 1
+    assert one.metrics["untrained_val_loss"] == pytest.approx(uniform, rel=0.05)
+    assert validation_loss(one.metrics) > 0.9 * uniform
+    assert "LEARNED NOTHING: validation loss" in one.summary_line()
+    trained = run_trial(parse_model(TrialConfig, small_trial_dict(mechanism={"name": "nodp"},
+                                                                  training={"max_steps": 40, "learning_rate": 5e-3})))
+    assert validation_loss(trained.metrics) < 0.75 * uniform
+    assert learned_nothing(trained.metrics) is None and "LEARNED" not in trained.summary_line()
+
+
+def test_an_epsilon_of_001_trial_is_flagged_its_noise_outweighing_its_signal():
+    """At ε = 0.01 σ is so large that the summed noise of every step outweighs the most its clipped records can add:
+    σ/(B·√T) from the ledger's σ, q and steps and the training records (B = q·N), computed here, is above 1."""
+    from sdp_core.learning import learned_nothing
+
+    result = run_trial(parse_model(TrialConfig, small_trial_dict(privacy={"target_epsilon": 0.01})))
+    (event,) = result.ledger["plan"]
+    batch = event["sample_rate"] * result.detector["records"]["train"]
+    expected = event["noise_multiplier"] / (batch * math.sqrt(event["steps"]))
+    assert expected > 1
+    assert result.metrics["noise_to_signal"] == pytest.approx(expected, rel=1e-3)
+    metrics = dict(result.metrics)
+    assert learned_nothing(metrics) and "LEARNED NOTHING" in result.summary_line()
+    metrics["untrained_val_loss"] = None  # the noise alone flags it, whatever its loss
+    assert "noise outweighs" in (learned_nothing(metrics) or "")

@@ -57,6 +57,10 @@ METRICS: dict[str, Metric] = {
     "steps": Metric("optimizer steps of every phase (an early-stopped trial: those it took before it was stopped)",
                     "min"),
     "tokens": Metric("training tokens processed (loss positions of the rows sampled, every phase)", "min"),
+    "untrained_val_loss": Metric("validation loss of the trial's model before training (ln perplexity; a "
+                                 "classifier's cross-entropy): what learning must beat (`sdp_core.learning`)", "none"),
+    "noise_to_signal": Metric("the private steps' summed noise over their largest summed signal, σ/(B·√T); at 1 or "
+                              "more their updates are noise (`sdp_core.learning`)", "none"),
     "wall_seconds": Metric("seconds of the whole trial: preparation, training, evaluation, attacks", "min"),
 }
 """Name -> metric: every key of a trial row's `metrics`, and `epsilon` (from its privacy report)."""

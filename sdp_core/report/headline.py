@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sdp_core.learning import learned_nothing
 from sdp_core.privacy.numbers import epsilon_number
 from sdp_core.privacy.sweep_cost import NOTION_ORDER
 from sdp_core.report.curve import curve_headline
@@ -32,11 +33,26 @@ def sweep_title(a: Analysis) -> str:
 
 
 def headline(a: Analysis) -> str:
-    """The answer, comparing like with like: over an ε ladder the curve's (`curve_headline`); at one ε the best model
-    of each notion with what it covers, and a single best only where the rank tests of the guaranteed trials
-    separate it from the next (`verdict`)."""
-    if a.ladder:
-        return curve_headline(a)
+    """The answer, comparing like with like (over an ε ladder the curve's, `curve_headline`; at one ε
+    `one_epsilon_headline`), then the trials that learned nothing."""
+    flagged = learned_nothing_note(a)
+    answer = curve_headline(a) if a.ladder else one_epsilon_headline(a)
+    return f"{answer} {flagged}" if flagged else answer
+
+
+def learned_nothing_note(a: Analysis) -> str:
+    """The finished trials whose models learned nothing (`learning.learned_nothing`), each with why; or nothing."""
+    flagged = [(t, why) for t in a.sweep.trials if t.state == "finished" and (why := learned_nothing(t.metrics))]
+    if not flagged:
+        return ""
+    listed = "; ".join(f"{t.trial_id} ({mechanism_name(t.mechanism)}): {why}" for t, why in flagged)
+    return (f"Learned nothing, so no mechanism's best: {listed}. Train longer (more steps), or at a larger ε where σ "
+            "is the reason.")
+
+
+def one_epsilon_headline(a: Analysis) -> str:
+    """The best model of each notion with what it covers, and a single best only where the rank tests of the
+    guaranteed trials separate it from the next (`verdict`)."""
     best = best_per_notion(a)
     if not best:
         return f"No trial finished with a formal privacy guarantee and a measured {metric_label(a.utility.metric)}."

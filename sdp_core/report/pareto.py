@@ -13,6 +13,7 @@ import numpy as np
 
 from sdp_core.config.sweep import Objective
 from sdp_core.errors import UserError
+from sdp_core.learning import learned_nothing
 from sdp_core.report.load import Sweep, Trial
 
 
@@ -96,8 +97,9 @@ class Analysis:
         return list(rungs) if len(rungs) > 1 else []
 
     def best_of(self, trials: list[Trial]) -> Trial | None:
-        """The finished trial with the best utility among `trials`."""
-        scored = [t for t in trials if t.state == "finished" and t.metric(self.utility.metric) is not None]
+        """The finished trial with the best utility among `trials`; never one that learned nothing."""
+        scored = [t for t in trials if t.state == "finished" and t.metric(self.utility.metric) is not None
+                  and not learned_nothing(t.metrics)]
         return next(iter(ranked(scored, self.utility)), None)
 
     @property

@@ -252,9 +252,11 @@ def mechanism_table(a: Analysis) -> Table:
     columns = ["mechanism", "finished", "best trial", spread]
     table = _trial_table(a, [t for m in shown if (t := best[m]) is not None], columns, first_cells)
     for m in names:
-        if best[m] is None:  # keep every mechanism visible, even one whose trials all failed
+        if best[m] is None:  # keep every mechanism visible, even one whose trials all failed or learned nothing
             mine = [u for u in a.sweep.trials if u.mechanism == m]
-            table.rows.append([mechanism_name(m), f"0/{len(mine)}", DASH] + [DASH] * (len(table.columns) - 3))
+            finished = sum(u.state == "finished" for u in mine)
+            table.rows.append([mechanism_name(m), f"{finished}/{len(mine)}", "none learned" if finished else DASH]
+                              + [DASH] * (len(table.columns) - 3))
     return table
 
 

@@ -16,6 +16,7 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from sdp_core.learning import learned_nothing
 from sdp_core.privacy.numbers import epsilon_number
 from sdp_core.privacy.relations import qualifiers
 from sdp_core.sweep.space import MECHANISM_PARAM
@@ -70,6 +71,8 @@ def row_line(row: dict) -> str:
     cells = row_cells(row)
     line = (f"{cells[0]} {cells[1]}: {cells[2]} {cells[3]}; σ {cells[4]}; ε {cells[5]}; val ppl {cells[6]}; "
             f"exposure {cells[7]}; {cells[8]}")
+    if why := learned_nothing(row.get("metrics") or {}):
+        line += f"; LEARNED NOTHING: {why}"
     return f"{line}; {row['error']}" if row.get("error") else line
 
 
