@@ -82,7 +82,7 @@ def test_every_file_exists_and_parses(report, sweep_dir):
     summary = (report / "summary.md").read_text()
     assert summary.startswith("# Sweep `synthetic`") and "| mechanism | finished |" in summary
     statement = (report / "privacy_statement.md").read_text()
-    assert "## The sweep's own selection" in statement and "does **not** count" in statement
+    assert "## The sweep's own selection" in statement and "does not count" in statement
     assert "basic composition" in statement and "Papernot" in statement
 
 
@@ -433,3 +433,42 @@ def test_a_trial_that_learned_nothing_is_flagged_in_the_headline_and_is_no_mecha
     table = summary[summary.index("## Best model of each mechanism"):]
     dpsgd_row = next(line for line in table.splitlines() if line.startswith("| DP-SGD |"))
     assert dpsgd_row.split("|")[3].strip() == rows[next_best]["trial_id"]
+
+
+@pytest.mark.parametrize("with_nodp", [True, False])
+def test_the_sweeps_own_epsilon_is_one_sentence_in_the_statement_the_summary_and_the_page(with_nodp, sweep_dir,
+                                                                                           tmp_path):
+    """With a No-DP trial compared, the sweep's own ε is none and the sentence names each such trial; without one,
+    it is one number between the largest charged trial's own ε and their sum (basic composition). The statement,
+    the summary and the page print the same sentence."""
+    import html as html_module
+
+    from sdp_core.report.load import load_sweep
+    from sdp_core.report.statement import sweep_cost, sweep_epsilon
+
+    copy = tmp_path / "sweep"
+    shutil.copytree(sweep_dir, copy)
+    if not with_nodp:
+        for path in (copy / "trials").glob("*.json"):
+            if json.loads(path.read_text())["config"]["mechanism"]["name"] == "nodp":
+                path.unlink()
+    cost = sweep_cost(load_sweep(copy))
+    sentence = sweep_epsilon(cost)
+    report = build_report(copy, tmp_path / "report")
+    statement = (report / "privacy_statement.md").read_text()
+    summary = (report / "summary.md").read_text()
+    page = html_module.unescape((report / "index.html").read_text())
+    for text in (statement, summary, page):
+        assert text.count("The sweep's own ε") == text.count(sentence) >= 1
+    assert f"**{sentence}**" in statement and "bounded below" not in statement
+    nodp = [r["trial_id"] for r in raw_rows(copy) if r["config"]["mechanism"]["name"] == "nodp"
+            and r["state"] != "infeasible"]
+    if with_nodp:
+        assert sentence.startswith("The sweep's own ε: none. It compared") and nodp
+        assert all(f"{t}, No-DP" in sentence for t in nodp)
+    else:
+        # the synthetic light-noise trials' formal ε is a stated number, not their events' (left out of the floor)
+        estimates = {r["trial_id"] for r in raw_rows(copy) if "formal" in (r.get("privacy") or {})}
+        own = [c["epsilon"] for t, c in cost.charges.items() if t not in estimates]
+        epsilon = float(re.search(r"ε = ([0-9.]+)", sentence).group(1))
+        assert max(own) <= epsilon * 1.01 and epsilon <= sum(c["epsilon"] for c in cost.charges.values())

@@ -19,6 +19,7 @@ from sdp_core.report import build_report
 from sdp_core.report.formatting import sigma_text
 from sdp_core.report.load import Sweep, Trial, load_sweep
 from sdp_core.report.pareto import analyse
+from sdp_core.report.statement import sweep_cost, sweep_epsilon
 from sdp_core.report.ranking import holm_passes, rank_mechanisms, ranking_note, separation_note
 from sdp_core.report.tables import (
     AUDIT_COLUMN,
@@ -159,7 +160,7 @@ def test_the_audit_is_compared_with_the_replace_one_epsilon_and_its_qualifiers_a
     pld = PLDAccountant(dpa.NeighboringRelation.REPLACE_ONE, value_discretization_interval=1e-4)
     pld.compose(dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(0.016, dpa.GaussianDpEvent(1.0)), 60))
     a = _analysis([_dp_trial("a", 1.5), _dp_trial("b", 1.7)], ["dpsgd"])
-    table = frontier_table(a)
+    table = frontier_table(a, "")
     rows = {row[0]: dict(zip(table.columns, row)) for row in table.rows}
     add_remove = a.sweep.trials[0].epsilon
     replace_one = float(rows["a"][REPLACE_ONE_COLUMN])
@@ -203,11 +204,12 @@ def test_front_shows_the_epsilon_of_the_search_that_chose_each_trial(tmp_path):
     """Per mechanism, the composed ε of its charged trials lies between the largest of their own ε (each from its
     events alone) and their sum (basic composition); the whole sweep compared a No-DP trial: no formal bound."""
     a = analyse(load_sweep(write_synthetic_sweep(tmp_path / "s", 24)))
-    table = frontier_table(a)
+    table = frontier_table(a, sweep_epsilon(sweep_cost(a.sweep)))
     charges = trial_charges(a.sweep)
     checked = 0
-    assert "the front compares all 24 trials, whose search has none: a compared trial has no formal guarantee" \
-        in table.note
+    nodp = [t.trial_id for t in a.sweep.trials if t.mechanism == "nodp" and t.trial_id in charges]
+    assert nodp and all(f"{t}, No-DP" in table.note for t in nodp)
+    assert "the front compares all 24 trials. The sweep's own ε: none. It compared" in table.note
     for t, row in zip(a.front, table.rows):
         text = row[table.columns.index(SEARCH_COLUMN)]
         assert text.startswith(f"its mechanism's {sum(u.mechanism == t.mechanism for u in a.sweep.trials)} trials: ")

@@ -145,7 +145,7 @@ def test_the_search_cost_is_given_per_epsilon_and_notion_and_conditional_bounds_
     assert all("does not meet these conditions" in c["conditions"] for c in cost.conditional.values())
     html = (report / "index.html").read_text()
     cost_html = html[html.index('<section id="cost"'):]
-    assert "The sweep&#x27;s own cost: ε = " in cost_html and "<details><summary>What would hold if" in cost_html
+    assert "The sweep&#x27;s own ε: " in cost_html and "<details><summary>What would hold if" in cost_html
 
 
 def test_a_sweep_with_one_epsilon_draws_the_one_epsilon_report(tmp_path):

@@ -23,20 +23,20 @@ from sdp_core.report.html import render
 from sdp_core.report.load import Trial, load_sweep
 from sdp_core.report.pareto import Analysis, analyse
 from sdp_core.report.plots import build_plots, write_pngs
-from sdp_core.report.statement import privacy_statement, sweep_cost
+from sdp_core.report.statement import SweepCost, privacy_statement, sweep_cost, sweep_epsilon
 from sdp_core.report.tables import SEARCH_BOUND, frontier_table, mechanism_table, trials_frame
 
 __all__ = ["build_report"]
 
 
-def summary_markdown(a: Analysis, claims: list[ClaimResult]) -> str:
+def summary_markdown(a: Analysis, claims: list[ClaimResult], cost: SweepCost) -> str:
     curve = (["## Utility against ε", "", curve_table(a).markdown(), "", ranking_table(a).markdown(), "",
               f"![utility against ε]({CURVE_NAME}.png)", ""] if a.ladder else [])
     return "\n".join([f"# Sweep `{sweep_title(a)}`", "", headline(a), "", counts_line(a), "",
                       *[line for note in reading_notes(a) for line in (note, "")], *curve,
                       *([claims_markdown(claims)] if claims else []),
                       "## Best model of each mechanism", "", mechanism_table(a).markdown(), "",
-                      "## Pareto front", "", front_note(a) or frontier_table(a).markdown(), "",
+                      "## Pareto front", "", front_note(a) or frontier_table(a, sweep_epsilon(cost)).markdown(), "",
                       *([SEARCH_BOUND, ""] if a.front else []),
                       *([uncertainty_note(a), ""] if uncertainty_note(a) else [])])
 
@@ -82,7 +82,7 @@ def build_report(sweep_dir: Path, out_dir: Path | None = None) -> Path:
         write_pngs(plots, a, tmp)
         if a.ladder:
             write_curve_png(a, tmp)
-        (tmp / "summary.md").write_text(summary_markdown(a, claims), encoding="utf-8")
+        (tmp / "summary.md").write_text(summary_markdown(a, claims, cost), encoding="utf-8")
         (tmp / "privacy_statement.md").write_text(privacy_statement(a, cost), encoding="utf-8")
         frame = trials_frame(a)
         frame.to_parquet(tmp / "trials.parquet", index=False)

@@ -25,7 +25,7 @@ from sdp_core.report.headline import (counts_line, front_note, headline, reading
 from sdp_core.report.load import Trial
 from sdp_core.report.pareto import Analysis
 from sdp_core.report.plots import Plot, fixed_epsilon, plotly_div, plotly_js
-from sdp_core.report.statement import WOULD_HOLD, SweepCost, caveat, cost_line
+from sdp_core.report.statement import WOULD_HOLD, SweepCost, caveat, sweep_epsilon
 from sdp_core.report.tables import (
     COMPUTE_METRICS,
     DETECTOR_TABLES,
@@ -215,10 +215,10 @@ def plots_section(a: Analysis, plots: list[Plot]) -> Section:
         epsilon) + " Hover a point for its configuration; drag to zoom, double-click to reset.")
 
 
-def frontier_section(a: Analysis) -> Section:
+def frontier_section(a: Analysis, cost: SweepCost) -> Section:
     e = html.escape
     objectives = ", ".join(f"{metric_label(o.metric)} ({o.mode})" for o in a.objectives)
-    body = _table(frontier_table(a), a) if a.front else f"<p>{e(front_note(a))}</p>"
+    body = _table(frontier_table(a, sweep_epsilon(cost)), a) if a.front else f"<p>{e(front_note(a))}</p>"
     return Section("frontier", "Pareto front", body,
                    f"Finished trials no other finished trial beats on every objective ({e(objectives)}), best "
                    f"{e(metric_label(a.utility.metric))} first. {e(uncertainty_note(a))} Each re-runs with its data "
@@ -284,7 +284,7 @@ def cost_section(a: Analysis, cost: SweepCost) -> Section:
     would = (f"<details><summary>What would hold if …</summary><p class=\"caption\">{e(WOULD_HOLD)}</p>"
              f"{_table(cost_table(cost.conditional))}</details>" if cost.conditional else "")
     return Section("cost", "The sweep's own privacy cost",
-                   f"<p><b>{e(cost_line(cost))}</b></p>" + bounds + would + counted + f'<ul class="notes">{notes}</ul>',
+                   f"<p><b>{e(sweep_epsilon(cost))}</b></p>" + bounds + would + counted + f'<ul class="notes">{notes}</ul>',
                    f"Every ε above is one trial's guarantee and does not count the selection among "
                    f"{len(a.sweep.trials)} trials on the same data. These bounds do, under the stated conditions; "
                    f"{e(cost.source)}.")
@@ -311,7 +311,7 @@ PAGE = """<!doctype html>
 def render(a: Analysis, plots: list[Plot], cost: SweepCost, claims: Sequence[ClaimResult] = ()) -> str:
     """The whole page as one string: the headline, then its sections (`*_section`) and the files and versions."""
     e = html.escape
-    sections = [s for s in (curve_section(a), claims_section(claims), plots_section(a, plots), frontier_section(a),
+    sections = [s for s in (curve_section(a), claims_section(claims), plots_section(a, plots), frontier_section(a, cost),
                             mechanisms_section(a), unfinished_section(a), detector_section(a),
                             recall_estimate_section(a), review_recall_section(a), cost_section(a, cost))
                 if s is not None]

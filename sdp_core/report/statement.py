@@ -49,6 +49,7 @@ class SweepCost:
     notes: list[str]
     charges: dict[str, dict] = field(default_factory=dict)
     conditional: dict[str, dict] = field(default_factory=dict)
+    unguarded: str = ""  # the trials compared without a formal guarantee (`_ids`), none: ""
 
 
 ALL_TRIALS = "all trials on the same data (weakest notion)"
@@ -104,17 +105,25 @@ WOULD_HOLD = ("What would hold if the sweep had run a random number of trials an
               "(Papernot & Steinke 2022); it did not, so these bounds do not apply to it:")
 
 
-def cost_line(cost: SweepCost) -> str:
-    """The one number that holds for the whole sweep, or "" when nothing composes."""
+def sweep_epsilon(cost: SweepCost) -> str:
+    """The sweep's own ε, one sentence that the statement, the summary and the page all print: none when the search
+    compared a trial without a formal guarantee (what it releases, its front and its choice, depends on that trial),
+    else the composition of every charged trial (`ALL_TRIALS`), else none spent."""
     whole = cost.bounds.get(ALL_TRIALS)
-    if whole is None:
-        return ""
-    return (f"The sweep's own cost: {format_epsilon(whole)}, composing its {whole.get('trials', len(cost.charges))} "
-            "charged trials (every one touched the same data) under the weakest of their notions.")
+    composed = whole and (f"{format_epsilon(whole)}, composing its {whole.get('trials', len(cost.charges))} charged "
+                          "trials (every one touched the same data) under the weakest of their notions")
+    if cost.unguarded:
+        return (f"The sweep's own ε: none. It compared {cost.unguarded} without a formal guarantee, so what it "
+                "releases (its front, its best model) is unprotected"
+                + (f"; its other trials alone give {composed}, which holds only where nothing computed from those "
+                   "is released." if composed else "."))
+    if composed:
+        return f"The sweep's own ε: {composed}."
+    return "The sweep's own ε: none spent (no trial took a private step)."
 
 
 def _ids(trials: list[Trial]) -> str:
-    return f"{len(trials)} trial(s) ({', '.join(t.trial_id for t in trials)})"
+    return f"{len(trials)} trial(s) ({', '.join(f'{t.trial_id}, {mechanism_name(t.mechanism)}' for t in trials)})"
 
 
 def sweep_cost(sweep: Sweep) -> SweepCost:
@@ -126,6 +135,7 @@ def sweep_cost(sweep: Sweep) -> SweepCost:
     if unguarded:
         notes.append(f"{_ids(unguarded)} without a formal guarantee are not in these bounds: anything released about "
                      "them is unprotected.")
+    compared = _ids(unguarded) if unguarded else ""
     whole = [t for t in sweep.trials if counted.get(t.trial_id, {}).get("charged") == WHOLE_PLAN]
     if whole:
         notes.append(f"{_ids(whole)} stopped or failed after calibrating: each is charged its whole plan, since "
@@ -142,10 +152,10 @@ def sweep_cost(sweep: Sweep) -> SweepCost:
         notes.append("No trial spent privacy budget: nothing to compose.")
     if sweep.cost is not None:
         bounds = {k: v for k, v in sweep.cost.items() if isinstance(v, dict) and "epsilon" in v}
-        return SweepCost(bounds, "written by the sweep (sweep_cost.json)", notes)
+        return SweepCost(bounds, "written by the sweep (sweep_cost.json)", notes, unguarded=compared)
     bounds, conditional = computed_cost(counted, sweep)
     return SweepCost(bounds, "computed by the report from the trials' ledgers (no sweep_cost.json)", notes, counted,
-                     conditional)
+                     conditional, compared)
 
 
 # ------------------------------------------------------------------------------------------ statement
@@ -206,9 +216,10 @@ def privacy_statement(a: Analysis, cost: SweepCost) -> str:
     lines += ["", "## Not covered by ε", "", "Each ε bounds what training reveals about one training record. It does "
               "not cover:", ""] + [f"- {item}." for item in not_covered(a)]
     lines += ["", "## The sweep's own selection", "",
-              "Each ε above is one trial's guarantee. It does **not** count that these models were selected among "
-              f"{len(a.sweep.trials)} trials trained on the same data. The sweep as a whole is bounded below "
-              f"({cost.source}). {cost_line(cost)}", ""]
+              f"**{sweep_epsilon(cost)}**", "",
+              "Each ε above is one trial's guarantee. It does not count that these models were selected among "
+              f"{len(a.sweep.trials)} trials trained on the same data; the sweep's own ε does, and the bounds that "
+              f"make it up follow ({cost.source}).", ""]
     if cost.bounds:
         lines += [cost_table(cost.bounds).markdown(), ""]
     if cost.conditional:

@@ -216,10 +216,10 @@ def search_bound(trials: list[Trial], charges: dict[str, dict]) -> str:
     return format_epsilon(all_trials_cost(charged))
 
 
-def frontier_table(a: Analysis) -> Table:
-    """The front's trials; beside each trial's own ε, the ε of the search that chose it: its mechanism's trials, and
-    (said once, above the table) the whole sweep's (the front compares every trial), each by composition
-    (`SEARCH_BOUND`)."""
+def frontier_table(a: Analysis, sweep_epsilon: str) -> Table:
+    """The front's trials; beside each trial's own ε, the ε of the search that chose it: its mechanism's trials by
+    composition (`SEARCH_BOUND`), and (said once, above the table) the whole sweep's, `sweep_epsilon`: the
+    statement's sentence (`statement.sweep_epsilon`), since the front compares every trial."""
     charges = trial_charges(a.sweep)
     mine = {m: search_bound([t for t in a.sweep.trials if t.mechanism == m], charges)
             for m in {t.mechanism for t in a.front}}
@@ -231,8 +231,8 @@ def frontier_table(a: Analysis) -> Table:
 
     table = _trial_table(a, a.front, ["trial", "mechanism", "hyper-parameters", MODEL_COLUMN, SEARCH_COLUMN],
                          first_cells)
-    whole = (f"{SEARCH_COLUMN}: the front compares all {len(a.sweep.trials)} trials, whose search has "
-             f"{search_bound(a.sweep.trials, charges)}; each row gives its own mechanism's.")
+    whole = (f"{SEARCH_COLUMN}: the front compares all {len(a.sweep.trials)} trials. {sweep_epsilon} Each row "
+             "gives its own mechanism's search.")
     return replace(table, note=" ".join(n for n in (whole, table.note) if n))
 
 
