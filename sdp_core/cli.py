@@ -40,13 +40,16 @@ def _validate_args(p: argparse.ArgumentParser) -> None:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from sdp_core.sweep.preflight import validate_file  # the sweep layer: its sampling rules, data sizes
+    from sdp_core.power import budget_line
+    from sdp_core.sweep.preflight import resolve_sweep, validate_file  # the sweep layer: sampling rules, data sizes
 
     failed = 0
     for f in args.files:
         try:
             kind = validate_file(f)
             print(f"{f}: ok ({kind})")
+            if kind == "sweep" and (sweep := resolve_sweep(f)).experiments is None:
+                print(f"{f}: {budget_line(sweep)}")
         except ConfigError as e:
             failed += 1
             for line in e.lines():

@@ -1,6 +1,6 @@
 """Secrets stay secret: everything a run writes is scanned for every gold secret of its data and every canary value.
 
-The run is the quickstart sweep (`sweeps/quickstart.yaml`: DP-SGD, JFT, CRT, ATDP with a canary, attacks on:
+The run is the quickstart sweep (`sweeps/quickstart.yaml`, with DP-SGD, JFT, CRT and ATDP, a canary, attacks on:
 exposure estimated from a sample), scaled down, through the CLI, plus one `sdp-sweep trial --out` that saves a model
 (exposure by exact enumeration). Scanned: the CLI's stdout and stderr at debug log level (`-vv`), the sweep folder
 (trial rows, Optuna journal, Ray Tune's own files), the report, Ray's session logs (the workers' stdout/stderr),
@@ -27,6 +27,7 @@ pytestmark = pytest.mark.slow
 
 SCALE = ["base.data.n_train=240", "base.data.n_validation=40", "base.data.n_test=40", "base.training.max_steps=3",
          "base.training.batch_size=16", "base.tokenizer.vocab_size=600", "trials_per_mechanism=1",
+         "mechanisms=[dpsgd,jft,crt,atdp]",
          'base.data.canaries={format: "My ID is {dddddd}", count: 2, repeats: 5}']
 # The sweep's trials estimate exposure from a sample of candidates; the trial below enumerates all 10⁶ (each
 # exact enumeration costs a trial ~8 s): both paths' outputs are scanned.

@@ -34,7 +34,8 @@ def test_the_readme_commands_run_in_a_new_shell(tmp_path):
     r = subprocess.run(["bash", "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300,
                        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
     assert r.returncode == 0, r.stderr[-2000:]
-    assert r.stdout.strip().endswith("sweeps/quickstart.yaml: ok (sweep)")
+    assert r.stdout.strip().splitlines()[-2] == "sweeps/quickstart.yaml: ok (sweep)"
+    assert r.stdout.strip().splitlines()[-1].startswith("sweeps/quickstart.yaml: budget: 4 trials per mechanism")
     listed = set(re.search(r"\{([\w,]+)\}", r.stdout).group(1).split(","))  # usage: sdp-sweep ... {run,resume,...}
     named = {c.split()[1] for b in BLOCKS for c in commands(b) if c.startswith("sdp-sweep ")} - {"--help"}
     assert {"run", "resume", "trial", "validate", "detect", "epsilon", "audit", "report"} <= named <= listed

@@ -4,12 +4,12 @@ Mann–Whitney U tests, Holm-corrected), and whether a privacy objective separat
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable
 
 from scipy.stats import mannwhitneyu
 
+from sdp_core.power import RANKING_ALPHA, smallest_p_value, trials_to_separate
 from sdp_core.report.formatting import AUDIT_METRICS, fmt, mechanism_name, metric_label
 from sdp_core.report.load import Trial
 from sdp_core.report.pareto import Analysis, ranked
@@ -22,10 +22,6 @@ def utilities(a: Analysis, mechanism: str, trials: list[Trial] | None = None) ->
     return [v for t in ranked(trials, a.utility) if (v := t.metric(a.utility.metric)) is not None]
 
 
-RANKING_ALPHA = 0.05
-"""Family-wise level of the two-sided rank tests that put one mechanism above the next (`rank_mechanisms`)."""
-
-
 def holm_passes(pvalues: list[float], alpha: float) -> list[bool]:
     """Holm's step-down procedure (Holm 1979, "A simple sequentially rejective multiple test procedure"): the
     hypotheses rejected with family-wise error ≤ alpha. The i-th smallest p-value (0-based) is compared with
@@ -36,21 +32,6 @@ def holm_passes(pvalues: list[float], alpha: float) -> list[bool]:
             break
         passes[k] = True
     return passes
-
-
-def smallest_p_value(n: int, m: int) -> float:
-    """The smallest two-sided p-value an exact Mann–Whitney test of n against m trials can reach: 2/C(n + m, n),
-    when every trial of one side beats every trial of the other."""
-    return min(1.0, 2 / math.comb(n + m, n))
-
-
-def trials_to_separate(steps: int, alpha: float = RANKING_ALPHA) -> int:
-    """The fewest trials per mechanism with which every one of `steps` Holm-corrected steps can pass: the smallest
-    attainable p-value of n against n trials at or below Holm's first level, alpha / steps."""
-    n = 1
-    while smallest_p_value(n, n) > alpha / steps:
-        n += 1
-    return n
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from types import FrameType
 
 from sdp_core.config.sweep import SweepConfig
 from sdp_core.errors import UserError
+from sdp_core.power import budget_line
 from sdp_core.row import TRIAL_STATES
 from sdp_core.sweep.preflight import preflight, resolve_sweep
 from sdp_core.sweep.store import SweepStore
@@ -134,6 +135,8 @@ def run_run(args: argparse.Namespace) -> int:
     cfg = resolve_sweep(args.sweep, data + list(args.overrides))
     preflight(cfg, args.sweep)
     folder = output_folder(args.out, cfg, args.overwrite)
+    if cfg.experiments is None:  # what the search can rank, said before it spends its budget
+        print(budget_line(cfg), flush=True)
     from sdp_core.sweep.jobs import connect_ray
 
     connect_ray(args.address)  # an address that does not answer fails here, before the folder exists
