@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import re
 import statistics
 
@@ -80,7 +81,9 @@ def test_the_report_leads_with_the_curve_and_names_each_notion_and_the_rank_verd
     assert (report / "utility_vs_target_epsilon.png").is_file()
     summary = (report / "summary.md").read_text()
     lead = summary.splitlines()[2]
-    assert lead.startswith("Val perplexity against ε (δ = 1e-5, RDP): JFT (SDP) has the best trial at every ε")
+    assert lead.startswith("Rank tests at ε = 1, 3, 8: JFT (SDP) leads but is not separated")  # the hedge first
+    assert "Val perplexity against ε (δ = 1e-5, RDP): JFT (SDP) has the best trial at every ε" in lead
+    assert "Check first" not in lead  # every private cell worse than No-DP, and better at a larger ε
     assert "DP-SGD reaches JFT's ε = 1 val perplexity at ε = 8" in lead  # 60·3 = 180 at ε = 1, 60·1.25 = 75 at 8
     assert "DP covers every record, entirely; SDP covers the tokens" in lead
     assert "Rank tests at ε = 1, 3, 8: JFT (SDP) leads but is not separated from ATDP with 3 trials each; run 2 " \
@@ -95,6 +98,36 @@ def test_a_crossing_is_named_where_the_best_mechanism_changes(tmp_path):
     text = headline(analyse(load_sweep(directory)))
     assert "the best trial is ATDP (SDP)'s at ε = 1, ATDP (SDP)'s at ε = 3, DP-SGD (DP)'s at ε = 8" in text
     assert "DP-SGD overtakes ATDP between ε = 3 and ε = 8" in text
+
+
+def test_a_private_cell_beating_no_dp_or_worsening_with_epsilon_is_flagged_after_the_hedge(tmp_path):
+    """JFT's perplexity here is below No-DP's and rises with ε (slope < 0); ATDP's is above No-DP's and falls. The
+    flagged cells are exactly those the stored rows show: a cell's best below No-DP's best, or above the same
+    mechanism's best at the next smaller ε."""
+    directory = write_ladder_sweep(tmp_path / "s", mechanisms=("jft", "atdp", "nodp"), ppl={"jft": 5.0},
+                                   slope={"jft": -0.5})
+    rows = _rows(directory)
+    best: dict[tuple[str, float], float] = {}
+    for r in rows:
+        key = (r["config"]["mechanism"]["name"], r["config"]["privacy"]["target_epsilon"])
+        best[key] = min(best.get(key, math.inf), r["metrics"]["val_perplexity"])
+    nodp = min(v for (m, _), v in best.items() if m == "nodp")
+    below = {(m, e) for (m, e), v in best.items() if m != "nodp" and v < nodp}
+    rising = {(m, lo, hi) for m in ("jft", "atdp") for lo, hi in ((1.0, 3.0), (3.0, 8.0))
+              if best[(m, hi)] > best[(m, lo)]}
+    assert below == {("jft", e) for e in (1.0, 3.0, 8.0)} and {m for m, *_ in rising} == {"jft"}
+    text = headline(analyse(load_sweep(directory)))
+    assert text.startswith("Rank tests at ε = ")
+    check = text[text.index("Check first: "):text.index("; a private model should")]
+    assert check.count("beats No-DP's best") == len(below) and check.count("worsens from") == len(rising)
+    shown = lambda v: f"{v:.3g}" if v < 10 else f"{v:.1f}"  # noqa: E731 (the report's 3 significant digits)
+    for m, e in below:
+        assert f"JFT (SDP) at ε = {e:g} ({shown(best[(m, e)])}) beats No-DP's best ({shown(nodp)})" in check
+    for m, lo, hi in rising:
+        assert (f"JFT (SDP) worsens from ε = {lo:g} ({shown(best[(m, lo)])}) to ε = {hi:g} "
+                f"({shown(best[(m, hi)])})") in check
+    assert "ATDP" not in check
+    assert text.index("Rank tests") < text.index("Check first") < text.index("Val perplexity against ε")
 
 
 def _brute_hypervolume(points: np.ndarray, reference: np.ndarray) -> float:

@@ -136,12 +136,35 @@ def ladder_verdicts(a: Analysis, points: list[CurvePoint]) -> str:
     return "; ".join(f"at ε = {', '.join(f'{e:g}' for e in rungs)}: {text}" for text, rungs in by_verdict.items())
 
 
+def implausible_cells(a: Analysis, points: list[CurvePoint]) -> list[str]:
+    """Cells no private model should show: a best trial better than No-DP's best (the reference without privacy),
+    or a mechanism's best getting worse from one ε to the next larger one. Each says too few trials, or an untuned
+    reference, rather than anything about privacy."""
+    label = lambda m: with_notion(m, a.sweep.trials)  # noqa: E731
+    reference = reference_trials(a)
+    out = []
+    if reference:
+        best = reference[0].metric(a.utility.metric)
+        assert best is not None, "reference trials are scored"
+        out += [f"{label(p.mechanism)} at ε = {p.epsilon:g} ({fmt(p.best)}) beats {mechanism_name(REFERENCE)}'s best "
+                f"({fmt(best)})" for p in points if p.best != best and _better(a, p.best, best)]
+    for m in dict.fromkeys(p.mechanism for p in points):
+        mine = sorted((p for p in points if p.mechanism == m), key=lambda p: p.epsilon)
+        out += [f"{label(m)} worsens from ε = {lo.epsilon:g} ({fmt(lo.best)}) to ε = {hi.epsilon:g} ({fmt(hi.best)})"
+                for lo, hi in zip(mine, mine[1:]) if not _better(a, hi.best, lo.best)]
+    return out
+
+
 def curve_headline(a: Analysis) -> str:
-    """The ladder's answer in a few sentences: the leader at each ε with its notion and what that covers, the
-    crossings, and the rank tests' verdict at each ε."""
+    """The ladder's answer in a few sentences, the hedge first: the rank tests' verdict at each ε, the cells that
+    cannot be right (`implausible_cells`), then the leader at each ε with its notion and what that covers, and the
+    crossings."""
     points = curve_points(a)
     if not points:
         return f"No trial of the ε ladder finished with a measured {metric_label(a.utility.metric)}."
+    flags = implausible_cells(a, points)
+    check = (f"Check first: {'; '.join(flags)}; a private model should neither beat its non-private reference nor "
+             "lose utility as ε grows: too few trials, or an untuned reference. " if flags else "")
     lead = leaders(a, points)
     label = lambda m: with_notion(m, a.sweep.trials)  # noqa: E731
     if len(set(lead.values())) == 1 and len(lead) == len(a.ladder):
@@ -150,9 +173,9 @@ def curve_headline(a: Analysis) -> str:
         first = "the best trial is " + ", ".join(f"{label(m)}'s at ε = {e:g}" for e, m in lead.items())
     trials = [t for p in points for t in p.trials]
     utility = metric_label(a.utility.metric).capitalize()
-    return (f"{utility} against ε ({epsilon_meaning(trials, notions=False)}): {first}"
-            f"{''.join(f'; {c}' for c in crossings(a, points))} ({notions_covered(trials)}). "
-            f"Rank tests {ladder_verdicts(a, points)}.")
+    return (f"Rank tests {ladder_verdicts(a, points)}. {check}"
+            f"{utility} against ε ({epsilon_meaning(trials, notions=False)}): {first}"
+            f"{''.join(f'; {c}' for c in crossings(a, points))} ({notions_covered(trials)}).")
 
 
 # ------------------------------------------------------------------------------------------- hypervolume
