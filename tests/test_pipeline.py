@@ -129,3 +129,13 @@ def test_data_not_known_to_be_small_is_prepared_in_a_task_as_it_would_be_here(lo
         a, b = getattr(got.data, part), getattr(expected.data, part)
         assert all(torch.equal(getattr(a, f), getattr(b, f)) for f in ("input_ids", "weights", "sensitive"))
     assert got.data.tokenizer.get_vocab() == expected.data.tokenizer.get_vocab()
+
+
+def test_a_progress_line_names_an_expanded_policy_by_its_count_not_its_parts():
+    """`customersim` expands to its 7 parts (address, email, low_entity, order_number, phone, proper_nouns,
+    tracking_number): a progress line counts them instead of listing them all."""
+    from sdp_core.detectors.registry import get_policy
+    from sdp_core.sweep.pipeline import policy_label
+
+    assert policy_label(get_policy("customersim")) == "with 7 detectors (address, … tracking_number)"
+    assert policy_label(get_policy("phone")) == "phone"

@@ -148,6 +148,13 @@ def spans_of(table: pa.Table) -> list[list[Span]]:
     return [[Span(*span) for span in zip(s, e, k)] for s, e, k in zip(start, end, label)]
 
 
+def policy_label(policy: Policy) -> str:
+    """A policy as a progress line names it: its name, or for one expanded into its parts (`general` is 18 of
+    them, `address,email,...`) how many, which a line has room for."""
+    parts = policy.name.split(",")
+    return policy.name if len(parts) == 1 else f"with {len(parts)} detectors ({parts[0]}, … {parts[-1]})"
+
+
 def _progress(description: str, total: int | None, enabled: bool) -> ContextManager[Callable[[int], None]]:
     """Records done and records/s (`progress.count_progress`), or nothing when not `enabled`."""
     return count_progress(description, total, "records") if enabled else nullcontext(lambda n: None)
@@ -161,7 +168,7 @@ def detect_on_ray(policy: Policy, texts: list[str], progress: bool = True, worke
     if not texts:
         return []
     out: list[list[Span]] = [[] for _ in texts]
-    with pipeline_context(), _progress(f"detect {policy.name}", len(texts), progress) as advance:
+    with pipeline_context(), _progress(f"detect {policy_label(policy)}", len(texts), progress) as advance:
         table = pa.table({"record": pa.array(range(len(texts)), pa.int64()), "text": texts})
         ds = ray.data.from_arrow([table.slice(i, BLOCK_ROWS) for i in range(0, len(texts), BLOCK_ROWS)])
         for batch in detect_dataset(ds, policy, workers, len(texts)).iter_batches(batch_format="pyarrow", batch_size=None):
@@ -341,7 +348,7 @@ def detect_file(source: FileSource, policy: Policy, workers: int | None = None, 
     nodes: Counter[str] = Counter()
     done, pending, cpu = 0, list[pa.Table](), 0.0
     with (pipeline_context(), atomic_directory(out.path) as tmp,
-          _progress(f"detect {policy.name} in {source.path.name}", None, progress) as advance):
+          _progress(f"detect {policy_label(policy)} in {source.path.name}", None, progress) as advance):
         ds = detect_dataset(read_source(source), policy, workers)
         ds.context.execution_options.preserve_order = True  # records are numbered in the file's order as they come
 
