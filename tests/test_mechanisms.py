@@ -113,10 +113,14 @@ def test_crt_trains_lines_in_their_records_and_public_steps_see_no_private_line(
 
 def test_token_budget_shortens_every_phase_alike_and_sigma_follows(trial_data):
     """`training.max_tokens`: the phases' planned tokens (counted here from the rows' loss weights) stay within the
-    budget, each phase keeps its share of steps, and the ledger plans exactly the steps that will run."""
+    budget, each phase keeps its share of steps, and the ledger plans exactly the steps that will run. A private
+    phase's records are counted at the held-out validation records' mean length, never their own."""
+    validation = trial_data.validation
+    held_out_record = (validation.weights > 0).sum().item() / len(set(validation.record_index.tolist()))
+
     def tokens(phase):  # a private step draws q·N = min(B, N) records, each with all its rows; a public one B rows
         units = len(set(phase.data.record_index.tolist())) if phase.private else len(phase.data)
-        per_unit = (phase.data.weights > 0).sum().item() / units
+        per_unit = held_out_record if phase.private else (phase.data.weights > 0).sum().item() / len(phase.data)
         return phase.total_steps * min(phase.batch_size, units) * per_unit
 
     for mechanism in ({"name": "crt"}, {"name": "jft"}, {"name": "jft", "phase1_mode": "light_noise"},
