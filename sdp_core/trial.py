@@ -197,6 +197,12 @@ NOISE_SOURCES = {
     True: "reproducible from the published trial seed (privacy.reproducible_noise): the DP guarantee does not hold",
 }
 
+REPRODUCIBLE_NOISE = {"holds": False, "condition": "holds only with secret noise: this trial's noise and sampling "
+                                                   "are reproducible from its published seed "
+                                                   "(privacy.reproducible_noise), so the guarantee does not hold"}
+"""What a trial with reproducible noise adds to its privacy report: its ε is what the schedule would give with
+secret noise, and no guarantee (`report.load.Trial.guaranteed`, `privacy.relations.qualifiers`)."""
+
 
 def warn_on_delta(delta: float, n: int) -> None:
     """δ should be well below 1/N (N training records): a δ-chance of leaking one whole record is likely."""
@@ -275,7 +281,7 @@ def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool
     result = TrialRow(
         name=cfg.name, state="finished", seed=cfg.seed, config=cfg.model_dump(mode="json"), metrics=metrics,
         privacy={**plan.ledger.report(), "unit": PRIVACY_UNIT, "noise": NOISE_SOURCES[cfg.privacy.reproducible_noise],
-                 "not_covered": not_covered(cfg, plan)},
+                 "not_covered": not_covered(cfg, plan), **(REPRODUCIBLE_NOISE if cfg.privacy.reproducible_noise else {})},
         ledger=plan.ledger.to_dict(), mechanism=plan.details, phases=[s.to_dict() for s in phase_stats],
         canaries=prepared.canaries.summary() if prepared.canaries else None, attacks=attacks,
         detector=prepared.detector, model=parameter_counts(model),

@@ -1,5 +1,5 @@
 """What a trial releases beside its model: every number is the same for two neighbouring datasets or listed as
-outside ε wherever ε is printed."""
+outside ε wherever ε is printed, and a trial whose noise is reproducible says its ε does not hold."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ from sdp_core.data.loaders import save_jsonl
 from sdp_core.data.records import Record
 from sdp_core.preparation import prepare_trial_data
 from sdp_core.report import build_report
+from sdp_core.report.load import load_sweep
 from sdp_core.trial import run_trial
-from tests.conftest import small_trial_dict
+from tests.conftest import run_main, small_trial_dict
 from tests.synthetic_sweep import write_synthetic_sweep
 
 MODEL_OUTPUTS = re.compile(r"^(metrics\.(val|test)_|metrics\.(exposure|mia|empirical)|attacks\.|config\.|model\.)")
@@ -99,6 +100,40 @@ def test_neighbouring_datasets_release_the_same_numbers_or_list_them_outside_eps
     statement = (build_report(sweep, tmp_path / "report") / "privacy_statement.md").read_text()
     section = statement[statement.index("## Not covered by ε"):]
     assert all(f"- {item}." in section for item in not_covered)
+
+
+def test_a_trial_with_reproducible_noise_says_everywhere_that_its_epsilon_does_not_hold(tmp_path):
+    """`privacy.reproducible_noise` derives the noise from the published seed: the console line, result.json and
+    the report say the guarantee does not hold, and the report never counts the trial among guaranteed ones (its
+    headline, its best model of a notion, the sweep's composed cost)."""
+    from sdp_core.sweep.live import epsilon_text
+
+    cfg = parse_model(TrialConfig, small_trial_dict(mechanism={"name": "dpsgd"}, privacy={"reproducible_noise": True}))
+    row = run_trial(cfg, tmp_path / "trial")
+    saved = json.loads((tmp_path / "trial" / "result.json").read_text())
+    assert saved["privacy"]["holds"] is False and "does not hold" in saved["privacy"]["condition"]
+    assert "ε=" in row.summary_line() and "the guarantee does not hold" in row.summary_line()
+    assert "the guarantee does not hold" in epsilon_text(saved["privacy"])  # the sweep's live line
+    ledger = run_main("epsilon", "--ledger", str(tmp_path / "trial" / "result.json"))
+    assert ledger.returncode == 0 and "ε = " in ledger.stdout and "the guarantee does not hold" in ledger.stdout
+
+    sweep = write_synthetic_sweep(tmp_path / "sweep", 12, seed=1)
+    before = {t.trial_id: t for t in load_sweep(sweep).trials}
+    target = next(t for t in before.values() if t.guaranteed and t.state == "finished")
+    path = sweep / "trials" / f"{target.trial_id}.json"
+    stored = json.loads(path.read_text())
+    stored["privacy"].update(holds=saved["privacy"]["holds"], condition=saved["privacy"]["condition"])
+    path.write_text(json.dumps(stored))
+    trial = next(t for t in load_sweep(sweep).trials if t.trial_id == target.trial_id)
+    assert not trial.guaranteed and trial.formal_epsilon is None
+    report = build_report(sweep, tmp_path / "report")
+    summary = (report / "summary.md").read_text()
+    headline = summary.split("\n\n")[1]
+    assert f"trial {target.trial_id})" not in headline
+    lines = [line for line in summary.splitlines() if f"| {target.trial_id} " in line and "ε =" in line]
+    assert lines and all("does not hold" in line for line in lines)
+    statement = (report / "privacy_statement.md").read_text()
+    assert target.trial_id in statement[statement.index("without a formal guarantee") - 200:]
 
 
 def test_the_token_budget_reads_no_private_record():
