@@ -21,7 +21,7 @@ from sdp_core.report import build_report
 from sdp_core.report.load import load_sweep
 from sdp_core.trial import run_trial
 from tests.conftest import run_main, small_trial_dict
-from tests.synthetic_sweep import write_synthetic_sweep
+from tests.synthetic_sweep import write_ladder_sweep, write_synthetic_sweep
 
 MODEL_OUTPUTS = re.compile(r"^(metrics\.(val|test)_|metrics\.(exposure|mia|empirical)|attacks\.|config\.|model\.)")
 """What a result holds that is not released beside the model: the trained model's own evaluation (a function of the
@@ -106,6 +106,8 @@ def test_a_trial_with_reproducible_noise_says_everywhere_that_its_epsilon_does_n
     """`privacy.reproducible_noise` derives the noise from the published seed: the console line, result.json and
     the report say the guarantee does not hold, and the report never counts the trial among guaranteed ones (its
     headline, its best model of a notion, the sweep's composed cost)."""
+    from sdp_core.report.curve import curve_points
+    from sdp_core.report.pareto import analyse
     from sdp_core.sweep.live import epsilon_text
 
     cfg = parse_model(TrialConfig, small_trial_dict(mechanism={"name": "dpsgd"}, privacy={"reproducible_noise": True}))
@@ -134,6 +136,13 @@ def test_a_trial_with_reproducible_noise_says_everywhere_that_its_epsilon_does_n
     assert lines and all("does not hold" in line for line in lines)
     statement = (report / "privacy_statement.md").read_text()
     assert target.trial_id in statement[statement.index("without a formal guarantee") - 200:]
+
+    ladder = write_ladder_sweep(tmp_path / "ladder", per_cell=2)  # over an ε ladder it stands at no ε
+    stored = json.loads((ladder / "trials" / "trial_0000.json").read_text())
+    stored["privacy"].update(holds=saved["privacy"]["holds"], condition=saved["privacy"]["condition"])
+    (ladder / "trials" / "trial_0000.json").write_text(json.dumps(stored))
+    placed = {t.trial_id for point in curve_points(analyse(load_sweep(ladder))) for t in point.trials}
+    assert "trial_0000" not in placed and "trial_0001" in placed
 
 
 def test_the_token_budget_reads_no_private_record():
