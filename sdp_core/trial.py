@@ -85,7 +85,7 @@ def not_covered(cfg: TrialConfig, plan: MechanismPlan) -> list[str]:
     under DP, then what the mechanism derives from the training data (`MechanismPlan.not_covered`).
 
     Everything else a result holds is the model's evaluation (computed from the trained model and held-out
-    records), the config, or a count fixed by N and the config (steps, q, σ; tokens estimated on held-out records,
+    records), the config, or a count fixed by N, what neighbours share and the config (steps, q, σ, tokens:
     `mechanisms.base.tokens_per_unit`).
     """
     out = ["the number of training records N, which sets the sampling rate q = B/N and the steps of an epoch "
@@ -231,12 +231,12 @@ def attack_metrics(attacks: dict) -> dict[str, float]:
 
 def compute_metrics(phase_stats: list[PhaseStats], plan: MechanismPlan, timings: dict[str, float], held_out: LMData
                     ) -> dict[str, float]:
-    """Compute of the whole trial (every phase): optimizer steps, tokens trained on (expected for a Poisson batch, a
-    private record counted at the held-out records' mean length: `tokens_per_unit`), wall time; then of the DP
-    phases only: steps, expected per-record gradients (q·N a batch) and seconds."""
+    """Compute of the whole trial (every phase): optimizer steps, tokens trained on (expected for a Poisson batch,
+    counted from what neighbours share: `tokens_per_unit`), wall time; then of the DP phases only: steps, expected
+    per-record gradients (q·N a batch) and seconds."""
     private = [s for s in phase_stats if s.private]
     return {"steps": sum(s.steps for s in phase_stats),
-            "tokens": round(sum(s.records_seen * tokens_per_unit(p, held_out)
+            "tokens": round(sum(s.records_seen * tokens_per_unit(p, plan.ledger.notion, held_out)
                                 for s, p in zip(phase_stats, plan.phases))),
             "wall_seconds": timings["total"],
             "private_steps": sum(s.steps for s in private),

@@ -157,5 +157,20 @@ def test_the_token_budget_reads_no_private_record():
     padded = replace(data.train, weights=torch.ones_like(data.train.weights))
     assert padded.valid.sum() > 1.3 * data.train.valid.sum()
     phases = [[private_phase("dp", train, cfg, 2)] for train in (data.train, padded)]
-    steps = [within_token_budget(p, cfg.training.max_tokens, data.validation)[0].total_steps for p in phases]
+    steps = [within_token_budget(p, cfg.training.max_tokens, "DP", data.validation)[0].total_steps for p in phases]
     assert steps[0] == steps[1] < phases[0][0].total_steps
+
+
+def test_a_private_record_counts_the_same_tokens_in_neighbouring_datasets(tmp_path):
+    """The two neighbouring datasets' training rows hold different numbers of tokens, yet a private phase counts
+    the same tokens per record in both, under DP (held-out records) and under SDP (a flagged run at the held-out
+    records' mean tokens per run)."""
+    from sdp_core.mechanisms.base import private_phase, tokens_per_unit
+
+    first, second, _ = _neighbours(tmp_path)
+    prepared = [prepare_trial_data(_config(path, {"name": "dpsgd"})).data for path in (first, second)]
+    assert prepared[0].train.valid.sum() != prepared[1].train.valid.sum()
+    phases = [private_phase("dp", d.train, _config(first, {"name": "dpsgd"}), 1) for d in prepared]
+    for notion in ("DP", "SDP"):
+        counts = [tokens_per_unit(phase, notion, d.validation) for phase, d in zip(phases, prepared)]
+        assert counts[0] == counts[1]

@@ -38,8 +38,10 @@ class TrainingConfig(Strict):
         "steps across mechanisms whose public phases differ (S-DPSGD: batches; JFT light noise: both its phases)")
     max_tokens: int | None = Field(
         None, ge=1, description="compute budget: the most tokens a trial trains on, over all its phases (public and "
-        "private), a private phase's records counted at the held-out validation records' mean length (no private "
-        "record's length sets the steps); every phase keeps the same share of its planned steps, at least one. "
+        "private), a private phase's tokens counted from what neighbouring datasets share (under DP a record at the "
+        "held-out validation records' mean length; under SDP and confidentiality each secret at the held-out mean "
+        "per secret), so no private record's length sets the steps; every phase keeps the same share of its planned "
+        "steps, at least one. "
         "Equal compute across mechanisms whose phases differ (JFT's two phases, CRT's alternating epochs)")
     optimizer: Literal["adamw", "sgd"] = "adamw"
     weight_decay: float = Field(0.0, ge=0)

@@ -103,7 +103,7 @@ def jft(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
     # Both phases held to the compute budget together before either is calibrated (each is then within it alone).
     phase1, phase2 = within_token_budget([private_phase("phase1", d.train_redacted, cfg, m.phase1_epochs),
                                           private_phase("phase2", d.train, cfg, cfg.training.epochs)],
-                                         cfg.training.max_tokens, d.validation)
+                                         cfg.training.max_tokens, "SDP", d.validation)
     amplified = max(rate.high, 1e-12)
     (phase1,), light = calibrate([phase1], cfg, notion="SDP", held_out=d.validation, sample_rate_factor=amplified,
                                  target_epsilon=m.budget_split * cfg.privacy.target_epsilon)

@@ -343,7 +343,7 @@ def sdpsgd(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
     if k:
         phases, ledger = calibrate([phase], cfg, notion="SDP", held_out=d.validation, touches="private")
     else:  # the policy flags nothing: plain training, nothing to account
-        phases = within_token_budget([phase], cfg.training.max_tokens, d.validation)
+        phases = within_token_budget([phase], cfg.training.max_tokens, "SDP", d.validation)
         ledger = PrivacyLedger("SDP", cfg.privacy.delta, cfg.privacy.accountant)
     sigma_batch = phases[0].sigmas[0] if k else 0.0
     sigma_grad, sigma_hidden = split_sigma(sigma_batch, k, phase.hidden_noise_ratio) if k else (0.0, 0.0)
