@@ -81,6 +81,7 @@ def _trial(args: argparse.Namespace) -> int:
         e.where = e.where or args.config or "--set"
         raise
     print(result.summary_line())
+    print(result.not_covered_line())
     print(result.data_line(out / "model"))
     print(out / "result.json")
     return 0 if result.state == "finished" else 1

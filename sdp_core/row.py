@@ -106,6 +106,11 @@ class TrialRow:
                 f"{utility}; {self.timings.get('total', 0):.0f}s{f'; LEARNED NOTHING: {why}' if why else ''}"
                 if utility else f"{self.name}: {self.state}")
 
+    def not_covered_line(self) -> str:
+        """What the trial released that its ε does not cover (`privacy.not_covered`), for the console under its ε."""
+        items = [item for item in self.privacy.get("not_covered") or [] if isinstance(item, str)]
+        return "not covered by ε: " + "; ".join(items) if items else ""
+
     def data_line(self, model_dir: Path | None = None) -> str:
         """What the trial trained on, for the console: records per split, secrets detected, the redacted share
         (of the training tokens) and where the model is."""

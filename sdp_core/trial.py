@@ -67,23 +67,40 @@ def default_out_dir(cfg: TrialConfig) -> Path:
     return Path("runs") / f"{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
+TRAINING_STATISTICS = (
+    "the detector's counts and rates on the training records, computed without noise: secrets detected, records "
+    "with secrets, the redacted token share, the training split's masked and gold character shares, recall on gold "
+    "spans or its estimate, and how records became rows (`detector.secrets_detected`, "
+    "`detector.records_with_secrets`, `detector.redacted_token_fraction`, `detector.masked_char_share.train`, "
+    "`detector.gold_char_share.train`, `detector.recall`, `detector.missing_rate`, `detector.precision`, "
+    "`detector.recall_per_label`, `detector.recall_estimate`, `detector.review`, `detector.windows`)")
+SIDE_CHANNELS = (
+    "side channels: wall-clock times (`timings`, `metrics.wall_seconds`, `metrics.train_seconds`, "
+    "`metrics.private_seconds`, `phases.seconds`) and the data fingerprint (`detector.data_fingerprint`, a hash of "
+    "every text, which only confirms a guess of the whole dataset)")
+
+
 def not_covered(cfg: TrialConfig, plan: MechanismPlan) -> list[str]:
-    """What the trial's ε does not cover: data-dependent choices made outside the accounted steps."""
-    out = ["the number of training records N (the sampling rate q = B/N uses it)"]
+    """What a trial releases that its ε does not cover, each with the result.json keys that hold it: the dataset
+    size, the detector's statistics of the training records, side channels, a tokenizer trained on training text
+    under DP, then what the mechanism derives from the training data (`MechanismPlan.not_covered`).
+
+    Everything else a result holds is the model's evaluation (computed from the trained model and held-out
+    records), the config, or a count fixed by N, what neighbours share and the config (steps, q, σ, tokens:
+    `mechanisms.base.tokens_per_unit`).
+    """
+    out = ["the number of training records N, which sets the sampling rate q = B/N and the steps of an epoch "
+           "(`detector.records`, `detector.train_records`)", TRAINING_STATISTICS, SIDE_CHANNELS]
     if cfg.tokenizer.kind == "bpe" and cfg.tokenizer.corpus == "training" and plan.ledger.notion == "DP":
         out.append("the BPE tokenizer, trained on the policy-redacted training text (tokenizer.corpus: public "
                    "trains it on public text instead)")
     return out + plan.not_covered
 
 
-def privacy_unit(plan: MechanismPlan) -> str:
-    """What one ε protects: a record, however many rows (windows, `text.encode`) it became; its rows are sampled
-    and clipped together (`train.loop`)."""
-    w = max((int(p.data.record_index.bincount().max()) for p in plan.phases if p.private and len(p.data)), default=1)
-    if w == 1:
-        return "a record"
-    return (f"a record, whatever its length: a record longer than a row (data.max_length) is up to {w} windows, "
-            "sampled together and clipped as one (q = B/N counts records)")
+PRIVACY_UNIT = ("a record, whatever its length: a record longer than a row (data.max_length) is several windows, "
+                "sampled together and clipped as one (q = B/N counts records)")
+"""What one ε protects (`train.loop`, `text.encode`). The same words for every trial: how many windows the longest
+training record became is a statistic of the training data."""
 
 
 # (attack section, its key, the metric name in a trial row)
@@ -181,6 +198,12 @@ NOISE_SOURCES = {
     True: "reproducible from the published trial seed (privacy.reproducible_noise): the DP guarantee does not hold",
 }
 
+REPRODUCIBLE_NOISE = {"holds": False, "condition": "holds only with secret noise: this trial's noise and sampling "
+                                                   "are reproducible from its published seed "
+                                                   "(privacy.reproducible_noise), so the guarantee does not hold"}
+"""What a trial with reproducible noise adds to its privacy report: its ε is what the schedule would give with
+secret noise, and no guarantee (`report.load.Trial.guaranteed`, `privacy.relations.qualifiers`)."""
+
 
 def warn_on_delta(delta: float, n: int) -> None:
     """δ should be well below 1/N (N training records): a δ-chance of leaking one whole record is likely."""
@@ -207,12 +230,15 @@ def attack_metrics(attacks: dict) -> dict[str, float]:
     return metrics
 
 
-def compute_metrics(phase_stats: list[PhaseStats], plan: MechanismPlan, timings: dict[str, float]) -> dict[str, float]:
-    """Compute of the whole trial (every phase): optimizer steps, tokens trained on (expected for a Poisson batch),
-    wall time; then of the DP phases only: steps, expected per-record gradients (q·N a batch) and seconds."""
+def compute_metrics(phase_stats: list[PhaseStats], plan: MechanismPlan, timings: dict[str, float], held_out: LMData
+                    ) -> dict[str, float]:
+    """Compute of the whole trial (every phase): optimizer steps, tokens trained on (expected for a Poisson batch,
+    counted from what neighbours share: `tokens_per_unit`), wall time; then of the DP phases only: steps, expected
+    per-record gradients (q·N a batch) and seconds."""
     private = [s for s in phase_stats if s.private]
     return {"steps": sum(s.steps for s in phase_stats),
-            "tokens": round(sum(s.records_seen * tokens_per_unit(p) for s, p in zip(phase_stats, plan.phases))),
+            "tokens": round(sum(s.records_seen * tokens_per_unit(p, plan.ledger.notion, held_out)
+                                for s, p in zip(phase_stats, plan.phases))),
             "wall_seconds": timings["total"],
             "private_steps": sum(s.steps for s in private),
             "private_records": round(sum(s.records_seen for s in private), 1),
@@ -253,12 +279,12 @@ def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool
         attacks = run_attacks(model, data, prepared.canaries, cfg)
     timings["total"] = time.perf_counter() - start
     metrics.update(attack_metrics(attacks))
-    metrics.update(compute_metrics(phase_stats, plan, timings))
+    metrics.update(compute_metrics(phase_stats, plan, timings, data.validation))
     metrics.update(untrained_val_loss=untrained, noise_to_signal=noise_to_signal([s.to_dict() for s in phase_stats]))
     result = TrialRow(
         name=cfg.name, state="finished", seed=cfg.seed, config=cfg.model_dump(mode="json"), metrics=metrics,
-        privacy={**plan.ledger.report(), "unit": privacy_unit(plan),
-                 "noise": NOISE_SOURCES[cfg.privacy.reproducible_noise], "not_covered": not_covered(cfg, plan)},
+        privacy={**plan.ledger.report(), "unit": PRIVACY_UNIT, "noise": NOISE_SOURCES[cfg.privacy.reproducible_noise],
+                 "not_covered": not_covered(cfg, plan), **(REPRODUCIBLE_NOISE if cfg.privacy.reproducible_noise else {})},
         ledger=plan.ledger.to_dict(), mechanism=plan.details, phases=[s.to_dict() for s in phase_stats],
         canaries=prepared.canaries.summary() if prepared.canaries else None, attacks=attacks,
         detector=prepared.detector, model=parameter_counts(model),

@@ -36,7 +36,7 @@ class HalfDPConfig(MechanismSettings):
 def halfdp(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
     rows = max(1, int(len(d.train) * cfg.mechanism.share))
     phase = private_phase("half", d.train.subset(range(rows)), cfg, cfg.training.epochs)
-    phases, ledger = calibrate([phase], cfg, notion="DP")
+    phases, ledger = calibrate([phase], cfg, notion="DP", held_out=d.validation)
     return MechanismPlan(phases, ledger, {"rows": rows})
 
 

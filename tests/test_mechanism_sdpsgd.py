@@ -187,7 +187,7 @@ def _run(data: LMData, cfg: TrialConfig, monkeypatch, seed: int = 0):
     """Calibrate and run one S-DPSGD phase through the training loop; spy on every slot and hidden-state release."""
     table = S.segment_table(data)
     phase = S.selective_phase(S.PHASE_NAME, data, table, cfg, cfg.training.epochs)
-    [phase], ledger = calibrate([phase], cfg, notion="SDP", touches="private")
+    [phase], ledger = calibrate([phase], cfg, notion="SDP", held_out=data, touches="private")
     calls = {"private": [], "release": [], "public_states": [], "noise_only": 0}
     private, public, release_state = S.SelectiveStep.private, S.SelectiveStep.public, S.release_state
 

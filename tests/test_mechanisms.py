@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import dp_accounting
@@ -113,10 +114,33 @@ def test_crt_trains_lines_in_their_records_and_public_steps_see_no_private_line(
 
 def test_token_budget_shortens_every_phase_alike_and_sigma_follows(trial_data):
     """`training.max_tokens`: the phases' planned tokens (counted here from the rows' loss weights) stay within the
-    budget, each phase keeps its share of steps, and the ledger plans exactly the steps that will run."""
-    def tokens(phase):  # a private step draws q·N = min(B, N) records, each with all its rows; a public one B rows
+    budget, each phase keeps its share of steps, and the ledger plans exactly the steps that will run. A private
+    phase's records count as the trial's neighbours share them: under DP at the held-out validation records' mean
+    length, under SDP and confidentiality their unflagged tokens and each run of flagged tokens at the held-out
+    records' mean tokens per run."""
+    validation = trial_data.validation
+    held_out_record = (validation.weights > 0).sum().item() / len(set(validation.record_index.tolist()))
+
+    def counts(data) -> tuple[int, int, int]:  # unflagged positions, runs of flagged ones and their tokens, by row
+        unflagged = runs = flagged = 0
+        for weights, flags in zip(data.weights.tolist(), data.sensitive.tolist()):
+            marks = [bool(f) for w, f in zip(weights, flags) if w > 0]
+            unflagged, flagged = unflagged + marks.count(False), flagged + marks.count(True)
+            runs += sum(flag for flag, _ in itertools.groupby(marks))
+        return unflagged, runs, flagged
+
+    _, held_out_runs, held_out_flagged = counts(validation)
+
+    def shared_tokens(data) -> float:  # unflagged tokens, and each flagged run at the held-out mean tokens per run
+        unflagged, runs, _ = counts(data)
+        return unflagged + runs * held_out_flagged / held_out_runs
+
+    def tokens(phase, notion):  # a private step draws q·N = min(B, N) records, each with all its rows; a public one B rows
         units = len(set(phase.data.record_index.tolist())) if phase.private else len(phase.data)
-        per_unit = (phase.data.weights > 0).sum().item() / units
+        if not phase.private:
+            per_unit = (phase.data.weights > 0).sum().item() / len(phase.data)
+        else:
+            per_unit = held_out_record if notion == "DP" else shared_tokens(phase.data) / units
         return phase.total_steps * min(phase.batch_size, units) * per_unit
 
     for mechanism in ({"name": "crt"}, {"name": "jft"}, {"name": "jft", "phase1_mode": "light_noise"},
@@ -124,12 +148,13 @@ def test_token_budget_shortens_every_phase_alike_and_sigma_follows(trial_data):
         free = MECHANISMS[mechanism["name"]](
             trial_data, _configured(mechanism=mechanism, training={**BASE.training.model_dump(),
                                                                    "max_steps": None, "epochs": 2}))
-        planned = sum(map(tokens, free.phases))
+        notion = free.ledger.notion
+        planned = sum(tokens(ph, notion) for ph in free.phases)
         capped = MECHANISMS[mechanism["name"]](
             trial_data, _configured(mechanism=mechanism, training={**BASE.training.model_dump(),
                                                                    "max_steps": None, "epochs": 2,
                                                                    "max_tokens": int(planned / 3)}))
-        assert sum(map(tokens, capped.phases)) <= planned / 3
+        assert sum(tokens(ph, notion) for ph in capped.phases) <= planned / 3
         share = int(planned / 3) / planned
         assert [b.total_steps for b in capped.phases] == [max(1, math.floor(a.total_steps * share))
                                                           for a in free.phases]

@@ -33,7 +33,7 @@ def test_result_states_epsilon_with_notion_delta_accountant_and_events(dpsgd_res
     assert sum(e["steps"] for e in p["events"]) == saved["metrics"]["private_steps"] == 6
     # 200 records, a third of them two rows at max_length 128: ε is per record, q = B/N over records
     assert saved["detector"]["windows"]["rows"] > 200 and {e["sample_rate"] for e in p["events"]} == {16 / 200}
-    assert p["unit"].startswith("a record, whatever its length") and not any("window" in c for c in p["not_covered"])
+    assert p["unit"].startswith("a record, whatever its length") and not any("per row" in c for c in p["not_covered"])
     assert epsilon_from_ledger(saved["ledger"])["epsilon"] == pytest.approx(p["epsilon"], rel=1e-9)
 
 
@@ -196,7 +196,7 @@ def test_long_records_become_windows_and_every_mechanism_samples_and_accounts_re
     `refuse` turns a long record into one clear error."""
     from sdp_core.errors import UserError
     from sdp_core.mechanisms import get_mechanism
-    from sdp_core.trial import not_covered, privacy_unit
+    from sdp_core.trial import not_covered
 
     canaries = {"canaries": {"format": "My ID is {dddd}", "count": 20, "repeats": 2}}
     for length, split in ((128, True), (TrialConfig().data.max_length, False)):
@@ -208,8 +208,7 @@ def test_long_records_become_windows_and_every_mechanism_samples_and_accounts_re
         assert windows["tokens_dropped"] == 0 and windows["rows"] == len(data.train) and windows["records"] == 200
         assert (windows["windows_per_record_max"] > 1) == split and (windows["records_split"] > 40) == split
         dpsgd = get_mechanism("dpsgd")(data, cfg)
-        assert not any("window" in c for c in not_covered(cfg, dpsgd))
-        assert ("windows" in privacy_unit(dpsgd)) == split
+        assert not any("per row" in c for c in not_covered(cfg, dpsgd))
         assert {e.sample_rate for e in dpsgd.ledger.plan} == {16 / 200}  # records, whatever the rows
         tok = data.tokenizer
         rows = [tok.decode(ids[ids != tok.pad_token_id]) for ids in data.train.input_ids]

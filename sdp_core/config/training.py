@@ -19,7 +19,8 @@ class PrivacyConfig(Strict):
         "confidentiality: replace-one), labelled as a comparison with papers, not as the guarantee")
     reproducible_noise: bool = Field(
         False, description="debugging only: draw DP noise and Poisson samples from the trial seed, which every "
-        "report publishes, so the guarantee does not hold; default: a secret seed from the OS entropy pool")
+        "report publishes, so the guarantee does not hold (every line that prints its ε says so, and the report "
+        "counts it among no guaranteed trials); default: a secret seed from the OS entropy pool")
     secure_mode: bool = Field(
         False, description="Opacus' secure mode for the DP noise: each coordinate is the sum of four Gaussian draws "
         "halved (Holohan & Braghin 2021), which resists the floating-point attacks that recover the noise from a "
@@ -37,8 +38,11 @@ class TrainingConfig(Strict):
         "steps across mechanisms whose public phases differ (S-DPSGD: batches; JFT light noise: both its phases)")
     max_tokens: int | None = Field(
         None, ge=1, description="compute budget: the most tokens a trial trains on, over all its phases (public and "
-        "private); every phase keeps the same share of its planned steps, at least one. Equal compute across "
-        "mechanisms whose phases differ (JFT's two phases, CRT's alternating epochs)")
+        "private), a private phase's tokens counted from what neighbouring datasets share (under DP a record at the "
+        "held-out validation records' mean length; under SDP and confidentiality each secret at the held-out mean "
+        "per secret), so no private record's length sets the steps; every phase keeps the same share of its planned "
+        "steps, at least one. "
+        "Equal compute across mechanisms whose phases differ (JFT's two phases, CRT's alternating epochs)")
     optimizer: Literal["adamw", "sgd"] = "adamw"
     weight_decay: float = Field(0.0, ge=0)
     grad_sample_mode: Literal["bk", "hooks"] = Field(

@@ -86,11 +86,14 @@ def atdp(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
     weighted, details = token_weights(d.train, d.tokenizer, m)
     sigmas = rise_reset_multipliers(cfg.training.epochs, m.escalation, m.jitter, m.ceiling, cfg.seed)
     base, notion = _base_phases(d, cfg, m)
-    phases, ledger = calibrate([*base, private_phase("atdp", weighted, cfg, cfg.training.epochs, sigmas)], cfg, notion)
+    phases, ledger = calibrate([*base, private_phase("atdp", weighted, cfg, cfg.training.epochs, sigmas)], cfg, notion,
+                               d.validation)
     details["sigma_multipliers"] = list(sigmas)
     details["base"] = m.base
-    derived = [] if m.w is not None else [f"ATDP's weight w = {details['w']:.4f}, set from the share α of sensitive "
-                                          "tokens in the training data (fix mechanism.w to avoid it)"]
+    derived = ["the share α of sensitive tokens in the training data, counted without noise (`mechanism.alpha`)"]
+    if m.w is None:
+        derived.append(f"ATDP's weight w = {details['w']:.4f}, set from α (fix mechanism.w to avoid it) "
+                       "(`mechanism.w`)")
     return MechanismPlan(phases, ledger, details, derived)
 
 

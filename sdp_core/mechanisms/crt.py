@@ -119,7 +119,7 @@ def crt(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
         missed_by_both = caught_by_either.n - caught_by_either.k
         if caught.n:  # no gold secret at all leaves nothing to estimate γ and δ₂ from
             estimates = crt_gamma_delta2(caught.n - caught.k, missed_by_both, caught.n)
-    phases, ledger = calibrate(phases, cfg, notion="confidentiality", touches="private")
+    phases, ledger = calibrate(phases, cfg, notion="confidentiality", held_out=d.validation, touches="private")
     if missed_by_both:  # a gold secret neither policy masks trained without noise in D_pub: no (ε, δ) holds for it
         ledger = PrivacyLedger.from_dict({**ledger.to_dict(), "notion": "none"})
 
@@ -128,10 +128,18 @@ def crt(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
                "private_records": len(pri), "public_records": len(pub), "trained_as": "records (lines in context)",
                "duplicates_masked": sum(len(u) for u in dups), "conservative_policy": conservative.name,
                "confidentiality": confidentiality_claim(ledger.plan, p.delta, p.accountant, missed_by_both)}
+    derived = ["CRT's split of the training lines by π, π_c and dedup, counted without noise: the sizes of D_pri "
+               "(q = B/|D_pri| uses it) and D_pub (it sets the public steps) (`mechanism.units`, "
+               "`mechanism.private_units`, `mechanism.public_units`, `mechanism.private_records`, "
+               "`mechanism.public_records`, `mechanism.duplicates_masked`), and Thm 8.1's condition checked on the "
+               "training records' gold spans (`mechanism.confidentiality.holds`, `mechanism.confidentiality.condition`)"]
     if estimates:
         details["bayesian_confidentiality"] = bayesian_confidentiality_report(ledger.plan, p.delta, p.accountant,
                                                                               **estimates)
-    return MechanismPlan(phases, ledger, details)
+        derived.append("CRT's γ and δ₂, the per-secret miss rates of π estimated on the training records' gold spans "
+                       "without noise, and the Bayesian confidentiality built on them "
+                       "(`mechanism.bayesian_confidentiality`)")
+    return MechanismPlan(phases, ledger, details, derived)
 
 
 register_mechanism("crt", crt)

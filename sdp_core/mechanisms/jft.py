@@ -95,7 +95,7 @@ def jft(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
     m = cfg.mechanism
     assert isinstance(m, JFTConfig)
     if m.phase1_mode != "light_noise":
-        phases, ledger = calibrate(jft_phases(d, cfg, m), cfg, notion="SDP")
+        phases, ledger = calibrate(jft_phases(d, cfg, m), cfg, notion="SDP", held_out=d.validation)
         return MechanismPlan(phases, ledger, {"phase1_mode": m.phase1_mode})
 
     rate, source = estimated_missing_rate(d, m)
@@ -103,20 +103,23 @@ def jft(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
     # Both phases held to the compute budget together before either is calibrated (each is then within it alone).
     phase1, phase2 = within_token_budget([private_phase("phase1", d.train_redacted, cfg, m.phase1_epochs),
                                           private_phase("phase2", d.train, cfg, cfg.training.epochs)],
-                                         cfg.training.max_tokens)
+                                         cfg.training.max_tokens, "SDP", d.validation)
     amplified = max(rate.high, 1e-12)
-    (phase1,), light = calibrate([phase1], cfg, notion="SDP", sample_rate_factor=amplified,
+    (phase1,), light = calibrate([phase1], cfg, notion="SDP", held_out=d.validation, sample_rate_factor=amplified,
                                  target_epsilon=m.budget_split * cfg.privacy.target_epsilon)
     fixed = phase_events(phase1, "jft", "all", sample_rate_factor=amplified)
-    (phase2,), ledger = calibrate([phase2], cfg, notion="SDP", fixed=fixed)
+    (phase2,), ledger = calibrate([phase2], cfg, notion="SDP", held_out=d.validation, fixed=fixed)
     real = phase_events(phase1, "jft", "all")
     report = light_noise_epsilon(real, (rate.low, rate.high), cfg.privacy.delta, cfg.privacy.accountant,
                                  other_events=ledger.plan[len(fixed):])
     real_rates = {e.phase: e.sample_rate for e in real}
     ledger = LightNoiseLedger.from_dict({**ledger.to_dict(), REAL_SAMPLE_RATES: real_rates})
-    return MechanismPlan([phase1, phase2], ledger, {"phase1_mode": "light_noise", "missing_rate": rate.value,
-                                                   "missing_rate_interval": [rate.low, rate.high],
-                                                   "missing_rate_source": source, "light_noise": report})
+    details = {"phase1_mode": "light_noise", "missing_rate": rate.value, "missing_rate_interval": [rate.low, rate.high],
+               "missing_rate_source": source, "light_noise": report}
+    derived = [f"JFT light noise's missing rate m̃ and its interval, estimated from the training records ({source}) "
+               "without noise, which set phase 1's amplified sampling rate, and the estimate built on them "
+               "(`mechanism.missing_rate`, `mechanism.missing_rate_interval`, `mechanism.light_noise`)"]
+    return MechanismPlan([phase1, phase2], ledger, details, derived)
 
 
 register_mechanism("jft", jft)

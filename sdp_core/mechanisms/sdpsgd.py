@@ -341,9 +341,9 @@ def sdpsgd(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
     phase = selective_phase(PHASE_NAME, d.train, segments, cfg, cfg.training.epochs)
     k, counts = segments.private_segments, segments.private_counts().double()
     if k:
-        phases, ledger = calibrate([phase], cfg, notion="SDP", touches="private")
+        phases, ledger = calibrate([phase], cfg, notion="SDP", held_out=d.validation, touches="private")
     else:  # the policy flags nothing: plain training, nothing to account
-        phases = within_token_budget([phase], cfg.training.max_tokens)
+        phases = within_token_budget([phase], cfg.training.max_tokens, "SDP", d.validation)
         ledger = PrivacyLedger("SDP", cfg.privacy.delta, cfg.privacy.accountant)
     sigma_batch = phases[0].sigmas[0] if k else 0.0
     sigma_grad, sigma_hidden = split_sigma(sigma_batch, k, phase.hidden_noise_ratio) if k else (0.0, 0.0)
@@ -360,7 +360,10 @@ def sdpsgd(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
                        "subsampled Gaussian with σ_batch = (K·(σ_gradient⁻² + σ_hidden⁻²))^(-1/2)",
     }
     derived = [f"K = {k}, the most private segments of any training row, and each row's segment layout: the "
-               "policy's masks, treated as public structure (Shi et al. 2022)"]
+               "policy's masks, treated as public structure (Shi et al. 2022), and what is counted from them "
+               "(`mechanism.private_steps_per_batch`, `mechanism.mean_private_segments`, "
+               "`mechanism.private_position_fraction`, `mechanism.sigma_gradient`, `mechanism.sigma_hidden`, "
+               "`mechanism.ledger_step`)"]
     return MechanismPlan(phases, ledger, details, derived)
 
 

@@ -33,7 +33,9 @@ def add_epsilon_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def _ledger_dict(path: str) -> dict:
+def _ledger_dict(path: str) -> tuple[dict, dict]:
+    """The saved ledger, and from a trial's result.json whether its guarantee does not hold (`holds: false` with
+    its `condition`: noise reproducible from the published seed)."""
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as e:
@@ -41,13 +43,16 @@ def _ledger_dict(path: str) -> dict:
     ledger = data.get("ledger", data) if isinstance(data, dict) else None
     if not isinstance(ledger, dict):
         raise UserError("no ledger in this file", path)
-    return ledger
+    privacy = data.get("privacy") if isinstance(data.get("privacy"), dict) else {}
+    void = {k: privacy.get(k) for k in ("holds", "condition")} if privacy.get("holds") is False else {}
+    return ledger, void
 
 
 def run_epsilon(args: argparse.Namespace) -> int:
     if args.ledger:
         try:
-            report = epsilon_from_ledger(_ledger_dict(args.ledger))
+            ledger, void = _ledger_dict(args.ledger)
+            report = {**epsilon_from_ledger(ledger), **void}
         except UserError as e:
             e.where = e.where or args.ledger  # name the file the bad ledger came from
             raise
@@ -70,5 +75,6 @@ def _line(report: dict) -> str:
     calibrated = report.get("target_epsilon") is not None
     sigma = report.get("sigma")
     sigma = "" if sigma is None else f", σ={round_up(sigma, SIGMA_DIGITS) if calibrated else sigma}"
+    void = f"; {report.get('condition')}" if report.get("holds") is False else ""
     return (f"ε = {epsilon_number(report['epsilon'], 5)} ({report['notion']}, {RELATIONS[report['neighbouring']]}, "
-            f"δ = {report['delta']:g}, {report['accountant']}{sigma})")
+            f"δ = {report['delta']:g}, {report['accountant']}{sigma}){void}")

@@ -32,11 +32,13 @@ def check_relation(relation: str) -> str:
 
 def qualifiers(report: dict) -> str:
     """A report's notion, neighbours, δ and accountant in one phrase: `SDP, replace-one neighbours, δ=1e-05, rdp`,
-    and for an empirical estimate its formal bound (a report without `neighbouring` predates relations and was
-    computed for add/remove neighbours)."""
+    for an empirical estimate its formal bound, and for a report whose guarantee does not hold (`holds: false`) its
+    `condition` (a report without `neighbouring` predates relations and was computed for add/remove neighbours)."""
     relation = RELATIONS.get(report.get("neighbouring", ADD_REMOVE), report.get("neighbouring"))
     phrase = f"{report.get('notion')}, {relation}, δ={report.get('delta'):g}, {report.get('accountant')}"
     formal = report.get("formal")  # an empirical estimate (JFT's light noise) carries its formal bound
     if isinstance(formal, dict) and isinstance(formal.get("epsilon"), (int, float)):
         phrase += f"; {report.get('guarantee')}, formal bound ε={epsilon_number(formal['epsilon'])}"
+    if report.get("holds") is False:
+        phrase += f"; {report.get('condition') or 'the guarantee does not hold'}"
     return phrase

@@ -54,8 +54,12 @@ def trial_charge(privacy: Mapping[str, Any], ledger: Mapping[str, Any], spent_kn
 
     `privacy` is the trial's spent report (its `formal` bound when it is only an empirical estimate), used when
     `spent_known`; otherwise `ledger`, the plan it published before training (`PrivacyLedger.to_dict()`), is
-    charged whole, with light-noise phases at their real sampling rates. None: no plan, so no private step.
+    charged whole, with light-noise phases at their real sampling rates. None: no plan, so no private step. A
+    report whose guarantee does not hold (`holds: false`: noise reproducible from the published seed) is charged
+    ε = ∞: nothing bounds what that trial released.
     """
+    if spent_known and privacy.get("holds") is False:
+        return {**privacy, "epsilon": math.inf, "charged": SPENT}
     if spent_known:
         return {**privacy.get("formal", privacy), "charged": SPENT}
     if not ledger:

@@ -62,11 +62,13 @@ class CurvePoint:
 
 
 def curve_points(a: Analysis) -> list[CurvePoint]:
-    """Each calibrated mechanism at each ε of the ladder where it has a finished trial, mechanism by mechanism."""
+    """Each calibrated mechanism at each ε of the ladder where it has a finished trial, mechanism by mechanism; a
+    trial whose ε does not hold (`holds: false`: reproducible noise) stands at no ε."""
     points = []
     for m in a.sweep.config.mechanisms:
         for epsilon in a.ladder:
-            trials = _scored(a, [t for t in a.sweep.trials if t.mechanism == m and t.target_epsilon == epsilon])
+            trials = _scored(a, [t for t in a.sweep.trials if t.mechanism == m and t.target_epsilon == epsilon
+                                 and t.privacy.get("holds") is not False])
             if trials:
                 points.append(CurvePoint(m, epsilon, trials, [v for t in trials if (v := t.metric(a.utility.metric))
                                                               is not None]))

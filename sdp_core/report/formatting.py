@@ -154,7 +154,8 @@ def format_epsilon(privacy: dict | None) -> str:
     """`ε = 3 (SDP, replace-one neighbours, δ = 1e-5, RDP)`; a trial without a finite ε has no DP guarantee.
 
     An empirical estimate reads `ε = 3 (SDP, δ = 1e-5, RDP), empirical estimate; formal bound ε = 41.2 (SDP, …)`;
-    a claim whose condition the data did not meet (`holds: false`) reads `…, conditional: does not hold here`.
+    a claim whose condition the data did not meet (`holds: false`: CRT's condition on its policies, or noise
+    reproducible from the published seed) reads `…, conditional: does not hold here (its condition)`.
     """
     if not privacy:
         return DASH
@@ -167,7 +168,8 @@ def format_epsilon(privacy: dict | None) -> str:
         bound = format_epsilon(formal) if number(formal.get("epsilon")) is not None else "ε = ∞"
         return f"{text}, {ESTIMATE}; formal bound {bound}"
     if privacy.get("holds") is False:
-        return f"{text}, conditional: does not hold here"
+        condition = privacy.get("condition")
+        return f"{text}, conditional: does not hold here" + (f" ({condition})" if condition else "")
     return text
 
 

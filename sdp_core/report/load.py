@@ -92,16 +92,20 @@ class Trial:
     @property
     def formal_epsilon(self) -> float | None:
         """The trial's formal ε bound: its ε, or for an empirical estimate the formal bound reported beside it (None:
-        no finite bound)."""
+        no finite bound, or one that does not hold: `holds: false`)."""
+        if self.privacy.get("holds") is False:
+            return None
         if self.privacy.get("guarantee") == ESTIMATE:
             return number((self.privacy.get("formal") or {}).get("epsilon"))
         return self.epsilon
 
     @property
     def guaranteed(self) -> bool:
-        """A formal guarantee: a finite ε from at least one noised step, and not an empirical estimate (JFT's light
-        noise). (Redacted's ε = 0 rests on a perfect detector; No-DP has no ε.)"""
-        return self.epsilon is not None and self.privacy.get("guarantee") != ESTIMATE and any(
+        """A formal guarantee: a finite ε from at least one noised step, not an empirical estimate (JFT's light
+        noise), and not one that does not hold (`holds: false`: noise reproducible from the published seed).
+        (Redacted's ε = 0 rests on a perfect detector; No-DP has no ε.)"""
+        return (self.epsilon is not None and self.privacy.get("guarantee") != ESTIMATE
+                and self.privacy.get("holds") is not False) and any(
             e.get("steps", 0) > 0 and e.get("sample_rate", 0) > 0 and e.get("noise_multiplier", 0) > 0
             for e in self.privacy.get("events", []))
 
