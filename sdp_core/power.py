@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+from sdp_core.config.mechanism import MECHANISM_SETTINGS
 from sdp_core.config.sweep import SweepConfig
 
 RANKING_ALPHA = 0.05
@@ -50,30 +51,47 @@ def reversed_pairs_allowed(n: int, level: float) -> int | None:
     return allowed
 
 
-def rankings(cfg: SweepConfig) -> dict[float | None, list[str]]:
-    """The mechanisms the report ranks against each other, at each ε of the ladder (None: the sweep's one ε): the
-    ones calibrated to that ε (No-DP is the reference line, not ranked at an ε)."""
-    by_epsilon: dict[float | None, list[str]] = {}
+def cell_notion(cfg: SweepConfig, mechanism: str) -> str:
+    """The notion a sweep's trials of `mechanism` state (`MechanismSettings.stated_notion`): its block in `base`
+    when the base names it, else its defaults (`sweep.space.trial_config_dict` builds trials the same way)."""
+    if cfg.base.mechanism.name == mechanism:
+        return cfg.base.mechanism.stated_notion()
+    return MECHANISM_SETTINGS[mechanism](name=mechanism).stated_notion()
+
+
+def rankings(cfg: SweepConfig) -> dict[tuple[float | None, str], list[str]]:
+    """The mechanisms the report ranks against each other, by (ε, notion): those calibrated to one ε of the ladder
+    (None: the sweep's one ε) whose trials state one notion. Guarantees that cover different things (every record,
+    detected secrets) are reported side by side, never ranked; No-DP is the reference line, not ranked."""
+    by_key: dict[tuple[float | None, str], list[str]] = {}
     for cell in cfg.cells:
-        by_epsilon.setdefault(cell.epsilon, []).append(cell.mechanism)
-    if cfg.target_epsilons:
-        by_epsilon.pop(None, None)
-    return by_epsilon
+        notion = cell_notion(cfg, cell.mechanism)
+        if notion != "none":
+            by_key.setdefault((cell.epsilon, notion), []).append(cell.mechanism)
+    return {key: ms for key, ms in by_key.items() if not (cfg.target_epsilons and key[0] is None)}
 
 
 def budget_line(cfg: SweepConfig) -> str:
-    """One line on what a search's budget can separate: per ranking, its steps, the smallest p-value its trials can
-    reach against Holm's first level, and, when that is above it, the trials per mechanism that would do."""
+    """One line on what a search's budget can separate: which mechanisms share a notion and so are ranked, the
+    steps of the widest ranking, the smallest p-value its trials can reach against Holm's first level, and, when that
+    is above it, the trials per mechanism that would do."""
     n = cfg.per_cell
-    sizes = sorted({len(ms) for ms in rankings(cfg).values()})
-    k = sizes[-1]  # the widest ranking asks the most of the budget
+    groups = {notion: ms for (_, notion), ms in rankings(cfg).items()}
+    trials = f"budget: {n} trial{'s' * (n != 1)} per mechanism"
+    ranked = {notion: ms for notion, ms in groups.items() if len(ms) > 1}
+    if not ranked:
+        return (f"{trials}; no two mechanisms state the same notion, so the report ranks none: each guarantee "
+                "(what its ε covers) is reported on its own")
+    notion, widest = max(ranked.items(), key=lambda item: len(item[1]))
+    k = len(widest)
     where = "at each ε" if cfg.target_epsilons else f"at ε = {cfg.base.privacy.target_epsilon:g}"
-    if k < 2:
-        return f"budget: {n} trial{'s' * (n != 1)} per mechanism; one mechanism {where}: nothing to rank"
+    names = ", ".join(MECHANISM_SETTINGS[m].display_name for m in widest)
+    alone = [MECHANISM_SETTINGS[ms[0]].display_name + f" ({nt})" for nt, ms in groups.items() if len(ms) == 1]
+    unranked = f"; {', '.join(alone)} alone in {'its' if len(alone) == 1 else 'their'} notion, not ranked" if alone else ""
     steps, smallest = k - 1, smallest_p_value(n, n)
     tests = (f"{steps} rank test{'s' * (steps != 1)} (exact two-sided Mann–Whitney, Holm at family-wise "
              f"{RANKING_ALPHA:g})")
-    head = f"budget: {n} trial{'s' * (n != 1)} per mechanism; the report orders {k} mechanisms {where} with {tests}"
+    head = f"{trials}; the report orders the {k} {notion} mechanisms ({names}) {where} with {tests}{unranked}"
     first = RANKING_ALPHA / steps
     if smallest > first:
         need = trials_to_separate(steps)

@@ -301,7 +301,7 @@ def test_atdp_weight_outside_the_unit_interval_is_rejected(trial_data):
 
 @pytest.mark.parametrize("mechanism", [
     {"name": "nodp"}, {"name": "redacted"}, {"name": "dpsgd"}, {"name": "jft"},
-    {"name": "jft", "phase1_mode": "light_noise"}, {"name": "crt"}, {"name": "atdp", "base": "redacted"},
+    {"name": "jft", "phase1_mode": "light_noise"}, {"name": "crt"}, {"name": "atdp", "base": "redacted"}, {"name": "atdp"},
 ])
 def test_every_mechanism_trains_from_a_trial_config_and_writes_its_ledger(mechanism):
     cfg = parse_model(TrialConfig, small_trial_dict(mechanism=mechanism, training={"max_steps": 2}))
@@ -309,8 +309,8 @@ def test_every_mechanism_trains_from_a_trial_config_and_writes_its_ledger(mechan
     p = result.privacy
     assert result.state == "finished" and p["complete"]
     expected_notion = {"nodp": "none", "redacted": "SDP", "dpsgd": "DP", "jft": "SDP", "crt": "confidentiality",
-                       "atdp": "SDP"}[mechanism["name"]]
-    assert p["notion"] == expected_notion
+                       "atdp": "SDP" if mechanism.get("base") else "DP"}[mechanism["name"]]
+    assert p["notion"] == expected_notion == cfg.mechanism.stated_notion()  # what a budget is planned by
     if any(e["noise_multiplier"] > 0 for e in p["events"]):
         assert 0.995 * 3 <= p["epsilon"] <= 3
     if mechanism.get("phase1_mode") == "light_noise":

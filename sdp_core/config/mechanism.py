@@ -31,6 +31,8 @@ class MechanismSettings(Strict):
     display_name: ClassVar[str]  # in reports
     colour: ClassVar[str]  # its points and bars in reports
     notion: ClassVar[str]  # the notion it claims, in words (e.g. "SDP", or "DP / SDP / none, by base")
+    ledger_notion: ClassVar[str] = "none"
+    """The notion its trials' ledgers state (`privacy.report.NOTIONS`: none, DP, SDP, confidentiality)."""
     caveat: ClassVar[str]  # what its guarantee covers, one or two sentences for the privacy statement
     calibrated: ClassVar[bool] = True
     """Whether its noise is calibrated to `privacy.target_epsilon` (a sweep's ε ladder runs it at every ε)."""
@@ -38,6 +40,11 @@ class MechanismSettings(Strict):
     def trial_problem(self, trial: "TrialConfig") -> str | None:
         """What makes `trial` unusable with these settings (one line), or None; the trial config reports it."""
         return None
+
+    def stated_notion(self) -> str:
+        """The notion a trial with these settings states (`ledger_notion`): what a report ranks it among, known
+        before it runs."""
+        return self.ledger_notion
 
 
 MECHANISM_SETTINGS: dict[str, type[MechanismSettings]] = {}
@@ -87,6 +94,7 @@ class DPSGDConfig(MechanismSettings):
     display_name: ClassVar[str] = "DP-SGD"
     colour: ClassVar[str] = "#1f77b4"
     notion: ClassVar[str] = "DP"
+    ledger_notion: ClassVar[str] = "DP"
     caveat: ClassVar[str] = "DP-SGD protects every record entirely, whatever the detector finds."
 
 
@@ -99,6 +107,7 @@ class RedactedConfig(MechanismSettings):
     display_name: ClassVar[str] = "Redacted"
     colour: ClassVar[str] = "#e0a800"
     notion: ClassVar[str] = "SDP (ε = 0 for detected secrets)"
+    ledger_notion: ClassVar[str] = "SDP"
     caveat: ClassVar[str] = ("Redacted trains without noise on policy-redacted text: it protects the secrets the "
                              "policy detects; secrets it misses have no guarantee.")
     calibrated: ClassVar[bool] = False
@@ -116,6 +125,7 @@ class JFTConfig(MechanismSettings):
     display_name: ClassVar[str] = "JFT"
     colour: ClassVar[str] = "#d62728"
     notion: ClassVar[str] = "SDP (light noise: an empirical estimate)"
+    ledger_notion: ClassVar[str] = "SDP"
     caveat: ClassVar[str] = (
         "JFT protects the tokens the policy flags; phase 1 trains on redacted text (with light_noise, its "
         "amplification uses an estimated missing rate: an empirical, not a formal, bound, printed with the formal "
@@ -150,6 +160,7 @@ class CRTConfig(MechanismSettings):
     display_name: ClassVar[str] = "CRT"
     colour: ClassVar[str] = "#2ca02c"
     notion: ClassVar[str] = "confidentiality, Bayesian confidentiality"
+    ledger_notion: ClassVar[str] = "confidentiality"
     caveat: ClassVar[str] = (
         "CRT's confidentiality is relative to the perfectly redacted data (policy π plus the conservative π_c) "
         "and holds only if π_c flags every secret π misses: where gold spans show a secret both miss, the trial "
@@ -179,6 +190,11 @@ class ATDPConfig(MechanismSettings):
     jitter: float = Field(0.05, ge=0, lt=1, description="j: ρ_e ~ U[1−j, 1+j]")
     ceiling: float = Field(2.0, gt=1, description="σ_max as a multiple of σ₀; above it σ resets to σ₀")
 
+    def stated_notion(self) -> str:
+        """DP alone; SDP after a redacted or JFT base (its public phase saw detected secrets masked only); none after
+        a No-DP base, which saw every secret in the clear."""
+        return {"none": "DP", "nodp": "none"}.get(self.base, "SDP")
+
 
 @register_settings
 class SDPSGDConfig(MechanismSettings):
@@ -188,6 +204,7 @@ class SDPSGDConfig(MechanismSettings):
     display_name: ClassVar[str] = "Selective-DPSGD"
     colour: ClassVar[str] = "#ff7f0e"
     notion: ClassVar[str] = "SDP"
+    ledger_notion: ClassVar[str] = "SDP"
     caveat: ClassVar[str] = ("Selective-DPSGD noises private token segments and the hidden state carried out of "
                              "them; public segments train without noise.")
     hidden_clip: float | None = Field(None, gt=0, description="C_h for the hidden state; None = privacy.max_grad_norm")

@@ -69,15 +69,15 @@ def token_weights(data: LMData, tokenizer: PreTrainedTokenizerFast, cfg: ATDPCon
     return data.with_weights(weights), {"w": w, "alpha": alpha, "r_target": cfg.r_target}
 
 
-def _base_phases(d: TrialData, cfg: TrialConfig, m: ATDPConfig) -> tuple[list, str]:
-    """Phases that run before ATDP, and the notion the combination can claim."""
+def _base_phases(d: TrialData, cfg: TrialConfig, m: ATDPConfig) -> list:
+    """Phases that run before ATDP (the notion the combination can claim: `ATDPConfig.stated_notion`)."""
     if m.base == "none":
-        return [], "DP"
-    if m.base == "nodp":  # the base saw every secret in the clear: no formal guarantee survives
-        return [public_phase("base_nodp", d.train, cfg, m.base_epochs)], "none"
+        return []
+    if m.base == "nodp":
+        return [public_phase("base_nodp", d.train, cfg, m.base_epochs)]
     if m.base == "redacted":
-        return [public_phase("base_redacted", d.train_redacted, cfg, m.base_epochs)], "SDP"
-    return jft_phases(d, cfg, JFTConfig(phase1_epochs=m.base_epochs), prefix="base_jft_"), "SDP"
+        return [public_phase("base_redacted", d.train_redacted, cfg, m.base_epochs)]
+    return jft_phases(d, cfg, JFTConfig(phase1_epochs=m.base_epochs), prefix="base_jft_")
 
 
 def atdp(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
@@ -85,9 +85,9 @@ def atdp(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
     assert isinstance(m, ATDPConfig)
     weighted, details = token_weights(d.train, d.tokenizer, m)
     sigmas = rise_reset_multipliers(cfg.training.epochs, m.escalation, m.jitter, m.ceiling, cfg.seed)
-    base, notion = _base_phases(d, cfg, m)
-    phases, ledger = calibrate([*base, private_phase("atdp", weighted, cfg, cfg.training.epochs, sigmas)], cfg, notion,
-                               d.validation)
+    base = _base_phases(d, cfg, m)
+    phases, ledger = calibrate([*base, private_phase("atdp", weighted, cfg, cfg.training.epochs, sigmas)], cfg,
+                               m.stated_notion(), d.validation)
     details["sigma_multipliers"] = list(sigmas)
     details["base"] = m.base
     derived = ["the share α of sensitive tokens in the training data, counted without noise (`mechanism.alpha`)"]
