@@ -39,13 +39,14 @@ def raw_rows(sweep_dir: Path) -> list[dict]:
 
 
 def brute_force_front(rows: list[dict], objectives: list[dict]) -> set[str]:
-    """Finished trials with every objective, that no other such trial is at least as good as everywhere and
-    strictly better than somewhere."""
+    """Finished trials with every objective, that no other such trial of the same notion is at least as good as
+    everywhere and strictly better than somewhere."""
     sign = {"min": 1.0, "max": -1.0}
-    pts = {r["trial_id"]: tuple(sign[o["mode"]] * r["metrics"][o["metric"]] for o in objectives)
+    pts = {r["trial_id"]: (r["privacy"].get("notion"), tuple(sign[o["mode"]] * r["metrics"][o["metric"]]
+                                                             for o in objectives))
            for r in rows if r["state"] == "finished" and all(o["metric"] in r["metrics"] for o in objectives)}
-    return {i for i, p in pts.items()
-            if not any(all(a <= b for a, b in zip(q, p)) and q != p for q in pts.values())}
+    return {i for i, (n, p) in pts.items()
+            if not any(m == n and all(a <= b for a, b in zip(q, p)) and q != p for m, q in pts.values())}
 
 
 def run(*argv: str) -> int:

@@ -4,6 +4,8 @@ a privacy objective that says when it did not separate the trials, the audit's b
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import re
 import statistics
@@ -34,12 +36,12 @@ from tests.synthetic_sweep import write_synthetic_sweep
 
 
 def _trial(tid: str, mechanism: str, ppl: float, exposure: tuple[float, float, float] = (1.4, 1.0, 1.8),
-           audit: dict | None = None) -> Trial:
+           audit: dict | None = None, notion: str = "DP") -> Trial:
     value, low, high = exposure
     return Trial(trial_id=tid, state="finished", seed=0, mechanism=mechanism, params={},
                  metrics={"val_perplexity": ppl, "exposure_mean": value, "exposure_mean_low": low,
                           "exposure_mean_high": high, "steps": 40.0, "tokens": 12_345.0},  # as a row loads them
-                 privacy={}, config={"mechanism": {"name": mechanism}}, detector={}, canaries=None,
+                 privacy={"notion": notion}, config={"mechanism": {"name": mechanism}}, detector={}, canaries=None,
                  other_guarantees={}, timings={"total": 10.0}, versions={}, error=None, audit=audit or {})
 
 
@@ -102,6 +104,17 @@ def _separated_mechanisms(trials_each: int) -> list[Trial]:
     """Four mechanisms whose every trial beats every trial of the next: as separated as their trials allow."""
     return [_trial(f"{m}{i}", m, 10 * rank + i) for rank, m in enumerate(("jft", "dpsgd", "atdp", "crt"))
             for i in range(trials_each)]
+
+
+def test_mechanisms_of_different_notions_are_not_ranked_however_far_apart():
+    """DP-SGD (DP) beats JFT (SDP) by every trial, but their guarantees cover different things: the note ranks
+    neither above the other; the same trials under one notion are ranked."""
+    trials = ([_trial(f"a{i}", "dpsgd", p) for i, p in enumerate((10, 11, 12, 13))]
+              + [_trial(f"b{i}", "jft", p, notion="SDP") for i, p in enumerate((20, 21, 22, 23))])
+    note = ranking_note(_analysis(trials, ["dpsgd", "jft"]))
+    assert "DP: DP-SGD alone, not ranked. SDP: JFT alone, not ranked" in note and ">" not in note
+    same = [dataclasses.replace(t, privacy={"notion": "SDP"}) for t in trials]
+    assert "DP-SGD > JFT" in ranking_note(_analysis(same, ["dpsgd", "jft"]))
 
 
 def test_ranking_of_several_mechanisms_is_corrected_for_its_several_steps():

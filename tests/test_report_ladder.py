@@ -17,7 +17,7 @@ import pytest
 
 from sdp_core.privacy.accountants import rdp as rdp_module
 from sdp_core.report import build_report
-from sdp_core.report.curve import HYPERVOLUME_MARGIN, curve_points, hypervolume, hypervolumes
+from sdp_core.report.curve import HYPERVOLUME_MARGIN, curve_points, hypervolume, hypervolumes, ranking_table
 from sdp_core.report.curve_plot import curve_figure
 from sdp_core.report.headline import headline
 from sdp_core.report.load import load_sweep
@@ -81,23 +81,38 @@ def test_the_report_leads_with_the_curve_and_names_each_notion_and_the_rank_verd
     assert (report / "utility_vs_target_epsilon.png").is_file()
     summary = (report / "summary.md").read_text()
     lead = summary.splitlines()[2]
-    assert lead.startswith("Rank tests at ε = 1, 3, 8: JFT (SDP) leads but is not separated")  # the hedge first
-    assert "Val perplexity against ε (δ = 1e-5, RDP): JFT (SDP) has the best trial at every ε" in lead
+    # the hedge first, each notion's rank tests on their own: DP-SGD, CRT alone in theirs, JFT and ATDP (SDP) ranked
+    assert lead.startswith("Rank tests within each notion, DP: DP-SGD alone, not ranked; SDP: at ε = 1, 3, 8: JFT "
+                           "leads but is not separated from ATDP with 3 trials each; run 1 more each; "
+                           "confidentiality: CRT alone, not ranked.")
+    assert "Val perplexity against ε (δ = 1e-5, RDP): DP covers every record, entirely; SDP covers the tokens" in lead
+    assert "and within it JFT has the best trial at every ε" in lead
     assert "Check first" not in lead  # every private cell worse than No-DP, and better at a larger ε
-    assert "DP-SGD reaches JFT's ε = 1 val perplexity at ε = 8" in lead  # 60·3 = 180 at ε = 1, 60·1.25 = 75 at 8
-    assert "DP covers every record, entirely; SDP covers the tokens" in lead
-    assert "Rank tests at ε = 1, 3, 8: JFT (SDP) leads but is not separated from ATDP with 3 trials each; run 2 " \
-           "more each" in lead
-    assert "| ε = 3 | JFT ≈ ATDP ≈ CRT ≈ DP-SGD |" in summary
+    assert "DP-SGD reaches" not in lead and "CRT reaches" not in lead  # no crossing across notions
+    assert "never ranked against each other" in lead
+    assert "| ε = 3 | SDP | JFT ≈ ATDP |" in summary and "DP-SGD |" not in summary.split("## Utility against ε")[1].split(
+        "mechanisms by their best trial")[1].split("##")[0]
 
 
 def test_a_crossing_is_named_where_the_best_mechanism_changes(tmp_path):
     """DP-SGD's perplexity falls faster with ε than ATDP's here: it takes the lead between ε = 3 and ε = 8."""
+    directory = write_ladder_sweep(tmp_path / "s", mechanisms=("jft", "atdp"), ppl={"jft": 12.0, "atdp": 30.0},
+                                   slope={"jft": 8.0, "atdp": 1.0})
+    text = headline(analyse(load_sweep(directory)))
+    assert "the best trial is ATDP's at ε = 1, ATDP's at ε = 3, JFT's at ε = 8" in text
+    assert "JFT overtakes ATDP between ε = 3 and ε = 8" in text
+
+
+def test_mechanisms_of_different_notions_are_never_ranked_or_crossed(tmp_path):
+    """DP-SGD (DP) and ATDP (SDP here) differ by far at every ε, yet neither is ranked above the other, leads the
+    other, or reaches the other's utility: each stands alone in its notion."""
     directory = write_ladder_sweep(tmp_path / "s", mechanisms=("dpsgd", "atdp"), ppl={"dpsgd": 12.0, "atdp": 30.0},
                                    slope={"dpsgd": 8.0, "atdp": 1.0})
-    text = headline(analyse(load_sweep(directory)))
-    assert "the best trial is ATDP (SDP)'s at ε = 1, ATDP (SDP)'s at ε = 3, DP-SGD (DP)'s at ε = 8" in text
-    assert "DP-SGD overtakes ATDP between ε = 3 and ε = 8" in text
+    a = analyse(load_sweep(directory))
+    text = headline(a)
+    assert "DP: DP-SGD alone, not ranked; SDP: ATDP alone, not ranked." in text
+    assert "overtakes" not in text and "reaches" not in text and "best trial" not in text
+    assert ranking_table(a).rows == []
 
 
 def test_a_private_cell_beating_no_dp_or_worsening_with_epsilon_is_flagged_after_the_hedge(tmp_path):
@@ -117,7 +132,7 @@ def test_a_private_cell_beating_no_dp_or_worsening_with_epsilon_is_flagged_after
               if best[(m, hi)] > best[(m, lo)]}
     assert below == {("jft", e) for e in (1.0, 3.0, 8.0)} and {m for m, *_ in rising} == {"jft"}
     text = headline(analyse(load_sweep(directory)))
-    assert text.startswith("Rank tests at ε = ")
+    assert text.startswith("Rank tests within each notion, SDP: at ε = ")
     check = text[text.index("Check first: "):text.index("; a private model should")]
     assert check.count("beats No-DP's best") == len(below) and check.count("worsens from") == len(rising)
     shown = lambda v: f"{v:.3g}" if v < 10 else f"{v:.1f}"  # noqa: E731 (the report's 3 significant digits)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from sdp_core.config.sweep import Objective
 from sdp_core.report.load import Trial
-from sdp_core.report.pareto import non_dominated, pareto_front
+from sdp_core.report.pareto import non_dominated, fronts_by_notion, pareto_front
 
 
 def brute_force(points: list[tuple[float, ...]], modes: list[str]) -> list[bool]:
@@ -94,3 +94,14 @@ def test_a_difference_inside_the_exposure_interval_does_not_rank_trials():
     for t in trials:
         t.metrics.update(exposure_mean_low=exposure[t.trial_id][1], exposure_mean_high=exposure[t.trial_id][2])
     assert [t.trial_id for t in pareto_front(trials, objectives)] == ["a", "c"]
+
+
+def test_a_trial_is_taken_off_the_front_only_by_one_of_its_own_notion():
+    """a (DP) dominates b (SDP) on every objective, but their ε cover different things: each notion has its own
+    front, so b stays; c (SDP) is dominated by b, of its own notion, and goes."""
+    objectives = [Objective(metric="val_perplexity", mode="min"), Objective(metric="exposure_mean", mode="min")]
+    trials = [_trial("a", "finished", 10.0, 1.0), _trial("b", "finished", 20.0, 2.0), _trial("c", "finished", 25.0, 3.0)]
+    for t, notion in zip(trials, ("DP", "SDP", "SDP")):
+        t.privacy["notion"] = notion
+    assert [t.trial_id for t in pareto_front(trials, objectives)] == ["a"]  # one front over both notions
+    assert [t.trial_id for t in fronts_by_notion(trials, objectives)] == ["a", "b"]

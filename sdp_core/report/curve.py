@@ -25,7 +25,7 @@ from sdp_core.report.formatting import (
 )
 from sdp_core.report.load import Trial
 from sdp_core.report.pareto import Analysis, ranked
-from sdp_core.report.ranking import Ranking, rank_mechanisms, verdict
+from sdp_core.report.ranking import Ranking, notion_rank, rank_mechanisms, verdict
 from sdp_core.report.tables import Table
 
 REFERENCE = "nodp"
@@ -47,6 +47,11 @@ class CurvePoint:
     epsilon: float
     trials: list[Trial]
     values: list[float]
+
+    @property
+    def notion(self) -> str:
+        """The notion its trials' ε states (one mechanism at one ε states one)."""
+        return str(self.trials[0].privacy.get("notion"))
 
     @property
     def best(self) -> float:
@@ -123,18 +128,27 @@ def crossings(a: Analysis, points: list[CurvePoint]) -> list[str]:
     return out
 
 
-def rankings(a: Analysis, points: list[CurvePoint]) -> dict[float, Ranking | None]:
-    """The rank tests of the mechanisms' trials at each ε (`rank_mechanisms`)."""
-    return {e: rank_mechanisms({p.mechanism: p.values for p in points if p.epsilon == e}, a.utility.mode)
-            for e in a.ladder}
+def by_notion(points: list[CurvePoint]) -> dict[str, list[CurvePoint]]:
+    """The points of each notion (`NOTION_ORDER` first): a ranking, a leader or a crossing compares mechanisms
+    within one notion only, since guarantees of different notions cover different things."""
+    groups: dict[str, list[CurvePoint]] = {}
+    for p in sorted(points, key=lambda p: notion_rank(p.notion)):
+        groups.setdefault(p.notion, []).append(p)
+    return groups
+
+
+def rankings(a: Analysis, points: list[CurvePoint]) -> dict[tuple[float, str], Ranking | None]:
+    """The rank tests of the mechanisms' trials at each ε, within each notion (`rank_mechanisms`)."""
+    return {(e, notion): rank_mechanisms({p.mechanism: p.values for p in group if p.epsilon == e}, a.utility.mode)
+            for notion, group in by_notion(points).items() for e in a.ladder}
 
 
 def ladder_verdicts(a: Analysis, points: list[CurvePoint]) -> str:
-    """The rank tests' verdict at each ε, said once for the rungs that share it."""
+    """The rank tests' verdict at each ε within one notion's points, said once for the rungs that share it."""
     by_verdict: dict[str, list[float]] = {}
-    for epsilon, ranking in rankings(a, points).items():
+    for (epsilon, _), ranking in rankings(a, points).items():
         if ranking is not None:
-            by_verdict.setdefault(verdict(ranking, lambda m: with_notion(m, a.sweep.trials)), []).append(epsilon)
+            by_verdict.setdefault(verdict(ranking), []).append(epsilon)
     return "; ".join(f"at ε = {', '.join(f'{e:g}' for e in rungs)}: {text}" for text, rungs in by_verdict.items())
 
 
@@ -157,27 +171,48 @@ def implausible_cells(a: Analysis, points: list[CurvePoint]) -> list[str]:
     return out
 
 
+def notion_tests(a: Analysis, points: list[CurvePoint]) -> str:
+    """One notion's rank tests at each ε, or that one mechanism states it alone."""
+    mechanisms = list(dict.fromkeys(p.mechanism for p in points))
+    if len(mechanisms) == 1:
+        return f"{mechanism_name(mechanisms[0])} alone, not ranked"
+    return ladder_verdicts(a, points)
+
+
+def notion_leaders(a: Analysis, points: list[CurvePoint]) -> str:
+    """One notion's answer over the ladder: what it covers, its leader at each ε and the crossings among its
+    mechanisms (a notion one mechanism states alone: what it covers)."""
+    trials = [t for p in points for t in p.trials]
+    covered = notions_covered(trials)
+    if len({p.mechanism for p in points}) == 1:
+        return covered
+    lead = leaders(a, points)
+    if len(set(lead.values())) == 1 and len(lead) == len(a.ladder):
+        first = f"{mechanism_name(next(iter(lead.values())))} has the best trial at every ε"
+    else:
+        first = "the best trial is " + ", ".join(f"{mechanism_name(m)}'s at ε = {e:g}" for e, m in lead.items())
+    return f"{covered}, and within it {first}{''.join(f'; {c}' for c in crossings(a, points))}"
+
+
 def curve_headline(a: Analysis) -> str:
-    """The ladder's answer in a few sentences, the hedge first: the rank tests' verdict at each ε, the cells that
-    cannot be right (`implausible_cells`), then the leader at each ε with its notion and what that covers, and the
-    crossings."""
+    """The ladder's answer in a few sentences, the hedge first: each notion's rank tests at each ε, the cells that
+    cannot be right (`implausible_cells`), then each notion's leaders and crossings. Guarantees of different notions
+    cover different things and are never ranked against each other."""
     points = curve_points(a)
     if not points:
         return f"No trial of the ε ladder finished with a measured {metric_label(a.utility.metric)}."
     flags = implausible_cells(a, points)
     check = (f"Check first: {'; '.join(flags)}; a private model should neither beat its non-private reference nor "
              "lose utility as ε grows: too few trials, or an untuned reference. " if flags else "")
-    lead = leaders(a, points)
-    label = lambda m: with_notion(m, a.sweep.trials)  # noqa: E731
-    if len(set(lead.values())) == 1 and len(lead) == len(a.ladder):
-        first = f"{label(next(iter(lead.values())))} has the best trial at every ε"
-    else:
-        first = "the best trial is " + ", ".join(f"{label(m)}'s at ε = {e:g}" for e, m in lead.items())
-    trials = [t for p in points for t in p.trials]
+    groups = by_notion(points)
+    tests = "; ".join(f"{notion}: {notion_tests(a, group)}" for notion, group in groups.items())
+    answers = "; ".join(notion_leaders(a, group) for group in groups.values())
+    across = (" Mechanisms of different notions are shown side by side, never ranked against each other: choose the "
+              "guarantee first, then the mechanism within it." if len(groups) > 1 else "")
     utility = metric_label(a.utility.metric).capitalize()
-    return (f"Rank tests {ladder_verdicts(a, points)}. {check}"
-            f"{utility} against ε ({epsilon_meaning(trials, notions=False)}): {first}"
-            f"{''.join(f'; {c}' for c in crossings(a, points))} ({notions_covered(trials)}).")
+    trials = [t for p in points for t in p.trials]
+    return (f"Rank tests within each notion, {tests}. {check}"
+            f"{utility} against ε ({epsilon_meaning(trials, notions=False)}): {answers}.{across}")
 
 
 # ------------------------------------------------------------------------------------------- hypervolume
@@ -270,15 +305,16 @@ def curve_table(a: Analysis) -> Table:
 
 
 def ranking_table(a: Analysis) -> Table:
-    """The rank tests at each ε: the mechanisms in order of their best trial, `>` where a step passes, and the
-    verdict on the leader."""
+    """The rank tests at each ε within each notion: its mechanisms in order of their best trial, `>` where a step
+    passes, and the verdict on the leader."""
     rows = []
-    for epsilon, ranking in rankings(a, curve_points(a)).items():
+    for (epsilon, notion), ranking in rankings(a, curve_points(a)).items():
         if ranking is None:
             continue
         order = mechanism_name(ranking.order[0]) + "".join(
             f" {'>' if ok else '≈'} {mechanism_name(lower)}" for (_, lower), ok in zip(ranking.steps, ranking.passes))
-        rows.append([f"ε = {epsilon_number(epsilon)}", order, verdict(ranking)])
-    return Table(["ε", "mechanisms by their best trial", "verdict"], rows,
+        rows.append([f"ε = {epsilon_number(epsilon)}", notion, order, verdict(ranking)])
+    return Table(["ε", "notion", "mechanisms by their best trial", "verdict"], rows,
                  note="Two-sided exact Mann–Whitney tests of neighbouring mechanisms' trials, Holm-corrected at "
-                      "family-wise level 0.05 at each ε: > where the step passes, ≈ where it does not.")
+                      "family-wise level 0.05 at each ε within each notion: > where the step passes, ≈ where it "
+                      "does not. Mechanisms of different notions are not ranked against each other.")

@@ -8,10 +8,10 @@ from sdp_core.learning import learned_nothing
 from sdp_core.privacy.numbers import epsilon_number
 from sdp_core.privacy.sweep_cost import NOTION_ORDER
 from sdp_core.report.curve import curve_headline
-from sdp_core.report.formatting import covers, fmt, format_epsilon, mechanism_name, metric_label, with_notion
+from sdp_core.report.formatting import covers, fmt, format_epsilon, mechanism_name, metric_label
 from sdp_core.report.load import Trial
 from sdp_core.report.pareto import Analysis
-from sdp_core.report.ranking import rank_mechanisms, ranking_note, separation_note, utilities, verdict
+from sdp_core.report.ranking import ranking_note, rankings_by_notion, separation_note, verdict
 
 
 def best_per_notion(a: Analysis) -> dict[str, Trial]:
@@ -60,9 +60,11 @@ def one_epsilon_headline(a: Analysis) -> str:
     parts = [f"{format_epsilon(t.privacy)}, which covers {covers(t)}: {mechanism_name(t.mechanism)} (trial "
              f"{t.trial_id}), {metric_label(a.utility.metric)} {fmt(t.metric(a.utility.metric))}" for t in trials]
     text = "The best model of each guarantee: at " + "; at ".join(parts) + "."
-    guaranteed = {m: utilities(a, m, [t for t in a.sweep.trials if t.guaranteed]) for m in a.sweep.config.mechanisms}
-    ranking = rank_mechanisms(guaranteed, a.utility.mode)
-    return text + (f" Of all of them, {verdict(ranking, lambda m: with_notion(m, trials))}." if ranking else "")
+    verdicts = [f"Within {notion}, {verdict(ranking)}" for notion, ranking in
+                rankings_by_notion(a, [t for t in a.sweep.trials if t.guaranteed]).items() if ranking is not None]
+    across = (" Guarantees of different notions cover different things and are not ranked against each other: "
+              "choose the guarantee, then the mechanism within it." if len(best) > 1 else "")
+    return text + "".join(f" {v}." for v in verdicts) + across
 
 
 def counts_line(a: Analysis) -> str:

@@ -23,6 +23,7 @@ from sdp_core.row import TrialRow, objective_value
 CANARY_FIELDS = ("format", "space_size", "count", "repeats", "missed_by_detector")
 """What a report may say about canaries: their shape, never their values."""
 REPORT_FIELDS = ("epsilon", "delta", "notion", "accountant")
+RELATION_FIELD = "neighbouring"  # lifted with them when present (a row that predates relations has none)
 QUALIFIER_FIELDS = ("guarantee", "formal", "holds", "condition")
 """What qualifies a privacy report, lifted with it when present: an empirical estimate with its formal bound, or a
 claim whose condition (`holds`) the data did not meet."""
@@ -132,8 +133,9 @@ def _read_json(path: Path) -> Any:
 
 
 def other_guarantees(details: dict) -> dict[str, dict]:
-    """The privacy reports among a mechanism's details, by name: only their REPORT_FIELDS and QUALIFIER_FIELDS."""
-    return {name: {f: value[f] for f in (*REPORT_FIELDS, *QUALIFIER_FIELDS) if f in value}
+    """The privacy reports among a mechanism's details, by name: only their REPORT_FIELDS, relation and
+    QUALIFIER_FIELDS."""
+    return {name: {f: value[f] for f in (*REPORT_FIELDS, RELATION_FIELD, *QUALIFIER_FIELDS) if f in value}
             for name, value in details.items() if isinstance(value, dict) and all(f in value for f in REPORT_FIELDS)}
 
 

@@ -127,4 +127,13 @@ def analyse(sweep: Sweep) -> Analysis:
     objectives = list(sweep.config.objectives)
     if len(sweep.config.target_epsilons or []) > 1 and all(o.metric != "epsilon" for o in objectives):
         objectives.append(LADDER_OBJECTIVE)
-    return Analysis(sweep, utility, ranked(pareto_front(sweep.trials, objectives), utility), objectives)
+    return Analysis(sweep, utility, ranked(fronts_by_notion(sweep.trials, objectives), utility), objectives)
+
+
+def fronts_by_notion(trials: list[Trial], objectives: list[Objective]) -> list[Trial]:
+    """The Pareto front of each notion's trials (`pareto_front`), together: a trial is on it when no trial whose ε
+    states the same notion dominates it. An ε of one notion is not a point on another's axis (DP's covers every
+    record, SDP's the detected secrets), so no trial is taken off the front by one of another notion."""
+    notions = dict.fromkeys(str(t.privacy.get("notion")) for t in trials)
+    return [t for n in notions for t in pareto_front([t for t in trials if str(t.privacy.get("notion")) == n],
+                                                     objectives)]

@@ -10,6 +10,7 @@ from typing import Callable
 from scipy.stats import mannwhitneyu
 
 from sdp_core.power import RANKING_ALPHA, smallest_p_value, trials_to_separate
+from sdp_core.privacy.sweep_cost import NOTION_ORDER
 from sdp_core.report.formatting import AUDIT_METRICS, fmt, mechanism_name, metric_label
 from sdp_core.report.load import Trial
 from sdp_core.report.pareto import Analysis, ranked
@@ -20,6 +21,34 @@ def utilities(a: Analysis, mechanism: str, trials: list[Trial] | None = None) ->
     trials = [t for t in (a.sweep.trials if trials is None else trials)
               if t.mechanism == mechanism and t.state == "finished"]
     return [v for t in ranked(trials, a.utility) if (v := t.metric(a.utility.metric)) is not None]
+
+
+def notion_rank(notion: str) -> int:
+    """A notion's place in reports: the strongest first (`NOTION_ORDER`), any other after them."""
+    return NOTION_ORDER.index(notion) if notion in NOTION_ORDER else len(NOTION_ORDER)
+
+
+def by_notion(trials: list[Trial], mechanisms: list[str]) -> dict[str, list[str]]:
+    """The mechanisms among `mechanisms` whose finished `trials` state each notion (strongest first), No-DP's
+    `none` left out: a ranking compares mechanisms of one notion only, since guarantees of different notions cover
+    different things."""
+    finished = [t for t in trials if t.state == "finished"]
+    groups: dict[str, list[str]] = {}
+    for notion in sorted({notion_of(t) for t in finished} - {"none"}, key=notion_rank):
+        groups[notion] = [m for m in mechanisms if any(t.mechanism == m and notion_of(t) == notion for t in finished)]
+    return groups
+
+
+def notion_of(t: Trial) -> str:
+    """The notion a trial's ε states (`?` for a row that names none)."""
+    return str(t.privacy.get("notion") or "?")
+
+
+def rankings_by_notion(a: Analysis, trials: list[Trial]) -> dict[str, Ranking | None]:
+    """`rank_mechanisms` within each notion (`by_notion`) over `trials`: None where one mechanism states it."""
+    return {notion: rank_mechanisms({m: utilities(a, m, [t for t in trials if notion_of(t) == notion])
+                                     for m in ms}, a.utility.mode)
+            for notion, ms in by_notion(trials, a.sweep.config.mechanisms).items()}
 
 
 def holm_passes(pvalues: list[float], alpha: float) -> list[bool]:
@@ -94,26 +123,34 @@ def verdict(ranking: Ranking, label: Callable[[str], str] = mechanism_name) -> s
 
 
 def ranking_note(a: Analysis) -> str:
-    """The mechanisms by their best trial, saying which steps of the order are beyond their trials' spread
-    (`rank_mechanisms`), and when the trials are too few for any step to pass, how many more it takes."""
-    ranking = rank_mechanisms({m: utilities(a, m) for m in a.sweep.config.mechanisms}, a.utility.mode)
-    if ranking is None:
+    """Within each notion, the mechanisms by their best trial, saying which steps of the order are beyond their
+    trials' spread (`rank_mechanisms`), and when the trials are too few for any step to pass, how many more it
+    takes; a notion one mechanism states alone is said to be unranked."""
+    notes = []
+    for notion, ranking in rankings_by_notion(a, a.sweep.trials).items():
+        if ranking is None:
+            alone = by_notion(a.sweep.trials, a.sweep.config.mechanisms)[notion]
+            notes.append(f"{notion}: {', '.join(map(mechanism_name, alone))} alone, not ranked")
+            continue
+        steps = [f"{mechanism_name(upper)} {'>' if ok else '≈'} {mechanism_name(lower)}"
+                 for (upper, lower), ok in zip(ranking.steps, ranking.passes)]
+        if ranking.separated:
+            text = "every step is beyond the trials' spread"
+        else:
+            text = (f"within noise where marked ≈ (the better mechanism's trials do not beat the other's by "
+                    f"two-sided rank tests at family-wise level {RANKING_ALPHA:g}, Holm-corrected over "
+                    f"{len(ranking.steps)} step{'s' * (len(ranking.steps) != 1)})")
+            more = ranking.more_trials()
+            if more:
+                smallest = min(smallest_p_value(ranking.trials[u], ranking.trials[w]) for u, w in ranking.steps)
+                text += (f"; with these trials per mechanism no step can pass (the smallest attainable p-value, "
+                         f"{smallest:.3g}, is above {RANKING_ALPHA:g}/{len(ranking.steps)}): run {more} more per "
+                         "mechanism")
+        notes.append(f"{notion}: {', '.join(steps)}; {text}")
+    if not notes:
         return ""
-    steps = [f"{mechanism_name(upper)} {'>' if ok else '≈'} {mechanism_name(lower)}"
-             for (upper, lower), ok in zip(ranking.steps, ranking.passes)]
-    if ranking.separated:
-        verdict = "every step is beyond the trials' spread"
-    else:
-        verdict = (f"the ranking is within noise where marked ≈ (the better mechanism's trials do not beat the "
-                   f"other's by two-sided rank tests at family-wise level {RANKING_ALPHA:g}, Holm-corrected over "
-                   f"{len(ranking.steps)} steps)")
-        more = ranking.more_trials()
-        if more:
-            smallest = min(smallest_p_value(ranking.trials[u], ranking.trials[w]) for u, w in ranking.steps)
-            verdict += (f"; with these trials per mechanism no step can pass (the smallest attainable p-value, "
-                        f"{smallest:.3g}, is above {RANKING_ALPHA:g}/{len(ranking.steps)}): run {more} more per "
-                        "mechanism")
-    return f"Mechanisms by their best {metric_label(a.utility.metric)}: {', '.join(steps)}; {verdict}."
+    return (f"Mechanisms by their best {metric_label(a.utility.metric)}, within each notion (guarantees of different "
+            f"notions cover different things and are not ranked against each other): {'. '.join(notes)}.")
 
 
 def _separated(trials: list[Trial], metric: str) -> bool:
