@@ -7,6 +7,8 @@ lifting the fields it may show (`report.load`: that whitelist is a privacy bound
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -107,9 +109,13 @@ class TrialRow:
                 if utility else f"{self.name}: {self.state}")
 
     def not_covered_line(self) -> str:
-        """What the trial released that its ε does not cover (`privacy.not_covered`), for the console under its ε."""
-        items = [item for item in self.privacy.get("not_covered") or [] if isinstance(item, str)]
-        return "not covered by ε: " + "; ".join(items) if items else ""
+        """What the trial released that its ε does not cover, for the console under its ε: each item of
+        `privacy.not_covered` by its opening words (up to its first comma, colon or bracket), with where the whole
+        list is."""
+        items = [re.split(r"[,:(]", item, maxsplit=1)[0].strip()
+                 for item in self.privacy.get("not_covered") or [] if isinstance(item, str)]
+        return (f"not covered by ε: {'; '.join(items)} (each with its keys: result.json privacy.not_covered)"
+                if items else "")
 
     def data_line(self, model_dir: Path | None = None) -> str:
         """What the trial trained on, for the console: records per split, secrets detected, the redacted share
