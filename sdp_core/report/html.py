@@ -323,7 +323,7 @@ PAGE = """<!doctype html>
 def render(a: Analysis, plots: list[Plot], cost: SweepCost, claims: Sequence[ClaimResult] = ()) -> str:
     """The whole page as one string: the headline, then its sections (`*_section`) and the files and versions."""
     e = html.escape
-    sections = [s for s in (power_section(a), curve_section(a), claims_section(claims), plots_section(a, plots), frontier_section(a),
+    sections = [s for s in (curve_section(a), claims_section(claims), power_section(a), plots_section(a, plots), frontier_section(a),
                             mechanisms_section(a), unfinished_section(a), detector_section(a),
                             recall_estimate_section(a), review_recall_section(a), cost_section(a, cost))
                 if s is not None]
