@@ -33,7 +33,7 @@ def summary_markdown(a: Analysis, claims: list[ClaimResult]) -> str:
     curve = (["## Utility against ε", "", curve_table(a).markdown(), "", ranking_table(a).markdown(), "",
               f"![utility against ε]({CURVE_NAME}.png)", ""] if a.ladder else [])
     families = family_table(a)
-    power = (["## Empirical privacy: power and canary families", "", power_statement(a.power, a.dropped), "",
+    power = (["## Empirical privacy: power and canary families", "", power_statement(a.power, a.dropped, a.trial_tokens), "",
               *([families.markdown(), ""] if families else [])]
              if families is not None or a.power.control is not None else [])
     return "\n".join([f"# Sweep `{a.sweep.config.name}`", "", headline(a), "", counts_line(a), "", *power,

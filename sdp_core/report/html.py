@@ -188,7 +188,7 @@ def power_section(a: Analysis) -> Section | None:
     families = family_table(a)
     if families is None and a.power.control is None:
         return None
-    body = f"<p>{html.escape(power_statement(a.power, a.dropped))}</p>" + (_table(families) if families else "")
+    body = f"<p>{html.escape(power_statement(a.power, a.dropped, a.trial_tokens))}</p>" + (_table(families) if families else "")
     return Section("power", "Empirical privacy: power and canary families", body,
                    "A positive control first: a No-DP model on the same data and canaries must be seen to memorise "
                    "before an exposure at the floor can mean “not memorised”.")

@@ -94,6 +94,11 @@ class Analysis:
     dropped: list[str] = field(default_factory=list)  # privacy objectives left off the front: no power
 
     @property
+    def trial_tokens(self) -> float | None:
+        """The most training tokens of a compared trial (the control's budget is read against it)."""
+        return max((v for t in self.sweep.trials if (v := t.metric("tokens")) is not None), default=None)
+
+    @property
     def ladder(self) -> list[float]:
         """The sweep's ε ladder when it has two or more rungs (else [], and the report is the one-ε report)."""
         rungs = self.sweep.config.target_epsilons or []

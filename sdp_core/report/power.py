@@ -48,34 +48,40 @@ def sweep_power(control: Trial | None) -> Power:
     return Power(control, control.state == "finished" and p is not None and p < SEPARATION_P)
 
 
-def _control_numbers(t: Trial) -> str:
+def _control_numbers(t: Trial, verdict: str) -> str:
+    """The control's exposure, AUC and p-value (`verdict`: its comparison with `SEPARATION_P`), then the missed
+    family's."""
     interval = t.interval("exposure_mean")
     mean = fmt(t.metric("exposure_mean")) + (f" [{fmt(interval[0])}, {fmt(interval[1])}]" if interval else "")
     missed = t.metric("missed_exposure_mean")
     return (f"mean exposure {mean} bits against the random-rank floor {fmt(t.metric('exposure_floor'))}, "
             f"AUC {fmt(t.metric('exposure_auc'))} of inserted against held-out canaries, one-sided Mann–Whitney "
-            f"p = {fmt(t.metric('exposure_p_value'))}"
+            f"p = {fmt(t.metric('exposure_p_value'))} {verdict} {SEPARATION_P:g}"
             + (f"; the canaries the policy misses: {fmt(missed)} bits, p = "
                f"{fmt(t.metric('missed_exposure_p_value'))}" if missed is not None else ""))
 
 
-def power_statement(power: Power, dropped: list[str]) -> str:
+def power_statement(power: Power, dropped: list[str], trial_tokens: float | None = None) -> str:
     """The report's first word on empirical privacy: the control's numbers and what they allow the rest to say
-    (`dropped`: the privacy objectives left off the front for want of power)."""
+    (`dropped`: the privacy objectives left off the front for want of power; `trial_tokens`: the most training
+    tokens of a compared trial, said beside a control that trained on more)."""
     t = power.control
     if t is None:
         return ("No positive control: this sweep ran no No-DP control on its data (sweep `control:`), so whether its "
                 "canaries and attacks can see memorisation at all is unknown; an exposure at the floor is not shown "
                 "to mean \"not memorised\".")
     budget = (f"{fmt(t.metric('tokens'))} training tokens, " if t.metric("tokens") is not None else "")
-    released = ("The control was trained without DP: its numbers are released outside any ε (they are about "
-                "generated data only when the sweep's data is).")
+    released = "The control was trained without DP on the sweep's data: its numbers are released outside any ε."
     if power.separated:
+        tokens = t.metric("tokens")
+        more = (f" The compared trials trained on at most {fmt(trial_tokens)} tokens: part of a trial's distance from "
+                "the control is its smaller budget, not its protection." if tokens and trial_tokens
+                and tokens > 1.05 * trial_tokens else "")
         return (f"Power: the No-DP control (trial {t.trial_id}, {budget}the sweep's data and canaries) memorised its "
-                f"canaries: {_control_numbers(t)} < {SEPARATION_P:g}. The privacy numbers below can see "
-                f"memorisation at this design and budget: an exposure at the floor is evidence. {released}")
+                f"canaries: {_control_numbers(t, '<')}. The privacy numbers below can see "
+                f"memorisation at this design and budget: an exposure at the floor is evidence.{more} {released}")
     why = (f"the control did not finish ({t.state})" if t.state != "finished" or t.metric("exposure_p_value") is None
-           else f"its inserted canaries do not outrank the held-out ones: {_control_numbers(t)} ≥ {SEPARATION_P:g}")
+           else f"its inserted canaries do not outrank the held-out ones: {_control_numbers(t, '≥')}")
     objectives = (f" The privacy objective {', '.join(map(metric_label, dropped))} is dropped from the front for that "
                   "reason." if dropped else "")
     return (f"{NO_POWER.capitalize()}: the No-DP control (trial {t.trial_id}, {budget}the sweep's data and canaries) "

@@ -193,7 +193,7 @@ def not_covered(a: Analysis) -> list[str]:
 def privacy_statement(a: Analysis, cost: SweepCost) -> str:
     """Markdown: what each frontier model protects, under which notion, ε, δ and accountant; the sweep's own cost."""
     lines = [f"# Privacy statement: sweep `{a.sweep.config.name}`", "", headline(a), "",
-             "## Power of the empirical checks", "", power_statement(a.power, a.dropped), "",
+             "## Power of the empirical checks", "", power_statement(a.power, a.dropped, a.trial_tokens), "",
              "## What the Pareto-front models protect", ""]
     if not a.front:
         lines.append(front_note(a))
