@@ -59,24 +59,26 @@ class PreparedData:
     """A trial's prepared data and what the trial reports of it (counts and rates, never text)."""
 
     data: TrialData
-    canaries: Canaries | None  # what was drawn and inserted, for the attacks
+    canaries: tuple[Canaries, ...]  # each family drawn and inserted (flagged, then missed), for the attacks
     detector: dict  # the policy, redacted share, recall where gold exists, windows, data seed and fingerprint
     timings: dict[str, float]  # seconds spent on data, detect, tokenize
 
 
-def _canary_adjusted(spans: list[list[Span]], canaries: Canaries | None) -> list[list[Span]]:
-    """The detector sees every canary, or (missed-secret experiments) none: canary spans added or carved out."""
-    if canaries is None:
-        return spans
-    by_record: dict[int, list[Span]] = {}
-    for ins in canaries.insertions:
-        by_record.setdefault(ins.record, []).append(ins.span)
+def _canary_adjusted(spans: list[list[Span]], families: tuple[Canaries, ...]) -> list[list[Span]]:
+    """The detector's spans with each canary family as the policy judged it before insertion (`data.canaries.insert_canaries`):
+    a flagged family's spans added, a missed family's carved out (as are a flagged family's in missed-secret
+    experiments, `missed_by_detector`)."""
     out = list(spans)
-    for r, canary_spans in by_record.items():
-        if canaries.missed_by_detector:
-            out[r] = [s for s in spans[r] if not any(s.start < c.end and c.start < s.end for c in canary_spans)]
-        else:
-            out[r] = sorted([*spans[r], *canary_spans])
+    for canaries in families:
+        redacted = canaries.family == "flagged" and not canaries.missed_by_detector
+        by_record: dict[int, list[Span]] = {}
+        for ins in canaries.insertions:
+            by_record.setdefault(ins.record, []).append(ins.span)
+        for r, canary_spans in by_record.items():
+            if redacted:
+                out[r] = sorted([*out[r], *canary_spans])
+            else:
+                out[r] = [s for s in out[r] if not any(s.start < c.end and c.start < s.end for c in canary_spans)]
     return out
 
 
@@ -126,11 +128,11 @@ def prepare_trial_data(cfg: TrialConfig) -> PreparedData:
     """Records, detection, tokenizer and tokens for `cfg`; what it reads of `cfg` is what `data_key` holds."""
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    splits, canaries = splits_with_canaries(cfg.data, cfg.data.seed)
+    policy = get_policy(cfg.detector.policy, cfg.detector)
+    splits, canaries = splits_with_canaries(cfg.data, cfg.data.seed, (cfg.detector.policy, policy.detect))
     timings["data"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    policy = get_policy(cfg.detector.policy, cfg.detector)
     train_spans = _canary_adjusted(detect_records(splits.train, policy), canaries)
     train_spans = drop_missed(splits.train, train_spans, cfg.detector.miss_rate, cfg.data.seed)
     held_out = (("validation", splits.validation), ("test", splits.test))
@@ -155,7 +157,7 @@ def prepare_trial_data(cfg: TrialConfig) -> PreparedData:
     labels = {name: class_labels(recs, cfg.model.num_labels, f"{name} data") if classify else None
               for name, recs in (("train", splits.train), ("validation", splits.validation), ("test", splits.test))}
     # Records longer than a row become windows (text.encode); every copy of a canary stays inside one window.
-    whole = canaries.inserted_texts() if canaries is not None else []
+    whole = [text for family in canaries for text in family.inserted_texts()]
     train, windows = encode_windows([r.text for r in splits.train], train_spans, tokenizer, L, labels["train"],
                                     keep_whole=whole, on_long=on_long)
     data = TrialData(

@@ -103,6 +103,7 @@ PRIVACY_UNIT = ("a record, whatever its length: a record longer than a row (data
 training record became is a statistic of the training data."""
 
 
+CANARY_ATTACKS = ("exposure", "exposure_missed")  # the attack sections of `format`'s and `missed_format`'s canaries
 # (attack section, its key, the metric name in a trial row)
 ATTACK_METRICS = [("exposure", "exposure_mean", "exposure_mean"), ("exposure", "exposure_max", "exposure_max"),
                   ("membership_inference", "auc", "mia_auc"), ("membership_inference", "group_auc", "mia_group_auc"),
@@ -110,9 +111,10 @@ ATTACK_METRICS = [("exposure", "exposure_mean", "exposure_mean"), ("exposure", "
                   ("empirical_epsilon", "epsilon_lower_bound_per_record", "empirical_epsilon_per_record")]
 
 
-def run_attacks(model, data: TrialData, canaries: Canaries | None, cfg: TrialConfig) -> dict:
-    """Canary exposure (+ the one-run ε lower bound from inserted vs held-out canaries) and membership inference on
-    gold secrets.
+def run_attacks(model, data: TrialData, canaries: tuple[Canaries, ...], cfg: TrialConfig) -> dict:
+    """Canary exposure of each family with its rank test (`exposure`: `data.canaries.format`'s, flagged or missed
+    as the policy treats it; `exposure_missed`: `missed_format`'s), the one-run ε lower bound from the first
+    family's inserted vs held-out canaries, and membership inference on gold secrets.
 
     Both attack a language model's token likelihoods; a classifier has none, so it gets no attacks.
     """
@@ -120,11 +122,12 @@ def run_attacks(model, data: TrialData, canaries: Canaries | None, cfg: TrialCon
         return {}
     ev, p = cfg.evaluation, cfg.privacy
     out: dict = {}
-    if ev.exposure and canaries is not None:
-        out["exposure"] = canary_exposures(model, data.tokenizer, canaries, method=ev.exposure_method,
-                                           limit=ev.exposure_limit)
+    if ev.exposure and canaries:
+        for section, family in zip(CANARY_ATTACKS, canaries):
+            out[section] = canary_exposures(model, data.tokenizer, family,
+                                                                  method=ev.exposure_method, limit=ev.exposure_limit)
         out["empirical_epsilon"] = empirical_epsilon(out["exposure"]["exposures"], out["exposure"]["held_out_exposures"],
-                                                     delta=p.delta, group_size=canaries.repeats)
+                                                     delta=p.delta, group_size=canaries[0].repeats)
     train = data.records.train[: ev.max_eval_records]
     if ev.mia and all(r.spans is not None for r in train) and data.test.sensitive.any():
         members = encode([r.text for r in train], [list(r.spans or ()) for r in train], data.tokenizer, cfg.data.max_length,
@@ -221,12 +224,20 @@ def timed(timings: dict[str, float], key: str) -> Iterator[None]:
 
 
 def attack_metrics(attacks: dict) -> dict[str, float]:
-    """The attacks' numbers a trial row holds as metrics, with mean exposure's 95 % interval and random-rank floor
-    (for the front)."""
+    """The attacks' numbers a trial row holds as metrics: each canary family's mean exposure with its 95 % interval
+    and random-rank floor, and its rank test's AUC, p-value and true-positive rate at a low false-positive rate."""
     metrics = {metric: attacks[name][key] for name, key, metric in ATTACK_METRICS if name in attacks}
-    if (attacks.get("exposure") or {}).get("interval"):
-        metrics["exposure_mean_low"], metrics["exposure_mean_high"] = attacks["exposure"]["interval"]
-        metrics["exposure_floor"] = attacks["exposure"]["floor"]
+    for section, prefix in (("exposure", ""), ("exposure_missed", "missed_")):
+        exposure = attacks.get(section) or {}
+        if section != "exposure" and exposure.get("exposure_mean") is not None:
+            metrics["missed_exposure_mean"] = exposure["exposure_mean"]
+        if exposure.get("interval"):
+            metrics[f"{prefix}exposure_mean_low"], metrics[f"{prefix}exposure_mean_high"] = exposure["interval"]
+            metrics["exposure_floor" if section == "exposure" else "missed_exposure_floor"] = exposure["floor"]
+        if exposure.get("rank_test"):
+            test = exposure["rank_test"]
+            metrics.update({f"{prefix}exposure_auc": test["auc"], f"{prefix}exposure_p_value": test["p_value"],
+                            f"{prefix}exposure_tpr_at_low_fpr": test["tpr_at_fpr"]})
     return metrics
 
 
@@ -244,6 +255,14 @@ def compute_metrics(phase_stats: list[PhaseStats], plan: MechanismPlan, timings:
             "private_records": round(sum(s.records_seen for s in private), 1),
             "private_seconds": sum(s.seconds for s in private),
             "train_seconds": timings["train"]}
+
+
+def canary_summary(families: tuple[Canaries, ...]) -> dict | None:
+    """A row's `canaries`: the first family's summary, and `missed_format`'s under `missed`."""
+    if not families:
+        return None
+    first, *missed = families
+    return {**first.summary(), **({"missed": missed[0].summary()} if missed else {})}
 
 
 def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool = False,
@@ -286,7 +305,7 @@ def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool
         privacy={**plan.ledger.report(), "unit": PRIVACY_UNIT, "noise": NOISE_SOURCES[cfg.privacy.reproducible_noise],
                  "not_covered": not_covered(cfg, plan), **(REPRODUCIBLE_NOISE if cfg.privacy.reproducible_noise else {})},
         ledger=plan.ledger.to_dict(), mechanism=plan.details, phases=[s.to_dict() for s in phase_stats],
-        canaries=prepared.canaries.summary() if prepared.canaries else None, attacks=attacks,
+        canaries=canary_summary(prepared.canaries), attacks=attacks,
         detector=prepared.detector, model=parameter_counts(model),
         timings={k: round(v, 3) for k, v in timings.items()}, versions=versions(),
     )

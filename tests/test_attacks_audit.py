@@ -7,10 +7,10 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
+from scipy import integrate, stats
 
 from sdp_core.attacks.audit import empirical_epsilon
-from sdp_core.attacks.audit import one_run_epsilon, one_run_p_value
+from sdp_core.attacks.audit import gaussian_mu, one_run_epsilon, one_run_p_value, perfect_attack_bound
 from sdp_core.errors import UserError
 
 METHODS = ["one_run", "clopper_pearson"]
@@ -132,3 +132,27 @@ def test_ceiling_comes_from_the_canaries_the_coin_flips_inserted(inserted):
 def test_the_bound_is_on_replace_one_neighbours():
     """Canaries go into existing records: the audit tells apart datasets of the same records, one changed."""
     assert empirical_epsilon([3.0, 2.0], [1.0, 0.0])["neighbouring"] == "replace_one"
+
+
+def test_gaussian_mu_meets_its_delta_by_the_privacy_loss_distribution():
+    """The Gaussian mechanism's δ(ε) is E[(1 − e^{ε−L})₊] for its privacy loss L ~ N(μ²/2, μ²) (the hockey-stick
+    divergence), integrated here numerically: an independent route to `gaussian_mu`'s closed form."""
+    for epsilon, delta in ((1.0, 1e-5), (3.0, 1e-5), (8.0, 1e-6)):
+        mu = gaussian_mu(epsilon, delta)
+        loss = stats.norm(mu**2 / 2, mu)
+        integral, _ = integrate.quad(lambda x: (1 - math.exp(epsilon - x)) * loss.pdf(x), epsilon, np.inf)
+        assert integral == pytest.approx(delta, rel=1e-4)
+
+
+def test_a_perfect_attacks_bound_is_what_the_audit_finds_on_gaussian_scores():
+    """Scores drawn as the best attack on an (ε, δ) Gaussian mechanism sees them (N(μ, 1) inserted, N(0, 1) held
+    out): the audit's bounds over many draws centre on `perfect_attack_bound`, which grows with ε and m."""
+    m, epsilon = 1000, 3.0
+    mu = gaussian_mu(epsilon, 1e-5)
+    rng = np.random.default_rng(0)
+    bounds = [empirical_epsilon(rng.normal(mu, 1, m // 2), rng.normal(0, 1, m // 2))["epsilon_lower_bound"]
+              for _ in range(40)]
+    assert np.median(bounds) == pytest.approx(perfect_attack_bound(epsilon, m), abs=0.15)
+    at = [perfect_attack_bound(e, m) for e in (1.0, 3.0, 8.0)]
+    assert at == sorted(at) and at[0] < 0.3 < at[2] < epsilon * 8
+    assert perfect_attack_bound(3.0, 100) < at[1] and perfect_attack_bound(0.0, m) == 0.0

@@ -37,7 +37,7 @@ MIN_SECRET_CHARS = 4  # shorter gold spans ("Al", "12") occur as ordinary words 
 
 def gold_secrets(data_cfg, seed: int) -> set[str]:
     """Every gold secret of the run's data (train with its canaries, validation, test)."""
-    splits, canaries = splits_with_canaries(data_cfg, seed)
+    splits, (canaries,) = splits_with_canaries(data_cfg, seed)
     secrets = {s for split in (splits.train, splits.validation, splits.test) for r in split for s in r.secrets()}
     members = {s for s, inserted in zip(canaries.secrets, canaries.inserted) if inserted}
     assert members <= secrets  # inserted canary values are gold spans of their records

@@ -25,11 +25,11 @@ def _chats(path: Path, n: int) -> Path:
 def test_quickstart_on_200_records_fails_before_ray_with_the_canary_arithmetic(tmp_path):
     data, out = _chats(tmp_path / "chats.jsonl", 200), tmp_path / "out"
     r = run_main("run", str(REPO / "sweeps" / "quickstart.yaml"), "--data", str(data), "--out", str(out))
-    # 200 records, 10 % each held out for validation and test: 160 train; 1000 canaries x 1 repeat need 1000.
+    # 200 records, 10 % each held out for validation and test: 160 train; two families of 25 x 20 need 1000.
     assert r.returncode == 2 and not out.exists() and r.stdout == ""
     assert r.stderr.splitlines() == [
-        f"error: {REPO}/sweeps/quickstart.yaml: base.data.canaries: 1000 canaries x 1 repeats need 1000 training "
-        "records; the data has 160 (of 200 records, validation and test each 10% held out): lower "
+        f"error: {REPO}/sweeps/quickstart.yaml: base.data.canaries: 25 canaries x 20 repeats x 2 families need 1000 "
+        "training records; the data has 160 (of 200 records, validation and test each 10% held out): lower "
         "base.data.canaries.count or base.data.canaries.repeats, or use more data"]
 
 
@@ -38,14 +38,14 @@ def test_the_advice_of_a_refusal_works_when_followed_and_a_trial_setting_on_a_sw
     and gives the `base.` form, which, with the refusal's own advice, gets past the check."""
     data, out = _chats(tmp_path / "chats.jsonl", 200), tmp_path / "out"
     sweep = str(REPO / "sweeps" / "quickstart.yaml")
-    r = run_main("run", sweep, "--data", str(data), "--out", str(out), "--set", "data.canaries.count=100")
+    r = run_main("run", sweep, "--data", str(data), "--out", str(out), "--set", "data.canaries.count=4")
     assert r.returncode == 2 and not out.exists()
-    assert r.stderr.splitlines() == ["error: --set: data.canaries.count=100: a sweep's trial settings are under "
-                                     "base: --set base.data.canaries.count=100"]
+    assert r.stderr.splitlines() == ["error: --set: data.canaries.count=4: a sweep's trial settings are under "
+                                     "base: --set base.data.canaries.count=4"]
     fixed = r.stderr.split("--set ")[-1].strip()
     cfg = resolve_sweep(sweep, ["base.data.source=file", f"base.data.path={data}", fixed])
-    preflight(cfg, sweep)  # 100 canaries fit the 160 training records
-    assert cfg.base.data.canaries.count == 100
+    preflight(cfg, sweep)  # two families of 4 canaries x 20 repeats fit the 160 training records
+    assert cfg.base.data.canaries.count == 4
 
 
 def test_a_sweep_refusal_names_the_search_space_or_grid_arm_that_sets_the_value():
@@ -63,7 +63,7 @@ def test_a_sweep_refusal_names_the_search_space_or_grid_arm_that_sets_the_value(
 def test_fewer_canaries_fit_and_a_batch_larger_than_the_data_is_refused(tmp_path):
     data, out = _chats(tmp_path / "chats.jsonl", 200), tmp_path / "out"
     r = run_main("run", str(REPO / "sweeps" / "quickstart.yaml"), "--data", str(data), "--out", str(out),
-                 "--set", "base.data.canaries.count=16", "--set", "search_space=" + json.dumps(
+                 "--set", "base.data.canaries.count=4", "--set", "search_space=" + json.dumps(
                      {"parameters": {"training.batch_size": {"type": "choice", "values": [16, 400]}}}))
     assert r.returncode == 2 and not out.exists()
     (line,) = r.stderr.splitlines()

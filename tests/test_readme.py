@@ -43,9 +43,10 @@ def test_the_readme_commands_run_in_a_new_shell(tmp_path):
 
 def test_the_canary_arithmetic_the_readme_quotes_is_the_quickstarts():
     canaries = yaml.safe_load((REPO / "sweeps" / "quickstart.yaml").read_text())["base"]["data"]["canaries"]
-    count, repeats, need = re.search(r"the quickstart's ([\d,]+) × (\d+) need ([\d,]+)", " ".join(README.split())).groups()
+    count, repeats, need = re.search(r"the quickstart's two families of ([\d,]+) × (\d+) need ([\d,]+)",
+                                     " ".join(README.split())).groups()
     assert (int(count.replace(",", "")), int(repeats)) == (canaries["count"], canaries["repeats"])
-    assert int(need.replace(",", "")) == canaries["count"] * canaries["repeats"]
+    assert canaries["missed_format"] and int(need.replace(",", "")) == 2 * canaries["count"] * canaries["repeats"]
 
 
 def test_the_layout_table_names_every_top_level_module():

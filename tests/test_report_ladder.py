@@ -201,8 +201,8 @@ def test_a_sweep_with_one_epsilon_draws_the_one_epsilon_report(tmp_path):
     next step. A ladder of one rung is that sweep too."""
     directory = write_synthetic_sweep(tmp_path / "s", 24, seed=4, intervals=True)
     html = (build_report(directory, tmp_path / "r") / "index.html").read_text()
-    assert re.findall(r'<section id="(\w+)"', html) == ["plots", "frontier", "mechanisms", "unfinished", "detector",
-                                                         "cost"]
+    assert re.findall(r'<section id="(\w+)"', html) == ["power", "plots", "frontier", "mechanisms", "unfinished",
+                                                         "detector", "cost"]
     assert "utility_vs_target_epsilon" not in html and not (tmp_path / "r" / "utility_vs_target_epsilon.png").exists()
     assert "trials at ε =" not in html
     assert "Next, the trade-off over ε: an ε ladder" in html and "sweeps/tradeoff.yaml" in html

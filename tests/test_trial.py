@@ -203,7 +203,7 @@ def test_long_records_become_windows_and_every_mechanism_samples_and_accounts_re
         cfg = parse_model(TrialConfig, small_trial_dict(data={"max_length": length, **canaries},
                                                         mechanism={"name": "dpsgd"}))
         prepared = prepare_trial_data(cfg)
-        data, plan, detector = prepared.data, prepared.canaries, prepared.detector
+        data, (plan,), detector = prepared.data, prepared.canaries, prepared.detector
         windows = detector["windows"]
         assert windows["tokens_dropped"] == 0 and windows["rows"] == len(data.train) and windows["records"] == 200
         assert (windows["windows_per_record_max"] > 1) == split and (windows["records_split"] > 40) == split

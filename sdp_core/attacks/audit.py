@@ -90,7 +90,7 @@ def _one_run(members: np.ndarray, nonmembers: np.ndarray, delta: float, alpha: f
     # Ties are broken at random: an order that depends on the input layout would leak who is a member.
     order = np.lexsort((rng.permutation(len(scores)), -scores))
     m = len(scores)
-    ks = sorted({max(1, m // 2 >> j) for j in range(int(math.log2(max(m // 2, 1))) + 1)})
+    ks = _guess_sizes(m)
     # The most this audit can show: every guess right. Of k guesses each way at most min(k, inserted) and
     # min(k, held out) can be, so it depends on how many canaries the coin flips inserted (δ = 1e-5, 95 %, m =
     # 1000: 5.16 with 500 inserted, 4.47 with 480 or 520; ~1.4 for m = 20).
@@ -108,6 +108,42 @@ def _one_run(members: np.ndarray, nonmembers: np.ndarray, delta: float, alpha: f
             best["epsilon_lower_bound_per_record"] = max(best["epsilon_lower_bound_per_record"], per_record)
     if group_size == 1:
         best["epsilon_lower_bound_per_record"] = best["epsilon_lower_bound"]
+    return best
+
+
+def _guess_sizes(m: int) -> list[int]:
+    """The k of the one-run guesses tried on m canaries (k highest "in", k lowest "out"): m/2, m/4, ..., 1."""
+    return sorted({max(1, m // 2 >> j) for j in range(int(math.log2(max(m // 2, 1))) + 1)})
+
+
+def gaussian_mu(epsilon: float, delta: float) -> float:
+    """μ of the Gaussian mechanism (μ-GDP, Dong, Roth & Su 2022) that is exactly (ε, δ)-DP: the root of
+    δ(ε) = Φ(−ε/μ + μ/2) − e^ε·Φ(−ε/μ − μ/2) (their Corollary 2.13)."""
+
+    def excess(mu: float) -> float:
+        return float(stats.norm.cdf(-epsilon / mu + mu / 2) - math.exp(epsilon) * stats.norm.cdf(-epsilon / mu - mu / 2)
+                     - delta)
+
+    return float(optimize.brentq(excess, 1e-9, 2 * epsilon + 50))
+
+
+def perfect_attack_bound(epsilon: float, m: int, delta: float = 1e-5, confidence: float = 0.95) -> float:
+    """The one-run bound (`_one_run`'s guesses and Bonferroni correction) that the best attack on a Gaussian
+    mechanism exactly (ε, δ)-DP would show on m canaries in expectation: each canary's score N(μ, 1) if inserted,
+    N(0, 1) if not (`gaussian_mu`; the likelihood-ratio test, the strongest there is), m/2 of each, and at each k
+    the expected right guesses (Steinke, Nasr & Jagielski 2023, §7: the idealised DP-SGD setting). What a bound of 0
+    must be compared with: below it, an audit of m canaries cannot tell a model at ε from a private one."""
+    if epsilon <= 0:
+        return 0.0
+    mu, half, alpha = gaussian_mu(epsilon, delta), m / 2, 1 - confidence
+    ks = _guess_sizes(m)
+    best = 0.0
+    for k in ks:
+        # The thresholds above (below) which k canaries are expected: those guessed "in" ("out").
+        top = optimize.brentq(lambda t: half * (stats.norm.sf(t - mu) + stats.norm.sf(t)) - k, -60, 60)
+        low = optimize.brentq(lambda t: half * (stats.norm.cdf(t - mu) + stats.norm.cdf(t)) - k, -60, 60)
+        right = round(half * (stats.norm.sf(top - mu) + stats.norm.cdf(low)))
+        best = max(best, one_run_epsilon(m, 2 * k, right, delta, alpha / len(ks)))
     return best
 
 

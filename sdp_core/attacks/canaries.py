@@ -6,7 +6,9 @@ Each canary is scored in the context it was trained in: the record start and `Ca
 
 Every mean exposure comes with its resolution: the random-rank `floor` (`exposure.exposure_floor`, ≈ 1.44 bits:
 what a canary the model has not memorised gets on average, so an exposure near it is not a leak) and a 95 %
-t-interval of the mean over canaries. The result holds exposures only, never secret values.
+t-interval of the mean over canaries, and beside it the rank statistics of inserted against held-out canaries
+(`rank_test`): the Mann–Whitney U test, its AUC, and the share of inserted canaries found at a low false-positive
+rate. The result holds exposures only, never secret values.
 """
 
 from __future__ import annotations
@@ -40,6 +42,33 @@ def mean_interval(values: Sequence[float], confidence: float = 0.95, low: float 
     return [float(max(low, x.mean() - half)), float(min(high, x.mean() + half))]
 
 
+LOW_FPR = 0.01  # the false-positive rate at which `rank_test` reads the true-positive rate (Carlini et al. 2022)
+
+
+def rank_test(members: Sequence[float], held_out: Sequence[float], fpr: float = LOW_FPR) -> dict | None:
+    """Do inserted canaries outrank held-out ones? None without both.
+
+    - `p_value`: one-sided Mann–Whitney U test (`scipy.stats.mannwhitneyu`, alternative "greater": members'
+      exposures stochastically larger), exact for small samples without ties, else the normal approximation;
+    - `auc`: U / (n₁·n₀), the probability that an inserted canary outranks a held-out one (ties count ½; 0.5: no
+      separation);
+    - `tpr_at_fpr`: the largest share of inserted canaries at or above a threshold that at most a share `fpr` of
+      held-out canaries reach (*Membership Inference Attacks From First Principles*, Carlini et al. 2022), with
+      `fpr_resolution` 1/n₀: below it the rate reads "no held-out canary above the threshold".
+    """
+    x, y = np.asarray(members, float), np.asarray(held_out, float)
+    if len(x) == 0 or len(y) == 0:
+        return None
+    test = stats.mannwhitneyu(x, y, alternative="greater")
+    thresholds = np.append(np.unique(np.concatenate([x, y])), np.inf)
+    held_above = (y[None, :] >= thresholds[:, None]).mean(1)
+    tpr = (x[None, :] >= thresholds[:, None]).mean(1)
+    return {"test": "Mann-Whitney U, one-sided (inserted > held out)", "u": float(test.statistic),
+            "p_value": float(test.pvalue), "auc": float(test.statistic / (len(x) * len(y))),
+            "tpr_at_fpr": float(tpr[held_above <= fpr].max()), "fpr": fpr, "fpr_resolution": 1 / len(y),
+            "inserted": len(x), "held_out": len(y)}
+
+
 def canary_exposures(model: nn.Module, tokenizer: PreTrainedTokenizerBase, canaries: Canaries,
                      method: Literal["exact", "estimate"] = "exact", limit: int = 1_000_000, *,
                      context: str | None = None, sample_size: int = 10_000, seed: int = 0, batch_size: int = 1024,
@@ -49,7 +78,9 @@ def canary_exposures(model: nn.Module, tokenizer: PreTrainedTokenizerBase, canar
     Returns `method`, `format`, `space_size`, `max_exposure` (log2 |R|), `floor` (expected exposure of a random
     rank), `count` (canaries drawn), `inserted`, `repeats`, `exposures` (the inserted canaries', in drawing order),
     `exposure_mean`, `interval` (95 % t-interval of that mean within [0, log2 |R|]; None below two canaries), `exposure_max`,
-    `held_out_exposures` and `held_out_mean` (the canaries never inserted), and for `estimate` the skew-normal `fit`.
+    `held_out_exposures` and `held_out_mean` (the canaries never inserted), `rank_test` (`rank_test` of the two),
+    the `family` (flagged or missed by the trial's policy) and `judged_by` (that policy, and its draws), and for `estimate` the skew-normal
+    `fit`.
     `context` overrides the scoring context (default: `<eos>` + the canaries' context).
     """
     if method not in ("exact", "estimate"):
@@ -58,7 +89,8 @@ def canary_exposures(model: nn.Module, tokenizer: PreTrainedTokenizerBase, canar
     context = default_context(tokenizer, canaries.context) if context is None else context
     out: dict = {"method": method, "format": fmt.template, "space_size": fmt.space_size,
                  "max_exposure": math.log2(fmt.space_size), "floor": exposure_floor(fmt.space_size),
-                 "count": len(canaries.secrets), "inserted": sum(canaries.inserted), "repeats": canaries.repeats}
+                 "count": len(canaries.secrets), "inserted": sum(canaries.inserted), "repeats": canaries.repeats,
+                 "family": canaries.family, "judged_by": canaries.policy}
     if method == "exact":
         scores = score_space(model, tokenizer, fmt, context=context, batch_size=batch_size, limit=limit,
                              progress=progress)
@@ -73,4 +105,5 @@ def canary_exposures(model: nn.Module, tokenizer: PreTrainedTokenizerBase, canar
     out["interval"] = mean_interval(members, low=0.0, high=out["max_exposure"])  # exposure lies in [0, log2 |R|]
     out["exposure_max"] = max(members, default=None)
     out["held_out_mean"] = float(np.mean(held_out)) if held_out else None
+    out["rank_test"] = rank_test(members, held_out)
     return out

@@ -27,12 +27,18 @@ class CanaryConfig(Strict):
     missed_by_detector: bool = Field(
         False, description="the detector does not see the canaries, so redaction keeps them (missed-secret experiments)"
     )
+    missed_format: str | None = Field(
+        None, description="a second family of `count` canaries (each inserted `repeats` times with probability 1/2), "
+        "in a format the trial's detector policy misses: what redaction leaves and only a DP part protects. The "
+        "policy judges every draw before insertion: `missed_format`'s canaries are draws it misses, `format`'s "
+        "draws it flags whole (then redaction removes them), or, where it misses most of them, draws it misses")
 
-    @field_validator("format")
+    @field_validator("format", "missed_format")
     @classmethod
-    def _one_placeholder(cls, v: str) -> str:
+    def _one_placeholder(cls, v: str | None) -> str | None:
         try:
-            CanaryFormat.parse(v)
+            if v is not None:
+                CanaryFormat.parse(v)
         except UserError as e:
             raise ValueError(e.message) from None
         return v

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from sdp_core.config.base import (apply_overrides, apply_settings, did_you_mean, known_keys, parse_model,
                                   parse_override)
 from sdp_core.config.metrics import METRICS, NEEDS, unknown_metric
-from sdp_core.config.sweep import SearchSpace, SweepConfig
+from sdp_core.config.sweep import CONTROL_TRIAL, SearchSpace, SweepConfig
 from sdp_core.config.trial import TrialConfig
 from sdp_core.errors import ConfigError
 from sdp_core.io import read_yaml
@@ -109,6 +109,13 @@ def load_sweep_config(path: str | Path, overrides: Sequence[str] = ()) -> SweepC
     problems = metric_problems(sweep)
     if sweep.experiments is None:
         problems += space_problems(load_search_space(sweep.search_space, Path(path).parent, str(path)))
+    if sweep.control is not None:  # the control must be a valid trial too
+        problems += [f"control.set.{key}: {p}" for key in sweep.control.set if (p := setting_path_problem(key))]
+        try:
+            if not problems:
+                control_trial_config(sweep)
+        except ConfigError as e:
+            problems += [f"control.set: {p}" for p in e.problems]
     for arm, experiment in (sweep.experiments or {}).items():  # every arm must be a valid trial
         unknown = [f"experiments.{arm}.set.{key}: {p}" for key in experiment.set
                    if (p := setting_path_problem(key))]
@@ -128,6 +135,14 @@ def arm_trial_config(sweep: SweepConfig, arm: str, seed: int) -> TrialConfig:
     """The trial of one grid arm and seed: `base` with the arm's settings, named `<arm>-s<seed>`."""
     assert sweep.experiments is not None, "a grid sweep"
     settings = {**sweep.experiments[arm].set, "name": f"{arm}-s{seed}", "seed": seed}
+    return parse_model(TrialConfig, apply_settings(sweep.base.model_dump(mode="json"), settings))
+
+
+def control_trial_config(sweep: SweepConfig) -> TrialConfig:
+    """The sweep's positive control (`SweepConfig.control`): `base` without DP, its `set` applied, named and seeded
+    `control` and the sweep's seed."""
+    assert sweep.control is not None, "a sweep with a control"
+    settings = {"mechanism": {"name": "nodp"}, **sweep.control.set, "name": CONTROL_TRIAL, "seed": sweep.seed}
     return parse_model(TrialConfig, apply_settings(sweep.base.model_dump(mode="json"), settings))
 
 

@@ -31,6 +31,15 @@ _SPLIT_METRICS = {
                    "min"),
 }
 _SPLITS = {"val": "validation", "test": "test"}
+# The rank test of inserted against held-out canaries (attacks.canaries.rank_test), beside the mean exposure.
+_RANK_METRICS = {
+    "exposure_auc": Metric("AUC of inserted against held-out canaries' exposures (Mann-Whitney U / n1 n0; 0.5: "
+                           "none)", "min"),
+    "exposure_p_value": Metric("one-sided Mann-Whitney p-value of inserted above held-out canaries (below 0.01: "
+                               "memorised)", "none"),
+    "exposure_tpr_at_low_fpr": Metric("share of inserted canaries found at 1 % false positives among held-out ones",
+                                      "min"),
+}
 
 METRICS: dict[str, Metric] = {
     **{f"{prefix}_{name}": Metric(f"{split} split: {m.description}", m.direction, m.needs, m.task)
@@ -43,6 +52,16 @@ METRICS: dict[str, Metric] = {
     "exposure_max": Metric("largest exposure (bits) of an inserted canary", "min", "exposure", "lm"),
     "exposure_floor": Metric("expected exposure of a random rank (≈ 1.44 bits): not memorised", "none",
                              "exposure", "lm"),
+    **{f"{prefix}{name}": Metric(f"{family}{m.description}", m.direction, "exposure", "lm")
+       for prefix, family in (("", ""), ("missed_", "missed canary family (data.canaries.missed_format): "))
+       for name, m in _RANK_METRICS.items()},
+    "missed_exposure_mean": Metric("mean exposure (bits) of the inserted canaries of the family the policy misses "
+                                   "(data.canaries.missed_format)", "min", "exposure", "lm"),
+    "missed_exposure_mean_low": Metric("lower end of missed_exposure_mean's 95 % interval", "none", "exposure", "lm"),
+    "missed_exposure_mean_high": Metric("upper end of missed_exposure_mean's 95 % interval", "none", "exposure",
+                                        "lm"),
+    "missed_exposure_floor": Metric("the missed family's random-rank exposure: not memorised", "none", "exposure",
+                                    "lm"),
     "empirical_epsilon_lower_bound": Metric("one-run ε lower bound from inserted vs held-out canaries (Steinke, "
                                             "Nasr & Jagielski 2023)", "none", "exposure", "lm"),
     "empirical_epsilon_per_record": Metric("empirical_epsilon_lower_bound per record (divided by a canary's "

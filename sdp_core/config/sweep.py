@@ -85,6 +85,33 @@ class Experiment(Strict):
         return v
 
 
+CONTROL_TRIAL = "control"
+"""The trial id of a sweep's positive control (`SweepConfig.control`)."""
+
+# What a control may not change: it must see the sweep's data (records, detection, tokenizer) and canaries.
+_SHARED_DATA = ("data", "detector", "tokenizer", "seed", "name", "mechanism")
+
+
+class ControlConfig(Strict):
+    """The privacy axis's positive control: `base` trained without DP (mechanism `nodp`) on the sweep's data and
+    canaries, with `set` applied (a training budget at which an unprotected model memorises its canaries). It is
+    trial `control`, kept out of the front and the ranking; the report states first whether its inserted canaries
+    outrank the held-out ones (one-sided Mann-Whitney p < 0.01), else it reads every empirical privacy number of
+    the sweep as "no power: cannot tell"."""
+
+    set: dict[str, Any] = Field(default_factory=dict, description="dotted path -> value, applied to `base` (e.g. "
+                                "`training.max_tokens`); not data, detector, tokenizer, seed, name or mechanism")
+
+    @field_validator("set")
+    @classmethod
+    def _same_data(cls, v: dict[str, Any]) -> dict[str, Any]:
+        changed = next((k for k in v if k.split(".")[0] in _SHARED_DATA), None)
+        if changed is not None:
+            raise ValueError(f"{changed}: a control trains without DP on the sweep's own data, seed and canaries; "
+                             "set its budget (training.*) only")
+        return v
+
+
 class Claim(Strict):
     """A paper's claim as an ordering of two arms' mean `metric` over their seeds (`kind: less`), or a trend of
     the mean along a list of arms (`kind: increasing`). Evaluated by the report (sdp_core.report.findings).
@@ -186,6 +213,10 @@ class SweepConfig(Strict):
     prepare_processes: int | None = Field(
         None, ge=1, description="the most Ray Data actors (one CPU each) that detect secrets in the sweep's one-time "
         "data preparation, before its trials start (default: as many as the cluster's CPUs allow)")
+    control: ControlConfig | None = Field(
+        None, description="a No-DP positive control on the same data and canaries (trial `control`, out of the front "
+        "and the ranking): the report leads its privacy section with whether it memorised, and without that reads "
+        "every empirical privacy number as no power")
     keep_models: Literal["front", "all", "none"] = Field(
         "front", description="which trials keep their model under OUT/models/ (DP noise is secret: a model cannot "
         "be re-trained from its config): the Pareto front's, every trial's, or none")
@@ -248,6 +279,11 @@ class SweepConfig(Strict):
         return [Cell(m, e) for m in self.mechanisms for e in (ladder if MECHANISM_SETTINGS[m].calibrated else [None])]
 
     @property
+    def trial_count(self) -> int:
+        """Every trial the sweep runs: `num_trials` and its positive control."""
+        return self.num_trials + (self.control is not None)
+
+    @property
     def per_cell(self) -> int:
         """Trials of each cell (each mechanism, at each ε of a ladder) in a search."""
         return self.num_trials // len(self.cells)
@@ -280,6 +316,9 @@ class SweepConfig(Strict):
             raise ValueError("target_epsilons: a grid sets each arm's ε in its `set:`, not with a ladder")
         if self.experiments is not None and self.trials_per_mechanism is not None:
             raise ValueError("trials_per_mechanism: not used with `experiments` (a grid sweep runs every arm × seed)")
+        if self.control is not None and not (self.base.data.canaries and self.base.evaluation.exposure):
+            raise ValueError("control: a positive control is measured by canary exposure; set base.data.canaries "
+                             "(and keep base.evaluation.exposure)")
         unknown = [a for c in self.claims for a in c.arm_names() if a not in (self.experiments or {})]
         if unknown:
             raise ValueError(f"claims: arm {unknown[0]!r} is not in experiments")

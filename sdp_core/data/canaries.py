@@ -3,7 +3,13 @@
 probability 1/2, independently; the others are held out. The inserted ones are the members whose exposure the
 trial reports, the held-out ones the non-members of the same format that the ε audit ranks them against.
 
-The format is a `config.canary.CanaryFormat` (`My ID is {dddddd}`: a secret space of 10^6 values).
+The format is a `config.canary.CanaryFormat` (`My ID is {dddddd}`: a secret space of 10^6 values). A trial draws
+one family of canaries, or two: one in a format its detector policy flags (redaction removes it) and one in a format
+the policy misses (only a DP part protects it), the contrast of Shi et al. 2022 (§5.2) and the ATDP paper's
+Table 2. Before any is inserted, the policy is run on every canary's text (`policy_verdicts`), so a family is
+flagged or missed because the trial's own policy says so, not by assumption: a family's canaries are uniform
+draws of its format that the policy flags whole (or misses), and each exposure still ranks its canary among every
+candidate of the format.
 
 A canary follows the data's own format (`data.structure`): in dialog data it is a line of the speaker who answers
 the opening line (`USR: My ID is 123456` in CustomerSim), in prose a sentence (`My ID is 123456.`) after a sentence
@@ -16,11 +22,15 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field, replace
+from typing import Callable, Literal, Sequence
 
 from sdp_core.config.canary import CanaryFormat
 from sdp_core.data.records import Record, Span
 from sdp_core.errors import UserError
 from sdp_core.data.structure import SENTENCE_END, answering_speaker, speaker_tags
+
+Family = Literal["flagged", "missed"]
+Detect = Callable[[Sequence[str]], list[list[Span]]]  # a policy's `detect`: texts in, spans of each out
 
 @dataclass(frozen=True)
 class Insertion:
@@ -40,6 +50,8 @@ class Canaries:
     context: str  # what precedes a canary in its record: a speaker tag and a space, or a space
     insertions: tuple[Insertion, ...] = field(default=())
     missed_by_detector: bool = False
+    family: Family = "flagged"  # flagged: the trial's detector redacts these canaries; missed: it keeps them
+    policy: dict | None = None  # the policy that judged each canary before insertion, and how many draws it took
 
     @property
     def dialog(self) -> bool:
@@ -48,10 +60,7 @@ class Canaries:
 
     def text(self, canary: int) -> str:
         """The whole inserted text of canary k: the dialog line, or the sentence."""
-        rendered = self.format.render(self.secrets[canary])
-        if self.dialog:
-            return self.context + rendered
-        return rendered if rendered.endswith((".", "!", "?")) else rendered + "."
+        return canary_text(self.format, self.context, self.secrets[canary])
 
     def inserted_texts(self) -> list[str]:
         """The whole text of every inserted canary (for keeping each copy inside one window of tokens)."""
@@ -68,6 +77,8 @@ class Canaries:
             "inserted_as": f"dialog line after {self.context.strip()!r}" if self.dialog else "sentence",
             "records": sorted({i.record for i in self.insertions}),
             "missed_by_detector": self.missed_by_detector,
+            "family": self.family,
+            "judged_by": self.policy,
         }
 
 
@@ -90,31 +101,89 @@ def _prose_place(text: str, sentence: str, rng: random.Random) -> tuple[str, int
     return text[:at] + sentence + " " + text[at:], at
 
 
-def insert_canaries(records: list[Record], template: str, count: int, repeats: int, seed: int,
-                    missed_by_detector: bool = False) -> tuple[list[Record], Canaries]:
-    """Draw `count` distinct canaries; insert each with probability 1/2, `repeats` times, into seeded records.
+def canary_text(fmt: CanaryFormat, context: str, secret: str) -> str:
+    """A canary's whole inserted text: `context` and the rendered format as a dialog line, or (a blank `context`)
+    the rendered format as a sentence."""
+    rendered = fmt.render(secret)
+    if context.strip():
+        return context + rendered
+    return rendered if rendered.endswith((".", "!", "?")) else rendered + "."
 
-    A canary joins dialog data as a line of the answering speaker at a seeded line boundary, prose as a sentence at
-    a seeded sentence start (see the module docstring). Each insertion goes into a distinct record, so a canary's
-    n copies are n records (record-level DP counts them n times). The secret's gold span is added to the record
-    (label `canary`) and existing spans are shifted.
-    """
-    fmt = CanaryFormat.parse(template)
-    if count * repeats > len(records):  # the case of every canary drawn in
-        raise UserError(f"{count} canaries x {repeats} repeats need {count * repeats} training records; "
-                        f"the data has {len(records)}")
-    rng = random.Random(f"canaries-{seed}")
+
+def policy_verdicts(fmt: CanaryFormat, context: str, secrets: Sequence[str], detect: Detect) -> list[bool | None]:
+    """What the policy `detect` does to each secret in its canary's whole text (`canary_text`): True when its
+    spans cover every character of the secret (redaction removes it), False when no span touches it (the secret
+    stays in the clear), None when they cover part of it."""
+    texts = [canary_text(fmt, context, s) for s in secrets]
+    out: list[bool | None] = []
+    for text, secret, spans in zip(texts, secrets, detect(texts)):
+        start = text.index(fmt.render(secret)) + len(fmt.prefix)
+        end = start + len(secret)
+        covered = {i for s in spans for i in range(max(s.start, start), min(s.end, end))}
+        out.append(True if len(covered) == end - start else False if not covered else None)
+    return out
+
+
+def _draw(fmt: CanaryFormat, count: int, rng: random.Random, family: Family | None,
+          policy: tuple[str, Detect] | None, context: str) -> tuple[list[str], Family, int]:
+    """`count` distinct uniform secrets of `fmt` and their family. Without a policy every draw is kept (family
+    `family`, else flagged). With one, the family is `family`, else what the policy does to most of the first
+    `count` draws (flags whole, or misses), and only draws it treats so are kept (`policy_verdicts`), so every
+    canary of a family is flagged, or missed, by the policy itself. Returns (secrets, family, draws)."""
+    seen: set[str] = set()
     secrets: list[str] = []
     while len(secrets) < count:
-        s = fmt.random_secret(rng)
-        if s not in secrets:
-            secrets.append(s)
-    inserted = tuple(rng.random() < 0.5 for _ in secrets)
+        batch: list[str] = []
+        while len(batch) < count - len(secrets):
+            if len(seen) == fmt.space_size:
+                raise UserError(f"canary format {fmt.template!r} holds {fmt.space_size} secrets, too few for "
+                                f"{count} canaries{' that its policy treats alike' if policy else ''}")
+            s = fmt.random_secret(rng)
+            if s not in seen:
+                seen.add(s)
+                batch.append(s)
+        if policy is None:
+            secrets += batch
+            continue
+        verdicts = policy_verdicts(fmt, context, batch, policy[1])
+        if not secrets and family is None:
+            family = "flagged" if verdicts.count(True) * 2 >= len(batch) else "missed"
+        want = family == "flagged"
+        if not secrets and verdicts.count(want) * 2 < len(batch):
+            raise UserError(f"detector policy {policy[0]!r} {'flags' if want else 'misses'} only "
+                            f"{verdicts.count(want)} of {len(batch)} draws of canary format {fmt.template!r}: choose "
+                            f"a format it {'flags whole' if want else 'misses'} (data.canaries)")
+        secrets += [s for s, v in zip(batch, verdicts) if v is want]
+    return secrets, family or "flagged", len(seen)
+
+
+def insert_canaries(records: list[Record], template: str, count: int, repeats: int, seed: int,
+                    missed_by_detector: bool = False, *, family: Family | None = None,
+                    policy: tuple[str, Detect] | None = None, avoid: frozenset[int] = frozenset()
+                    ) -> tuple[list[Record], Canaries]:
+    """Draw `count` distinct canaries; insert each with probability 1/2, `repeats` times, into seeded records.
+
+    With `policy` (its name and `detect`), the canaries are a family the policy flags or misses, each proven so
+    before it is inserted (`_draw`; `family` says which, else the policy's treatment of most draws). A canary joins
+    dialog data as a line of the answering speaker at a seeded line boundary, prose as a sentence at a seeded
+    sentence start (see the module docstring). Each insertion goes into a distinct record outside `avoid` (the
+    records another family went into), so a canary's n copies are n records (record-level DP counts them n times).
+    The secret's gold span is added to the record (label `canary`) and existing spans are shifted.
+    """
+    fmt = CanaryFormat.parse(template)
+    free = [i for i in range(len(records)) if i not in avoid]
+    if count * repeats > len(free):  # the case of every canary drawn in
+        raise UserError(f"{count} canaries x {repeats} repeats need {count * repeats} training records; "
+                        f"the data has {len(free)}{' free of other canaries' if avoid else ''}")
     tags = speaker_tags(r.text for r in records)
     context = answering_speaker((r.text for r in records), tags) + " " if tags else " "
-    canaries = Canaries(fmt, tuple(secrets), inserted, repeats, context, missed_by_detector=missed_by_detector)
+    rng = random.Random(f"canaries-{seed}" if family != "missed" else f"canaries-missed-{seed}")
+    secrets, family, drawn = _draw(fmt, count, rng, family, policy, context)
+    inserted = tuple(rng.random() < 0.5 for _ in secrets)
+    canaries = Canaries(fmt, tuple(secrets), inserted, repeats, context, missed_by_detector=missed_by_detector,
+                        family=family, policy=None if policy is None else {"policy": policy[0], "draws": drawn})
     members = [k for k, i in enumerate(inserted) if i]
-    targets = rng.sample(range(len(records)), len(members) * repeats)
+    targets = rng.sample(free, len(members) * repeats)
     place = _dialog_place if canaries.dialog else _prose_place
     lead = len(context) if canaries.dialog else 0  # characters of the inserted text before the rendered format
     out = list(records)

@@ -6,7 +6,7 @@ import random
 from typing import Callable
 
 from sdp_core.config import DataConfig
-from sdp_core.data.canaries import Canaries, insert_canaries
+from sdp_core.data.canaries import Canaries, Detect, insert_canaries
 from sdp_core.data.classification import classification_splits
 from sdp_core.data.clinic import clinic_splits
 from sdp_core.data.customersim import customersim_splits
@@ -83,11 +83,21 @@ def load_splits(cfg: DataConfig, seed: int) -> Splits:
     return SOURCES[cfg.source](cfg, seed)
 
 
-def splits_with_canaries(cfg: DataConfig, seed: int) -> tuple[Splits, Canaries | None]:
-    """Splits with the configured canaries inserted into the training records."""
+def splits_with_canaries(cfg: DataConfig, seed: int, policy: tuple[str, Detect] | None = None
+                         ) -> tuple[Splits, tuple[Canaries, ...]]:
+    """Splits with the configured canary families inserted into the training records: `format`, then
+    `missed_format` into other records. With `policy` (its name and `detect`), each family's canaries are the
+    draws that policy flags whole, or misses (`format`: as it treats most draws; `missed_format`: misses), each
+    judged before insertion (`data.canaries.insert_canaries`)."""
     splits = load_splits(cfg, seed)
     if cfg.canaries is None:
-        return splits, None
+        return splits, ()
     c = cfg.canaries
-    train, canaries = insert_canaries(splits.train, c.format, c.count, c.repeats, seed, c.missed_by_detector)
-    return Splits(train, splits.validation, splits.test), canaries
+    train, first = insert_canaries(splits.train, c.format, c.count, c.repeats, seed, c.missed_by_detector,
+                                   policy=policy)
+    families = [first]
+    if c.missed_format is not None:
+        train, missed = insert_canaries(train, c.missed_format, c.count, c.repeats, seed, family="missed",
+                                        policy=policy, avoid=frozenset(i.record for i in first.insertions))
+        families.append(missed)
+    return Splits(train, splits.validation, splits.test), tuple(families)

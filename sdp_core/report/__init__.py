@@ -23,8 +23,9 @@ from sdp_core.report.html import render
 from sdp_core.report.load import Trial, load_sweep
 from sdp_core.report.pareto import Analysis, analyse
 from sdp_core.report.plots import build_plots, write_pngs
+from sdp_core.report.power import power_statement
 from sdp_core.report.statement import SweepCost, privacy_statement, sweep_cost, sweep_epsilon
-from sdp_core.report.tables import SEARCH_BOUND, frontier_table, mechanism_table, trials_frame
+from sdp_core.report.tables import SEARCH_BOUND, family_table, frontier_table, mechanism_table, trials_frame
 
 __all__ = ["build_report"]
 
@@ -32,7 +33,11 @@ __all__ = ["build_report"]
 def summary_markdown(a: Analysis, claims: list[ClaimResult], cost: SweepCost) -> str:
     curve = (["## Utility against ε", "", curve_table(a).markdown(), "", ranking_table(a).markdown(), "",
               f"![utility against ε]({CURVE_NAME}.png)", ""] if a.ladder else [])
-    return "\n".join([f"# Sweep `{sweep_title(a)}`", "", headline(a), "", counts_line(a), "",
+    families = family_table(a)
+    power = (["## Empirical privacy: power and canary families", "", power_statement(a.power, a.dropped, a.trial_tokens), "",
+              *([families.markdown(), ""] if families else [])]
+             if families is not None or a.power.control is not None else [])
+    return "\n".join([f"# Sweep `{sweep_title(a)}`", "", headline(a), "", counts_line(a), "", *power,
                       *[line for note in reading_notes(a) for line in (note, "")], *curve,
                       *([claims_markdown(claims)] if claims else []),
                       "## Best model of each mechanism", "", mechanism_table(a).markdown(), "",
@@ -73,9 +78,10 @@ def build_report(sweep_dir: Path, out_dir: Path | None = None) -> Path:
     Raises UserError (one line) when the folder holds no results or a corrupt one. Returns the report folder.
     """
     out = report_folder(sweep_dir, out_dir)
-    a = analyse(load_sweep(sweep_dir))
+    sweep = load_sweep(sweep_dir)
+    a = analyse(sweep)
     plots = build_plots(a)
-    cost = sweep_cost(a.sweep)
+    cost = sweep_cost(sweep)  # every trial that touched the data, the positive control included
     claims = check_claims(a.sweep)
     with atomic_directory(out) as tmp:
         (tmp / "index.html").write_text(render(a, plots, cost, claims), encoding="utf-8")

@@ -11,6 +11,7 @@ from sdp_core.report.curve import curve_headline
 from sdp_core.report.formatting import covers, fmt, format_epsilon, mechanism_name, metric_label
 from sdp_core.report.load import Trial
 from sdp_core.report.pareto import Analysis
+from sdp_core.report.power import NO_POWER
 from sdp_core.report.ranking import ranking_note, rankings_by_notion, separation_note, verdict
 
 
@@ -81,6 +82,9 @@ def uncertainty_note(a: Analysis) -> str:
     floors = [f for t in a.sweep.trials if (f := t.metric("exposure_floor")) is not None]
     if not floors:
         return ""
+    if a.power.blind:  # the positive control did not memorise: the floor cannot be read as "not memorised"
+        return (f"Canary exposure reads \"{NO_POWER}\": the No-DP control did not memorise its canaries, so a "
+                "trial at the random-rank floor is not shown to be private.")
     return (f"Mean canary exposure is shown with its 95 % interval over the inserted canaries; a model that has not "
             f"memorised them scores the random-rank floor, {fmt(min(floors))} bits. A difference inside the intervals "
             "neither puts a trial on the front nor takes one off it.")

@@ -24,6 +24,7 @@ from sdp_core.report.headline import (counts_line, front_note, headline, reading
                                      uncertainty_note)
 from sdp_core.report.load import Trial
 from sdp_core.report.pareto import Analysis
+from sdp_core.report.power import power_statement
 from sdp_core.report.plots import Plot, fixed_epsilon, plotly_div, plotly_js
 from sdp_core.report.statement import WOULD_HOLD, SweepCost, caveat, sweep_epsilon
 from sdp_core.report.tables import (
@@ -36,6 +37,7 @@ from sdp_core.report.tables import (
     Table,
     charges_table,
     cost_table,
+    family_table,
     frontier_table,
     mechanism_table,
     policy_types_notes,
@@ -182,6 +184,17 @@ DETECTOR_CAPTION = ("Share of training tokens the policy redacts, and of each sp
                     "intervals where the data has them.")
 
 
+def power_section(a: Analysis) -> Section | None:
+    """The privacy axis's power first (`report.power`), then each canary family's exposure by mechanism."""
+    families = family_table(a)
+    if families is None and a.power.control is None:
+        return None
+    body = f"<p>{html.escape(power_statement(a.power, a.dropped, a.trial_tokens))}</p>" + (_table(families) if families else "")
+    return Section("power", "Empirical privacy: power and canary families", body,
+                   "A positive control first: a No-DP model on the same data and canaries must be seen to memorise "
+                   "before an exposure at the floor can mean “not memorised”.")
+
+
 def curve_section(a: Analysis) -> Section | None:
     """An ε ladder's curve, its table (with each mechanism's hypervolume) and the rank tests at each ε."""
     if not a.ladder:
@@ -311,7 +324,8 @@ PAGE = """<!doctype html>
 def render(a: Analysis, plots: list[Plot], cost: SweepCost, claims: Sequence[ClaimResult] = ()) -> str:
     """The whole page as one string: the headline, then its sections (`*_section`) and the files and versions."""
     e = html.escape
-    sections = [s for s in (curve_section(a), claims_section(claims), plots_section(a, plots), frontier_section(a, cost),
+    sections = [s for s in (curve_section(a), claims_section(claims), power_section(a), plots_section(a, plots),
+                            frontier_section(a, cost),
                             mechanisms_section(a), unfinished_section(a), detector_section(a),
                             recall_estimate_section(a), review_recall_section(a), cost_section(a, cost))
                 if s is not None]

@@ -20,7 +20,7 @@ from sdp_core.io import read_yaml
 from sdp_core.privacy.light_noise import ESTIMATE, REAL_SAMPLE_RATES
 from sdp_core.row import TrialRow, objective_value
 
-CANARY_FIELDS = ("format", "space_size", "count", "repeats", "missed_by_detector")
+CANARY_FIELDS = ("format", "space_size", "count", "repeats", "missed_by_detector", "family", "missed")
 """What a report may say about canaries: their shape, never their values."""
 REPORT_FIELDS = ("epsilon", "delta", "notion", "accountant")
 RELATION_FIELD = "neighbouring"  # lifted with them when present (a row that predates relations has none)

@@ -6,15 +6,16 @@ Equal points do not dominate each other, so duplicates on the front all stay on 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
 
-from sdp_core.config.sweep import Objective
+from sdp_core.config.sweep import CONTROL_TRIAL, Objective
 from sdp_core.errors import UserError
 from sdp_core.learning import learned_nothing
 from sdp_core.report.load import Sweep, Trial
+from sdp_core.report.power import EMPIRICAL_METRICS, Power, sweep_power
 
 
 def non_dominated(points: np.ndarray | Sequence[Sequence[float]], modes: Sequence[str]) -> np.ndarray:
@@ -82,13 +83,21 @@ def ranked(trials: list[Trial], utility: Objective) -> list[Trial]:
 
 @dataclass(frozen=True)
 class Analysis:
-    """A sweep, its utility objective, the objectives of its front (the sweep's, and ε over an ε ladder) and its
-    Pareto front (best utility first)."""
+    """A sweep (its positive control set apart), its utility objective, the objectives of its front (the sweep's,
+    and ε over an ε ladder; without the privacy objectives when the control shows no power, `dropped`), its Pareto
+    front (best utility first) and the power of its privacy axis."""
 
     sweep: Sweep
     utility: Objective
     front: list[Trial]
     objectives: list[Objective]
+    power: Power = field(default_factory=lambda: Power(None, None))
+    dropped: list[str] = field(default_factory=list)  # privacy objectives left off the front: no power
+
+    @property
+    def trial_tokens(self) -> float | None:
+        """The most training tokens of a compared trial (the control's budget is read against it)."""
+        return max((v for t in self.sweep.trials if (v := t.metric("tokens")) is not None), default=None)
 
     @property
     def ladder(self) -> list[float]:
@@ -122,12 +131,20 @@ LADDER_OBJECTIVE = Objective(metric="epsilon", mode="min")
 
 
 def analyse(sweep: Sweep) -> Analysis:
+    """The sweep's front over its compared trials: the positive control (`CONTROL_TRIAL`) is set apart, and when it
+    shows no power the privacy objectives are left off the front (`report.power`)."""
     check_same_data(sweep)
+    control = next((t for t in sweep.trials if t.trial_id == CONTROL_TRIAL), None)
+    sweep = replace(sweep, trials=[t for t in sweep.trials if t is not control])
+    power = sweep_power(control)
     utility = utility_objective(sweep.config.objectives)
     objectives = list(sweep.config.objectives)
+    dropped = [o.metric for o in objectives if power.blind and o.metric in EMPIRICAL_METRICS]
+    objectives = [o for o in objectives if o.metric not in dropped]
     if len(sweep.config.target_epsilons or []) > 1 and all(o.metric != "epsilon" for o in objectives):
         objectives.append(LADDER_OBJECTIVE)
-    return Analysis(sweep, utility, ranked(fronts_by_notion(sweep.trials, objectives), utility), objectives)
+    return Analysis(sweep, utility, ranked(fronts_by_notion(sweep.trials, objectives), utility), objectives, power,
+                    dropped)
 
 
 def fronts_by_notion(trials: list[Trial], objectives: list[Objective]) -> list[Trial]:

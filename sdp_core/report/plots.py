@@ -38,6 +38,7 @@ from sdp_core.report.formatting import (
 )
 from sdp_core.report.load import Trial
 from sdp_core.report.pareto import Analysis, non_dominated
+from sdp_core.report.power import EMPIRICAL_METRICS, NO_POWER
 
 OTHER_COLOR = "#17becf"
 STOPPED_COLOR = "#a8a8a8"
@@ -121,7 +122,8 @@ def views(a: Analysis) -> list[View]:
     xs = dict.fromkeys([*(o.metric for o in a.sweep.config.objectives if o != a.utility), *X_AXES])
     if fixed_epsilon(a) is not None:
         xs.pop("epsilon", None)
-    return [View(x, modes.get(x, "min")) for x in xs]
+    # Without a control that memorised, an attack's axis plots noise (report.power): it is not drawn.
+    return [View(x, modes.get(x, "min")) for x in xs if not (a.power.blind and x in EMPIRICAL_METRICS)]
 
 
 def build_plot(a: Analysis, view: View) -> Plot | None:
@@ -161,8 +163,8 @@ def hover_text(t: Trial, a: Analysis, status: str) -> str:
                              *(o.metric for o in a.sweep.config.objectives)))
     lines = [f"<b>{e(t.trial_id)} · {e(mechanism_name(t.mechanism))}</b> ({where})",
              e(format_epsilon(t.privacy)) + f" · σ = {e(sigma_text(t.privacy.get('events', [])))}",
-             " · ".join(f"{e(metric_label(m))} {fmt(t.metric(m))}" for m in metrics
-                        if m != "epsilon" and t.metric(m) is not None),
+             " · ".join(f"{e(metric_label(m))} {NO_POWER if a.power.blind and m in EMPIRICAL_METRICS else fmt(t.metric(m))}"
+                        for m in metrics if m != "epsilon" and t.metric(m) is not None),
              f"seed {t.seed}"]
     lines += [f"also {e(format_epsilon(g))}" for g in t.other_guarantees.values()]
     lines += ["<i>hyper-parameters</i>"] + [f"  {e(k)} = {e(fmt_value(v))}" for k, v in t.params.items()]

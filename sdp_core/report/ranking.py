@@ -163,7 +163,8 @@ def separation_note(a: Analysis) -> str:
     """Says plainly when a privacy objective did not separate the trials (the front is then decided by the rest)."""
     finished = [t for t in a.sweep.trials if t.state == "finished"]
     silent = [o.metric for o in a.sweep.config.objectives
-              if o.metric != a.utility.metric and any(t.metric(o.metric) is not None for t in finished)
+              if o.metric != a.utility.metric and o.metric not in a.dropped  # dropped: no power (report.power)
+              and any(t.metric(o.metric) is not None for t in finished)
               and not _separated(finished, o.metric)]
     if not silent:
         return ""

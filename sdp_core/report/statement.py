@@ -23,6 +23,7 @@ from sdp_core.report.formatting import covers, fmt, format_epsilon, mechanism_na
 from sdp_core.report.headline import front_note, headline, sweep_title
 from sdp_core.report.load import Sweep, Trial, number
 from sdp_core.report.pareto import Analysis
+from sdp_core.report.power import NO_POWER, power_statement
 from sdp_core.report.tables import charges_table, cost_table, trial_charges
 
 
@@ -166,13 +167,13 @@ def _events_text(privacy: dict[str, Any]) -> str:
                      f"{e['steps']} steps ({e.get('touches', 'all')})" for e in events) or "no noised step"
 
 
-def _canary_text(t: Trial) -> str:
+def _canary_text(t: Trial, blind: bool) -> str:
     c = t.canaries
     if not c:
         return "no canaries"
-    exposure = t.metric("exposure_mean")
+    exposure = NO_POWER if blind else fmt(t.metric("exposure_mean"))  # blind: the control did not memorise
     return (f"canaries of format `{c.get('format')}` (space {fmt(c.get('space_size'))}), {c.get('count')} × "
-            f"{c.get('repeats')} copies; {metric_label('exposure_mean')} {fmt(exposure)}")
+            f"{c.get('repeats')} copies; {metric_label('exposure_mean')} {exposure}")
 
 
 MIA_METRICS = ("mia_auc", "mia_group_auc")
@@ -202,6 +203,7 @@ def not_covered(a: Analysis) -> list[str]:
 def privacy_statement(a: Analysis, cost: SweepCost) -> str:
     """Markdown: what each frontier model protects, under which notion, ε, δ and accountant; the sweep's own cost."""
     lines = [f"# Privacy statement: sweep `{sweep_title(a)}`", "", headline(a), "",
+             "## Power of the empirical checks", "", power_statement(a.power, a.dropped, a.trial_tokens), "",
              "## What the Pareto-front models protect", ""]
     if not a.front:
         lines.append(front_note(a))
@@ -209,7 +211,7 @@ def privacy_statement(a: Analysis, cost: SweepCost) -> str:
         also = "".join(f" Also {format_epsilon(g)}." for g in t.other_guarantees.values())
         lines.append(f"- **{t.trial_id}, {mechanism_name(t.mechanism)}** (seed {t.seed}): "
                      f"{format_epsilon(t.privacy)}; protects {covers(t)}.{also} Events: {_events_text(t.privacy)}. "
-                     f"{caveat(t.mechanism)} Empirical check: {_canary_text(t)}.")
+                     f"{caveat(t.mechanism)} Empirical check: {_canary_text(t, a.power.blind)}.")
     notions = sorted({str(r.get("notion")) for t in a.front for r in (t.privacy, *t.other_guarantees.values())
                       if r.get("notion") in NOTIONS})
     lines += ["", "## Notions", ""] + [f"- **{n}**: {NOTIONS[n].description}." for n in notions]

@@ -8,11 +8,13 @@ import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
 
+from sdp_core.attacks.audit import perfect_attack_bound
 from sdp_core.privacy.events import events_from_dicts
 from sdp_core.privacy.light_noise import ESTIMATE
 from sdp_core.privacy.numbers import epsilon_number
@@ -36,6 +38,7 @@ from sdp_core.report.formatting import (
 )
 from sdp_core.report.load import Sweep, Trial, number
 from sdp_core.report.pareto import Analysis
+from sdp_core.report.power import EMPIRICAL_METRICS, NO_POWER
 from sdp_core.report.ranking import utilities
 
 COMPUTE_METRICS = ("steps", "tokens")
@@ -117,7 +120,18 @@ def _audit_facts(t: Trial) -> dict[str, str]:
         facts["canaries"] += f", {fmt(int(audit['members']))} inserted"
     if "ceiling" in audit:
         facts["ceiling"] = f"the most it can show: {fmt(audit['ceiling'])}"
+    epsilon = replace_one_epsilon(t)
+    if audit.get("group_size", 1) == 1 and "canaries" in audit and epsilon is not None:
+        # A bound of 0 reads "cannot tell" unless even a perfect attack at the trial's ε would show more.
+        perfect = _perfect_attack(round(epsilon, 3), int(audit["canaries"]), float(audit.get("delta", 1e-5)),
+                                  float(audit.get("confidence", 0.95)))
+        facts["perfect"] = f"a perfect attack at ε {epsilon_number(epsilon)}: {fmt(perfect)}"
     return facts
+
+
+@lru_cache(maxsize=None)
+def _perfect_attack(epsilon: float, m: int, delta: float, confidence: float) -> float:
+    return perfect_attack_bound(epsilon, m, delta, confidence)
 
 
 def _shared_facts(trials: list[Trial]) -> dict[str, str]:
@@ -159,7 +173,8 @@ def audit_note(trials: list[Trial]) -> str:
 def _trial_table(a: Analysis, trials: list[Trial], first: list[str], first_cells: Callable[[Trial], list[str]]
                  ) -> Table:
     """Rows of trials: the `first` columns, then σ, ε, the audit's ε lower bound, the metric columns, compute
-    (optimizer steps, tokens trained on) and wall time."""
+    (optimizer steps, tokens trained on) and wall time; an attack's number reads `NO_POWER` when the sweep's
+    positive control did not memorise."""
     metrics = [m for m in _metric_columns(a, trials) if m not in (*COMPUTE_METRICS, *AUDIT_METRICS)]
     audited = [t for t in trials if audit_bound(t) is not None]
     audit = [AUDIT_COLUMN] if audited else []
@@ -170,13 +185,54 @@ def _trial_table(a: Analysis, trials: list[Trial], first: list[str], first_cells
     columns = [*first, "σ", EPSILON_COLUMN, *audit, *other, *map(metric_label, metrics),
                *map(metric_label, compute), "wall time"]
     shared = _shared_facts(trials)
+    blind = a.power.blind  # the positive control did not memorise: no attack's number can tell (report.power)
     rows = [[*first_cells(t), sigma_text(t.privacy.get("events", [])), format_epsilon(t.privacy),
-             *([audit_text(t, shared)] if audit else []), *([_epsilon_cell(replace_one_epsilon(t))] if other else []),
-             *(metric_text(t, m) for m in metrics),
+             *([NO_POWER if blind else audit_text(t, shared)] if audit else []),
+             *([_epsilon_cell(replace_one_epsilon(t))] if other else []),
+             *(NO_POWER if blind and m in EMPIRICAL_METRICS else metric_text(t, m) for m in metrics),
              *(fmt(None if (v := t.metric(m)) is None else round(v)) for m in compute),
              fmt_seconds(wall_time(t))] for t in trials]
     return Table(columns, rows, numeric={"σ", *audit, *other, *map(metric_label, (*metrics, *compute)), "wall time"},
                  note=audit_note(trials))
+
+
+CANARY_FAMILIES = (("exposure", "", "format"), ("missed_exposure", "missed_", "missed"))
+"""Each canary family's metric prefix and where a trial's `canaries` describe it: `data.canaries.format`'s
+family (flagged or missed, as the policy treats it), and `missed_format`'s."""
+
+
+def family_table(a: Analysis) -> Table | None:
+    """Canary exposure and rank test of each family, for the positive control and each mechanism's best trial: what
+    redaction protects (the family the policy flags) beside what only a DP part protects (the family it misses).
+    None when no trial measured exposure."""
+    best = [t for m in dict.fromkeys(t.mechanism for t in a.sweep.trials)
+            if (t := a.best_of([u for u in a.sweep.trials if u.mechanism == m])) is not None]
+    trials = [t for t in (a.power.control, *best) if t is not None]
+    families = [(metric, prefix) for metric, prefix, _ in CANARY_FAMILIES
+                if any(t.metric(f"{metric}_mean") is not None for t in trials)]
+    if not families:
+        return None
+    c = next((t.canaries for t in trials if t.canaries), None) or {}
+
+    def label(metric: str) -> str:
+        family = c if metric == "exposure" else (c.get("missed") or {})
+        return f"`{family.get('format', '?')}` ({family.get('family', 'flagged' if metric == 'exposure' else 'missed')})"
+
+    def cell(t: Trial, metric: str, prefix: str) -> str:
+        if a.power.blind and t is not a.power.control:
+            return NO_POWER
+        interval = t.interval(f"{metric}_mean")
+        mean = fmt(t.metric(f"{metric}_mean")) + (f" [{fmt(interval[0])}, {fmt(interval[1])}]" if interval else "")
+        return (f"{mean}; AUC {fmt(t.metric(f'{prefix}exposure_auc'))}, "
+                f"p = {fmt(t.metric(f'{prefix}exposure_p_value'))}")
+
+    columns = ["trial", "mechanism", *(label(m) for m, _ in families)]
+    rows = [[f"{t.trial_id} (No-DP control)" if t is a.power.control else t.trial_id, mechanism_name(t.mechanism),
+             *(cell(t, m, p) for m, p in families)] for t in trials]
+    return Table(columns, rows, note="Mean exposure (bits) of each family's inserted canaries with its 95 % "
+                 "interval, and the one-sided Mann–Whitney test of inserted above held-out canaries (AUC 0.5 and a "
+                 "large p: not separated). Redaction removes the family the policy flags; the family it misses is "
+                 "protected by a DP part only.")
 
 
 MODEL_COLUMN = "model"
@@ -427,5 +483,6 @@ def _arrow_safe(column: pd.Series) -> pd.Series:
 
 def trials_frame(a: Analysis) -> pd.DataFrame:
     front = {t.trial_id for t in a.front}
-    frame = pd.DataFrame([trial_record(t, t.trial_id in front) for t in a.sweep.trials])
+    control = [a.power.control] if a.power.control is not None else []
+    frame = pd.DataFrame([trial_record(t, t.trial_id in front) for t in [*a.sweep.trials, *control]])
     return frame.apply(_arrow_safe)

@@ -91,14 +91,14 @@ def _sweep(store: SweepStore, cfg: SweepConfig) -> int:
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # the live view is the output: Tune's reporter stays quiet
     signal.signal(signal.SIGTERM, stop_as_on_ctrl_c)
     try:
-        with LiveView(store, cfg.num_trials) as view:
+        with LiveView(store, cfg.trial_count) as view:
             rows = run_sweep(cfg, cfg.search_space, store, callbacks=[view])
     except KeyboardInterrupt:
         print(f"interrupted; continue the sweep with: sdp-sweep resume {store.root}", file=sys.stderr)
         return 130
     finally:
         ray.shutdown()
-    summary, last, code = closing_lines(rows, cfg.num_trials, store.root)
+    summary, last, code = closing_lines(rows, cfg.trial_count, store.root)
     print("\n".join(summary))
     if rows:  # stopped before any trial finished: nothing to report
         print(_report(store, cfg.keep_models))
@@ -154,6 +154,6 @@ def run_resume(args: argparse.Namespace) -> int:
         raise UserError("sweep.yaml has no inline search space (not written by `sdp-sweep run`)", str(store.config_file))
     from sdp_core.sweep.jobs import connect_ray
 
-    if len(store.rows()) < cfg.num_trials:  # a finished sweep only gets its report rebuilt
+    if len(store.rows()) < cfg.trial_count:  # a finished sweep only gets its report rebuilt
         connect_ray(args.address)
     return _sweep(store, cfg)

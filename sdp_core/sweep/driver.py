@@ -47,8 +47,8 @@ from ray.tune.schedulers import ASHAScheduler, TrialScheduler
 from ray.tune.search import Searcher
 
 from sdp_core.config import parse_model
-from sdp_core.config.loading import arm_trial_config
-from sdp_core.config.sweep import ResourcesConfig, SearchSpace, SweepConfig
+from sdp_core.config.loading import arm_trial_config, control_trial_config
+from sdp_core.config.sweep import CONTROL_TRIAL, ResourcesConfig, SearchSpace, SweepConfig
 from sdp_core.config.trial import TrialConfig
 from sdp_core.errors import PrivacyError, UserError
 from sdp_core.logs import configure_logging
@@ -268,9 +268,10 @@ class SweepSearch(TrialSearch):
     """
 
     def __init__(self, cfg: SweepConfig, space: SearchSpace, store: SweepStore, studies: dict[str, optuna.Study],
-                 orphans: dict[str, list[FrozenTrial]], stopped_by_scheduler: set[str]):
+                 orphans: dict[str, list[FrozenTrial]], stopped_by_scheduler: set[str], control: list[dict]):
         super().__init__(store, stopped_by_scheduler)
         self._cfg, self._space, self._studies = cfg, space, studies
+        self._control = list(control)  # the positive control's config while it has no row: handed out first
         self._objectives = [o.metric for o in cfg.objectives]
         self._orphans = {c.name: list(orphans.get(c.name, [])) for c in cfg.cells}
         # Trials each cell has had: its study's, less the orphans it will be handed again.
@@ -278,6 +279,8 @@ class SweepSearch(TrialSearch):
         self._trials: dict[str, optuna.Trial] = {}  # Tune trial id -> its Optuna trial
 
     def next_config(self, tune_trial_id: str) -> dict | None:
+        if self._control:
+            return self._control.pop()
         cell = next((c for c in self._cfg.cells if self._orphans[c.name]), None)
         if cell is not None:
             ot_trial = reopen_trial(self._studies[cell.name], self._orphans[cell.name].pop(0))
@@ -295,7 +298,8 @@ class SweepSearch(TrialSearch):
                 "trial": trial_config_dict(self._cfg, params, number)}
 
     def recorded(self, tune_trial_id: str, row: dict) -> None:
-        record_in_study(self._trials[tune_trial_id], row, self._objectives)
+        if tune_trial_id in self._trials:  # the control belongs to no study
+            record_in_study(self._trials[tune_trial_id], row, self._objectives)
 
     def __getstate__(self) -> dict:
         """`Tuner` pickles its search algorithm (for `Tuner.restore`, unused here); the studies, whose journal
@@ -315,13 +319,22 @@ class GridSearch(TrialSearch):
         return self._pending.pop(0) if self._pending else None
 
 
+def control_configs(cfg: SweepConfig) -> list[dict]:
+    """The sweep's positive control (`SweepConfig.control`) as a trial config, or none."""
+    if cfg.control is None:
+        return []
+    return [{"trial_id": CONTROL_TRIAL, "params": {"control": True}, "objectives": [o.metric for o in cfg.objectives],
+             "trial": control_trial_config(cfg).model_dump(mode="json")}]
+
+
 def grid_configs(cfg: SweepConfig) -> list[dict]:
-    """Every trial of a grid sweep, arm by arm and seed by seed; its id is `<arm>-s<seed>`."""
+    """Every trial of a grid sweep, arm by arm and seed by seed (its id `<arm>-s<seed>`), then its control."""
     objectives = [o.metric for o in cfg.objectives]
     assert cfg.experiments is not None, "a grid sweep"
     return [{"trial_id": f"{arm}-s{seed}", "params": {"experiment": arm, "seed": seed}, "objectives": objectives,
              "trial": arm_trial_config(cfg, arm, seed).model_dump(mode="json")}
-            for arm, experiment in cfg.experiments.items() for seed in (experiment.seeds or cfg.seeds)]
+            for arm, experiment in cfg.experiments.items() for seed in (experiment.seeds or cfg.seeds)
+            ] + control_configs(cfg)
 
 
 # -------------------------------------------------------------------------------------------- sweep
@@ -396,9 +409,11 @@ def run_sweep(cfg: SweepConfig, space: SearchSpace | str | None, store: SweepSto
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     studies = open_studies(cfg, store)
     orphans = reconcile(cfg, studies, store)
-    remaining = cfg.num_trials - len(store.rows())
+    rows = store.rows()
+    control = [c for c in control_configs(cfg) if c["trial_id"] not in rows]
+    remaining = cfg.num_trials - len(set(rows) - {CONTROL_TRIAL}) + len(control)
     if remaining <= 0:
-        return store.rows()
+        return rows
     stopped: set[str] = set()
     scheduler = (StopRecordingASHA(stopped, time_attr="step", metric="val_loss", mode="min",
                                    grace_period=grace_period(cfg), reduction_factor=2, max_t=ASHA_MAX_T)
@@ -410,7 +425,7 @@ def run_sweep(cfg: SweepConfig, space: SearchSpace | str | None, store: SweepSto
     for i, study in enumerate(studies.values()):
         study.sampler = optuna.samplers.TPESampler(seed=cfg.seed + 10_000 * i + len(study.trials))
     assert isinstance(space, SearchSpace), "resolve the sweep first (its search space inlined)"
-    search = SweepSearch(cfg, space, store, studies, orphans, stopped)
+    search = SweepSearch(cfg, space, store, studies, orphans, stopped, control)
     tune_run(cfg, store, search, scheduler, remaining, callbacks, prepared)
     return store.rows()
 

@@ -100,9 +100,11 @@ def trial_problems(trial: TrialConfig, sizes: SplitSizes, setting: Callable[[str
     n = sizes.train
     if trial.data.canaries is not None:
         c = trial.data.canaries
-        if c.count * c.repeats > n:
-            problems.append(f"{setting('data.canaries')}: {c.count} canaries x {c.repeats} repeats need "
-                            f"{c.count * c.repeats} training records; the data has {n} ({sizes.how}): lower "
+        families = 2 if c.missed_format is not None else 1  # each family's copies go into records of their own
+        if families * c.count * c.repeats > n:
+            problems.append(f"{setting('data.canaries')}: {c.count} canaries x {c.repeats} repeats"
+                            f"{' x 2 families' if families == 2 else ''} need {families * c.count * c.repeats} "
+                            f"training records; the data has {n} ({sizes.how}): lower "
                             f"{setting('data.canaries.count')} or {setting('data.canaries.repeats')}, or use more data")
     if trial.training.batch_size > n:
         problems.append(f"{setting('training.batch_size')}: the expected batch of {trial.training.batch_size} is more "
