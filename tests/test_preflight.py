@@ -80,7 +80,8 @@ def test_validate_does_the_generated_data_arithmetic_and_mechanism_needs(tmp_pat
                                                        f"search_space: {REPO / 'search_spaces' / 'quickstart.yaml'}"))
     r = run_main("validate", str(tmp_path / "small.yaml"))
     assert r.returncode == 2 and "need 1000 training records; the data has 150 (data.n_train)" in r.stderr
-    lstm = sweep.replace("mechanisms: [jft, atdp]", "mechanisms: [sdpsgd]")
+    lstm = sweep.replace("mechanisms: [dpsgd, jft, atdp]", "mechanisms: [sdpsgd]")
+    assert lstm != sweep
     lstm = lstm.replace("n_train: 150", "n_train: 1000")
     (tmp_path / "lstm.yaml").write_text(lstm.replace(
         "search_space: quickstart.yaml",
