@@ -465,7 +465,7 @@ def test_the_sweeps_own_epsilon_is_one_sentence_in_the_statement_the_summary_and
     nodp = [r["trial_id"] for r in raw_rows(copy) if r["config"]["mechanism"]["name"] == "nodp"
             and r["state"] != "infeasible"]
     if with_nodp:
-        assert sentence.startswith("The sweep's own ε: none. It compared") and nodp
+        assert sentence.startswith("The sweep's own ε: none. It ran") and nodp
         assert all(f"{t}, No-DP" in sentence for t in nodp)
     else:
         # the synthetic light-noise trials' formal ε is a stated number, not their events' (left out of the floor)

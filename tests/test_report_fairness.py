@@ -222,7 +222,7 @@ def test_front_shows_the_epsilon_of_the_search_that_chose_each_trial(tmp_path):
     checked = 0
     nodp = [t.trial_id for t in a.sweep.trials if t.mechanism == "nodp" and t.trial_id in charges]
     assert nodp and all(f"{t}, No-DP" in table.note for t in nodp)
-    assert "the front compares all 24 trials. The sweep's own ε: none. It compared" in table.note
+    assert "the front compares all 24 trials. The sweep's own ε: none. It ran" in table.note
     for t, row in zip(a.front, table.rows):
         text = row[table.columns.index(SEARCH_COLUMN)]
         assert text.startswith(f"its mechanism's {sum(u.mechanism == t.mechanism for u in a.sweep.trials)} trials: ")

@@ -107,15 +107,16 @@ WOULD_HOLD = ("What would hold if the sweep had run a random number of trials an
 
 
 def sweep_epsilon(cost: SweepCost) -> str:
-    """The sweep's own ε, one sentence that the statement, the summary and the page all print: none when the search
-    compared a trial without a formal guarantee (what it releases, its front and its choice, depends on that trial),
+    """The sweep's own ε, one sentence that the statement, the summary and the page all print: none when the sweep
+    ran a trial without a formal guarantee (what it releases, its front and its choice, depends on that trial),
     else the composition of every charged trial (`ALL_TRIALS`), else none spent."""
     whole = cost.bounds.get(ALL_TRIALS)
     composed = whole and (f"{format_epsilon(whole)}, composing its {whole.get('trials', len(cost.charges))} charged "
                           "trials (every one touched the same data) under the weakest of their notions")
     if cost.unguarded:
-        return (f"The sweep's own ε: none. It compared {cost.unguarded} without a formal guarantee, so what it "
-                "releases (its front, its best model) is unprotected"
+        return (f"The sweep's own ε: none. It ran {cost.unguarded} without a formal guarantee on the same data, and "
+                "what it releases depends on them (a compared trial's numbers decide its front and its best model; "
+                "a positive control's, whether its privacy objective stands), so that release is unprotected"
                 + (f"; its other trials alone give {composed}, which holds only where nothing computed from those "
                    "is released." if composed else "."))
     if composed:
