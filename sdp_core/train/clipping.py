@@ -7,7 +7,8 @@ L_i the sum of their losses, and it is clipped as one. The modes differ only in 
 Σ_i c_i·G_i, c_i = min(1, C/‖G_i‖), of the per-record gradients:
 
 - `hooks`: Opacus materialises every row's gradient (`p.grad_sample`, B copies of each parameter), summed here into
-  each record's G_i; `DPOptimizer` clips them.
+  each record's G_i; `DPOptimizer` clips them, with each record's norm bounded from above as `bk` bounds an
+  instantiated G_i (`BoundedNormClipping`).
 - `bk`: book-keeping (Bu et al. 2023, "Differentially private optimization on large model at small cost"): one
   backward of Σ_i L_i that computes output gradients only (no parameter gradient); every trainable layer keeps its
   inputs a and output gradients g, from which it forms its share of ‖G_i‖² — a ghost norm (Li et al. 2022, "Large
@@ -46,6 +47,7 @@ from typing import Callable, ContextManager, Iterator, Protocol
 import torch
 from opacus.grad_sample.utils import wrap_model
 from opacus.optimizers import DPOptimizer
+from opacus.optimizers.optimizer import _check_processed_flag, _mark_as_processed
 from torch import nn
 from torch.autograd.graph import GradientEdge, get_gradient_edge
 from torch.profiler import record_function
@@ -81,7 +83,8 @@ def unscaled(x: torch.Tensor, loss_scale: float) -> torch.Tensor:
 
 
 class OpacusHooks:
-    """Opacus' per-sample gradients (Abadi et al. 2016): every G_i in `p.grad_sample`, clipped by `DPOptimizer`."""
+    """Opacus' per-sample gradients (Abadi et al. 2016): every G_i in `p.grad_sample`, clipped by `DPOptimizer`
+    (with `BoundedNormClipping`'s norms)."""
 
     optimizer_mode = "hooks"
 
@@ -272,14 +275,54 @@ def shared(layers: list[ParameterGradients]) -> ParameterGradients:
     return instantiated(sum(layer.per_record() for layer in layers))
 
 
-def gram(x: torch.Tensor) -> tuple[torch.Tensor, float]:
-    """x_i·x_iᵀ per record ([B, T, d] -> [B, T, T], fp32) and γ such that each entry (t, s) is off by at most
-    γ·‖x_it‖‖x_is‖ (Cauchy–Schwarz on γ_n's bound): `GRAM_CHUNK` features per product, the partial products added."""
-    chunks = x.split(GRAM_CHUNK, dim=-1)
+UNDERFLOW = 2.0**-126
+"""The smallest normal fp32 (and bf16) number. A product, a sum or an operand below it may be kept as a subnormal
+or flushed to 0 (FTZ/DAZ: some kernels do), and each such event moves it by less than this: an absolute error that
+no relative bound (γ_n) covers. With layer inputs near 1e-23 every product a_it·a_is underflows, a ghost norm is
+0 and its record, however large its gradient, gets clipping factor 1."""
+SCALED_MAX = 4.0
+"""|entries| of a record scaled by `power_of_two_scaled` stay below this (below 1 unless the exponent is clamped)."""
+
+
+@dataclass(frozen=True)
+class Gram:
+    """x'_i·x'_iᵀ per record ([B, T, T], fp32) of x' = x_i / s_i, s_i a power of two (`power_of_two_scaled`), and
+    bounds on its error: each entry (t, s) is off by at most γ·‖x'_it‖‖x'_is‖ + η from the exact product of the
+    scaled pieces (the product with x itself is s_i² times that)."""
+
+    matrix: torch.Tensor
+    scale: torch.Tensor  # s_i [B], float64
+    gamma: float
+    eta: float
+
+
+def power_of_two_scaled(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x_i / s_i, s_i) per record of a [B, ...] tensor, s_i = 2^e_i with e_i the exponent of the record's largest
+    |entry| (`torch.frexp`), clamped to [−126, 126] so that s_i is a normal number in fp32 and bf16: the scaled
+    entries are below 1 (below `SCALED_MAX` if clamped), so no product of two of them overflows and only those
+    ~2⁻¹²⁶ below the record's largest can underflow. Dividing by a power of two is exact in x's format except for an
+    entry it makes subnormal (moved by less than `UNDERFLOW`); s_i is built from its exponent bits, so it is exact."""
+    largest = torch.linalg.vector_norm(x.flatten(1), ord=math.inf, dim=1).float()
+    exponent = torch.frexp(largest).exponent.clamp(-126, 126)
+    inverse = ((127 - exponent) << 23).view(torch.float32)  # 2^−e_i, assembled from its IEEE-754 exponent field
+    return x * inverse.to(x.dtype).view(-1, *[1] * (x.dim() - 1)), 1 / inverse.double()
+
+
+def gram(x: torch.Tensor) -> Gram:
+    """The Gram matrices of x [B, T, d] scaled record by record by a power of two (`power_of_two_scaled`), formed
+    `GRAM_CHUNK` features per product and the partial products added in fp32. γ: each entry's rounding relative to
+    ‖x'_it‖‖x'_is‖ (Cauchy–Schwarz on γ_n's bound, n = k + ⌈d/k⌉ − 1). η: its underflow, absolute. Each of the d
+    products and fewer than 2d additions behind an entry may lose less than `UNDERFLOW`, and each product
+    (|x'| < `SCALED_MAX` = M) reads its two operands moved by less than 2·`UNDERFLOW` each (their scaling and a
+    flush): per feature less than (4M + 3)·`UNDERFLOW` beyond the relative rounding, which later
+    roundings grow by at most 1 + γ < 2: η = 2·(4M + 3)·d·`UNDERFLOW`."""
+    scaled, scale = power_of_two_scaled(x)
+    chunks = scaled.split(GRAM_CHUNK, dim=-1)
     out = fp32_product(chunks[0], chunks[0].transpose(1, 2))
     for chunk in chunks[1:]:
         out += fp32_product(chunk, chunk.transpose(1, 2))
-    return out, gamma(chunks[0].shape[-1] + len(chunks) - 1)
+    eta = 2 * (4 * SCALED_MAX + 3) * x.shape[-1] * UNDERFLOW
+    return Gram(out, scale, gamma(chunks[0].shape[-1] + len(chunks) - 1), eta)
 
 
 def ghost_norms(a: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -287,16 +330,32 @@ def ghost_norms(a: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.T
     for a [B, T, d_in] and g [B, T, d_out] as the matmuls read them (ã, g̃), without forming the d_out × d_in sums
     (Li et al. 2022's ghost clipping): B·T²·(d_in + d_out) multiply-adds, in fp32 from 16-bit operands.
 
-    The Gram matrices' entries are off by at most γ_a‖ã_t‖‖ã_s‖ and γ_g‖g̃_t‖‖g̃_s‖ (`gram`), their elementwise
-    products round once more and are summed in float64, so the computed Σ_{t,s} is off by at most
-    κ·D_i², κ = (1 + γ_a)(1 + γ_g)(1 + 2u) − 1; the bound adds κ·D_i². Without it a record whose position terms
-    cancel (‖G_i‖ ≪ D_i) can get a norm near 0, a clipping factor of 1, and add many times C. D_i is read off the
-    Gram matrices' diagonals (‖ã_t‖² ≥ (1 − γ_a)·computed), with its own fp32 rounding covered."""
-    (a_gram, gamma_a), (g_gram, gamma_g) = gram(a), gram(g)
-    diagonal = (a_gram.diagonal(dim1=1, dim2=2) * g_gram.diagonal(dim1=1, dim2=2)).sqrt().sum(1, dtype=torch.float64)
-    diagonal *= (1 + gamma(a.shape[1] + 2)) / math.sqrt((1 - gamma_a) * (1 - gamma_g))
+    Each record's a and g are first scaled by powers of two (`gram`), exactly, and the norms scaled back in float64,
+    so inputs near 1e-23 and output gradients near 1e17 neither underflow nor overflow the Gram matrices. Their
+    entries are then off by at most γ_a‖a'_t‖‖a'_s‖ + η_a and γ_g‖g'_t‖‖g'_s‖ + η_g (`gram`), their elementwise
+    products round once more (and may underflow, by less than `UNDERFLOW`) and are summed in float64, so the
+    computed Σ_{t,s} is off by at most κ·D'_i² + Λ, κ = (1 + γ_a)(1 + γ_g)(1 + 2u) − 1 and
+    Λ = (1 + 2u)·(M²T²·((1 + γ_a)·d_in·η_g + (1 + γ_g)·d_out·η_a) + T²·η_a·η_g) + T²·`UNDERFLOW`
+    (Σ_t ‖a'_t‖ ≤ M·T·√d_in, as |a'| < M = `SCALED_MAX`); the bound adds both. Without κ·D² a record whose position terms cancel
+    (‖G_i‖ ≪ D_i) can get a norm near 0, a clipping factor of 1, and add many times C. D'_i is read off the Gram
+    matrices' diagonals (‖a'_t‖² ≤ (computed + η_a)/(1 − γ_a), and √((x + η_a)(y + η_g)) ≤ √(xy) + δ with
+    δ = √(2M²·(d_out·η_a + d_in·η_g) + η_a·η_g) for diagonals x ≤ 2M²·d_in, y ≤ 2M²·d_out), with its own fp32
+    rounding covered."""
+    a_gram, g_gram = gram(a), gram(g)
+    positions, d_in, d_out = a.shape[1], a.shape[2], g.shape[2]
+    gamma_a, gamma_g, eta_a, eta_g = a_gram.gamma, g_gram.gamma, a_gram.eta, g_gram.eta
+    diagonal = (a_gram.matrix.diagonal(dim1=1, dim2=2) * g_gram.matrix.diagonal(dim1=1, dim2=2)
+                ).sqrt().sum(1, dtype=torch.float64)
+    diagonal += positions * math.sqrt(2 * SCALED_MAX**2 * (d_out * eta_a + d_in * eta_g) + eta_a * eta_g)
+    diagonal *= (1 + gamma(positions + 2)) / math.sqrt((1 - gamma_a) * (1 - gamma_g))
     kappa = (1 + gamma_a) * (1 + gamma_g) * (1 + 2 * ACCUMULATION_ROUNDOFF) - 1
-    return (a_gram * g_gram).sum((1, 2), dtype=torch.float64) + kappa * diagonal.square(), diagonal
+    underflow = ((1 + 2 * ACCUMULATION_ROUNDOFF)
+                 * (SCALED_MAX**2 * positions**2 * ((1 + gamma_a) * d_in * eta_g + (1 + gamma_g) * d_out * eta_a)
+                    + positions**2 * eta_a * eta_g)
+                 + positions**2 * UNDERFLOW)
+    norms = (a_gram.matrix * g_gram.matrix).sum((1, 2), dtype=torch.float64) + kappa * diagonal.square() + underflow
+    scale = a_gram.scale * g_gram.scale
+    return norms * scale.square(), diagonal * scale
 
 
 def rounding_allowance(norms: torch.Tensor, rounding: torch.Tensor) -> torch.Tensor:
@@ -368,18 +427,22 @@ def conv1d(module: Conv1D, a: torch.Tensor, g: torch.Tensor) -> dict[str, Parame
 def embedding(module: nn.Embedding, ids: torch.Tensor, g: torch.Tensor) -> dict[str, ParameterGradients]:
     """Row x_it of G_i collects g_it: ‖G_i‖² = Σ_{t,s} [x_it = x_is] (g_it·g_is) (Li et al. 2022), and the clipped
     sum adds c_i·g_it into row x_it — never a dense B × V × d tensor. The padding row gets no gradient, as in torch.
-    As in `ghost_norms`, the norm adds its accumulation bound κ·(Σ_t ‖g_it‖)², and a Gram matrix formed from rounded
+    As in `ghost_norms`, each record's g is scaled by a power of two for its Gram matrix (`gram`), the norm adds its
+    accumulation bound κ·(Σ_t ‖g_it‖)² and its underflow bound (1 + 2u)·T²·η, and a Gram matrix formed from rounded
     g (TF32) is off by at most u·Σ_t ‖g_it‖, which goes to `rounding` with the fp32 rounding of c_i·g_it."""
     if module.padding_idx is not None:
         g = g * (ids != module.padding_idx).unsqueeze(-1)
     pieces = [g]
     with record_function("bk.embedding_norms"):
         same = ids.unsqueeze(2) == ids.unsqueeze(1)
-        g_gram, gamma_g = gram(g)
-        lengths = g_gram.diagonal(dim1=1, dim2=2).sqrt().sum(1, dtype=torch.float64)
-        lengths *= (1 + gamma(g.shape[1] + 1)) / math.sqrt(1 - gamma_g)
-        kappa = (1 + gamma_g) * (1 + 2 * ACCUMULATION_ROUNDOFF) - 1
-        norms = (g_gram * same).sum((1, 2), dtype=torch.float64) + kappa * lengths.square()
+        g_gram = gram(g)
+        positions, eta = g.shape[1], g_gram.eta
+        lengths = g_gram.matrix.diagonal(dim1=1, dim2=2).sqrt().sum(1, dtype=torch.float64) + positions * math.sqrt(eta)
+        lengths *= (1 + gamma(positions + 1)) / math.sqrt(1 - g_gram.gamma)
+        kappa = (1 + g_gram.gamma) * (1 + 2 * ACCUMULATION_ROUNDOFF) - 1
+        underflow = (1 + 2 * ACCUMULATION_ROUNDOFF) * positions**2 * eta
+        norms = (g_gram.matrix * same).sum((1, 2), dtype=torch.float64) + kappa * lengths.square() + underflow
+        norms, lengths = norms * g_gram.scale.square(), lengths * g_gram.scale
         rounding = (read_roundoff(g) + 2.0**-24) * lengths
 
     def clipped_sum(c: torch.Tensor) -> torch.Tensor:
@@ -480,6 +543,27 @@ def operands(a: torch.Tensor, g: torch.Tensor, loss_scale: float) -> tuple[torch
     if g.dtype == torch.bfloat16 and a.dtype in (torch.bfloat16, torch.long, torch.int):
         return a, g
     return (a.float() if a.is_floating_point() else a), unscaled(g, loss_scale)
+
+
+class BoundedNormClipping(DPOptimizer):
+    """Opacus' flat clipping of per-sample gradients (`DPOptimizer.clip_and_accumulate`: c_i = min(1, C/‖G_i‖) from
+    all parameters' `p.grad_sample`, Σ_i c_i·G_i as one einsum per parameter) with ‖G_i‖ from `sum_of_squares`, the
+    proven upper bound `bk` takes for an instantiated G_i, instead of torch's fp32 norms: on a tensor the size of
+    gpt2-small's embedding those can come out 1 % low, and a record then adds more than C. Placed before an Opacus
+    DP optimizer class in a subclass's bases (`noise.dp_optimizer_class`, hooks mode), it replaces that step only."""
+
+    def clip_and_accumulate(self) -> None:
+        grad_samples = self.grad_samples
+        if len(grad_samples[0]) == 0:  # an empty batch
+            factors = torch.zeros((0,), device=grad_samples[0].device)
+        else:
+            norms = torch.stack([sum_of_squares(g.to(grad_samples[0].device)) for g in grad_samples]).sum(0).sqrt()
+            factors = clip_factors(norms, self.max_grad_norm)
+        for p, grad_sample in zip(self.params, grad_samples):
+            _check_processed_flag(p.grad_sample)
+            grad = torch.einsum("i,i...", factors.to(grad_sample.device, p.dtype), grad_sample.to(p.dtype))
+            p.summed_grad = grad if p.summed_grad is None else p.summed_grad + grad
+            _mark_as_processed(p.grad_sample)
 
 
 class BookKeeping:
