@@ -75,9 +75,14 @@ NO_KERNEL = {"aten::empty", "aten::empty_strided", "aten::view", "aten::_reshape
              "aten::alias", "aten::detach", "aten::lift_fresh", "aten::resize_", "aten::set_", "aten::t",
              "aten::transpose", "aten::permute", "aten::expand", "aten::unsqueeze", "aten::squeeze", "aten::select",
              "aten::slice", "aten::diagonal", "aten::split", "aten::split_with_sizes", "aten::unbind", "aten::chunk",
-             "aten::view_as_real", "aten::_unsafe_view", "aten::unflatten", "aten::flatten", "aten::reshape"}
-"""Leaf aten ops that move no data (allocations, views): `part_ops` leaves them out, so that on a CPU it counts the
-ops that would each be a kernel on a GPU."""
+             "aten::view_as_real", "aten::_unsafe_view", "aten::unflatten", "aten::flatten", "aten::reshape",
+             "aten::as_strided_", "aten::to", "aten::resolve_conj", "aten::resolve_neg", "aten::result_type",
+             "aten::narrow", "aten::empty_like", "aten::new_empty", "aten::new_empty_strided", "aten::view_as",
+             "aten::expand_as", "aten::reshape_as", "aten::squeeze_", "aten::unsqueeze_", "aten::numpy_T",
+             "aten::unfold", "aten::contiguous"}
+"""Leaf aten ops that move no data (allocations, views, metadata, and a `to` or `resolve_conj` that calls nothing:
+it had nothing to do): `part_ops` leaves them out, so that on a CPU it counts the ops that would each be a kernel
+on a GPU."""
 
 
 def part_ranges(profiler) -> list[tuple[object, list]]:
@@ -111,15 +116,13 @@ def part_seconds(profiler, gpu: bool) -> dict[str, float]:
 
 
 def launches(event, gpu: bool) -> int:
-    """Operators `event` and its children launch: kernel launches on a GPU (the CUDA runtime's launch calls), leaf
-    aten ops that move data on a CPU (an op that calls no other aten op, less `NO_KERNEL`)."""
-    children = event.cpu_children
+    """Operators `event` and its children launch: kernel launches on a GPU (the CUDA runtime's launch calls); on a
+    CPU, aten ops that move data and launch no such op themselves (an op counts once, where its work is done: a
+    `to` that copies counts its `copy_`, an `mm` whose only child is a no-op `resolve_conj` counts itself)."""
+    inner = sum(launches(child, gpu) for child in event.cpu_children)
     if gpu:
-        own = "LaunchKernel" in event.name
-    else:
-        own = (event.name.startswith("aten::") and event.name not in NO_KERNEL
-               and not any(child.name.startswith("aten::") for child in children))
-    return own + sum(launches(child, gpu) for child in children)
+        return inner + ("LaunchKernel" in event.name)
+    return inner + (inner == 0 and event.name.startswith("aten::") and event.name not in NO_KERNEL)
 
 
 def part_ops(profiler, gpu: bool) -> dict[str, int]:

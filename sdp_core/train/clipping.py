@@ -269,10 +269,22 @@ def instantiated(per_record: torch.Tensor) -> ParameterGradients:
     return ParameterGradients(norms, torch.zeros_like(norms), clipped_sum, lambda: pieces[0].float(), pieces)
 
 
-def shared(layers: list[ParameterGradients]) -> ParameterGradients:
+def shared(layers: list[ParameterGradients | torch.Tensor]) -> ParameterGradients | torch.Tensor:
     """A parameter several layers use: G_i is the sum of their shares, whose norm has cross terms, so it is
-    materialised (as Opacus' hooks do for it) — the other parameters keep their cheaper forms."""
-    return instantiated(sum(layer.per_record() for layer in layers))
+    materialised (as Opacus' hooks do for it) — the other parameters keep their cheaper forms. Small shares stay
+    small (their sum)."""
+    per_record = sum(layer if isinstance(layer, torch.Tensor) else layer.per_record() for layer in layers)
+    return per_record if all(isinstance(layer, torch.Tensor) for layer in layers) else instantiated(per_record)
+
+
+def jointly_instantiated(per_record: list[torch.Tensor]) -> tuple[ParameterGradients, list[int]]:
+    """Small parameters' instantiated G_i ([B, *shape_k], fp32) as one: their columns side by side, one
+    `sum_of_squares` for the records' share of all of them (the squared norm of the concatenation is the sum of
+    theirs; biases and LayerNorms of widths that are multiples of `SQUARES_CHUNK` give the same chunks as alone) and
+    one matrix-vector product for all their clipped sums, instead of a few operations per parameter. The sizes
+    split the clipped sum back into parameters."""
+    sizes = [x[0].numel() for x in per_record]
+    return instantiated(torch.cat([x.flatten(1) for x in per_record], dim=1)), sizes
 
 
 UNDERFLOW = 2.0**-126
@@ -406,25 +418,25 @@ def weight_gradients(a: torch.Tensor, g: torch.Tensor, transposed: bool) -> Para
     return ParameterGradients(norms, (read + summed) * diagonal, clipped_sum, per_record, pieces)
 
 
-def affine(module: nn.Module, a: torch.Tensor, g: torch.Tensor, transposed: bool) -> dict[str, ParameterGradients]:
-    """y = a·Wᵀ + b (or a·W + b): the weight's gradients and, with a bias, its G_i = Σ_t g_it."""
-    out = {"weight": weight_gradients(a, g, transposed)}
+def affine(module: nn.Module, a: torch.Tensor, g: torch.Tensor, transposed: bool) -> LayerGradients:
+    """y = a·Wᵀ + b (or a·W + b): the weight's gradients and, with a bias, its G_i = Σ_t g_it (small: fp32 [B, d])."""
+    out: LayerGradients = {"weight": weight_gradients(a, g, transposed)}
     if module.bias is not None:
         with record_function("bk.small_layers"):
-            out["bias"] = instantiated(g.sum(1, dtype=torch.float32))
+            out["bias"] = g.sum(1, dtype=torch.float32)
     return out
 
 
-def linear(module: nn.Linear, a: torch.Tensor, g: torch.Tensor) -> dict[str, ParameterGradients]:
+def linear(module: nn.Linear, a: torch.Tensor, g: torch.Tensor) -> LayerGradients:
     return affine(module, a, g, transposed=False)
 
 
-def conv1d(module: Conv1D, a: torch.Tensor, g: torch.Tensor) -> dict[str, ParameterGradients]:
+def conv1d(module: Conv1D, a: torch.Tensor, g: torch.Tensor) -> LayerGradients:
     """transformers' Conv1D (GPT-2): y = a·W + b with W [d_in, d_out]."""
     return affine(module, a, g, transposed=True)
 
 
-def embedding(module: nn.Embedding, ids: torch.Tensor, g: torch.Tensor) -> dict[str, ParameterGradients]:
+def embedding(module: nn.Embedding, ids: torch.Tensor, g: torch.Tensor) -> LayerGradients:
     """Row x_it of G_i collects g_it: ‖G_i‖² = Σ_{t,s} [x_it = x_is] (g_it·g_is) (Li et al. 2022), and the clipped
     sum adds c_i·g_it into row x_it — never a dense B × V × d tensor. The padding row gets no gradient, as in torch.
     As in `ghost_norms`, each record's g is scaled by a power of two for its Gram matrix (`gram`), the norm adds its
@@ -456,16 +468,20 @@ def embedding(module: nn.Embedding, ids: torch.Tensor, g: torch.Tensor) -> dict[
     return {"weight": ParameterGradients(norms, rounding, clipped_sum, per_record, pieces)}
 
 
-def layer_norm(module: nn.LayerNorm, a: torch.Tensor, g: torch.Tensor) -> dict[str, ParameterGradients]:
-    """y = x̂ ⊙ w + b: G_i = Σ_t g_it ⊙ x̂_it for w, Σ_t g_it for b, instantiated ([B, d] each)."""
+def layer_norm(module: nn.LayerNorm, a: torch.Tensor, g: torch.Tensor) -> LayerGradients:
+    """y = x̂ ⊙ w + b: G_i = Σ_t g_it ⊙ x̂_it for w, Σ_t g_it for b (small: fp32 [B, d] each)."""
     with record_function("bk.small_layers"):
         a, g = a.float(), g.float()
         x_hat = nn.functional.layer_norm(a, module.normalized_shape, eps=module.eps)
         per_record = {"weight": (g * x_hat).sum(1), "bias": g.sum(1)}
-        return {name: instantiated(per_record[name]) for name, _ in module.named_parameters(recurse=False)}
+        return {name: per_record[name] for name, _ in module.named_parameters(recurse=False)}
 
 
-LayerRule = Callable[[nn.Module, torch.Tensor, torch.Tensor], dict[str, ParameterGradients]]
+LayerGradients = dict[str, "ParameterGradients | torch.Tensor"]
+"""A layer's per-record gradients by parameter name: a `ParameterGradients`, or for a small parameter (a bias, a
+LayerNorm's) its G_i instantiated in fp32 ([B, *shape]), whose norms and clipped sums `jointly_instantiated` forms
+with every other small parameter's at once."""
+LayerRule = Callable[[nn.Module, torch.Tensor, torch.Tensor], LayerGradients]
 
 LAYER_RULES: dict[type[nn.Module], LayerRule] = {
     nn.Linear: linear,  # also Opacus' RNNLinear: DPLSTM's gates
@@ -604,22 +620,30 @@ class BookKeeping:
             sums: dict[nn.Parameter, torch.Tensor] = {}
             for k, bucket in enumerate(buckets):
                 last = k == len(buckets) - 1  # the last bucket lets each layer go
-                shares: dict[nn.Parameter, list[ParameterGradients]] = defaultdict(list)  # one per layer using it
+                shares: dict[nn.Parameter, list[ParameterGradients | torch.Tensor]] = defaultdict(list)  # per layer
                 for module in list(kept):
                     a, g = kept.pop(module) if last else kept[module]
                     for param, grads_of in self.layer_gradients(module, bucket.regrouped(a), bucket.regrouped(g)):
                         shares[param].append(grads_of)
                 per_param = {p: share[0] if len(share) == 1 else shared(share) for p, share in shares.items()}
                 del shares  # a shared parameter's per-layer tensors
-                norms = torch.stack([grads_of.squared_norms for grads_of in per_param.values()]).sum(0).sqrt()
-                rounding = torch.stack([grads_of.rounding for grads_of in per_param.values()])
+                small = [p for p, grads_of in per_param.items() if isinstance(grads_of, torch.Tensor)]
+                with record_function("bk.small_layers"):
+                    joint, sizes = jointly_instantiated([per_param.pop(p) for p in small]) if small else (None, [])
+                forms = [grads_of for grads_of in [*per_param.values(), joint] if isinstance(grads_of, ParameterGradients)]
+                norms = torch.stack([grads_of.squared_norms for grads_of in forms]).sum(0).sqrt()
+                rounding = torch.stack([grads_of.rounding for grads_of in forms])
                 clip = clip_factors(rounding_allowance(norms, rounding), self.max_grad_norm)
                 if self.loss_scale != 1.0:  # fp16: a record's pieces can overflow, and none of its inf may be summed
                     keep = clip > 0
                     if not keep.all():  # a host sync, which a GPU pays only here: it stops launches running ahead
-                        for grads_of in per_param.values():
+                        for grads_of in forms:
                             grads_of.drop_records(keep)
+                del forms
                 with record_function("bk.clipped_sums"):
+                    if joint is not None:
+                        for p, part in zip(small, joint.clipped_sum(clip).split(sizes)):
+                            sums[p] = sums[p] + part.view_as(p) if p in sums else part.view_as(p)
                     for p in optimizer.params:
                         if (found := per_param.pop(p, None)) is not None:
                             part = found.clipped_sum(clip).view_as(p)
@@ -637,7 +661,7 @@ class BookKeeping:
         return operands(stacked([a for a, _ in kept], batch), stacked([g for _, g in kept], batch), self.loss_scale)
 
     def layer_gradients(self, module: nn.Module, a: torch.Tensor, g: torch.Tensor
-                        ) -> list[tuple[nn.Parameter, ParameterGradients]]:
+                        ) -> list[tuple[nn.Parameter, ParameterGradients | torch.Tensor]]:
         """One layer's per-record gradients from its operands. Its a and g live on only where its forms keep them."""
         return [(module.get_parameter(name), grads_of) for name, grads_of in self.layers[module](module, a, g).items()
                 if module.get_parameter(name).requires_grad]
