@@ -181,9 +181,48 @@ def scaled_roundoff(x: torch.Tensor) -> float:
 
 
 @dataclass(frozen=True)
+class GramSums:
+    """A Gram-matrix norm's per-record sums (`ghost_norms`, `embedding`), in the units of its operands scaled by
+    powers of two, and the constants of its bounds, which `norm_bounds` adds for all such layers at once:
+    ‖G_i‖² ≤ (products + κ·D'² + Λ)·s², D_i ≤ D'·s with D' = (diagonal + slack)·factor, and the rounding allowance
+    ρ·D_i."""
+
+    products: torch.Tensor  # [B] float64: the computed Σ_{t,s} of the Gram matrices' products
+    diagonal: torch.Tensor  # [B] float64: the computed Σ_t √(product of the diagonals)
+    scale: torch.Tensor  # s [B] float64: the power of two the operands were divided by (both together)
+    slack: float  # what underflow can take from `diagonal`
+    factor: float  # the diagonal's rounding: D' ≥ the true Σ_t (scaled)
+    kappa: float
+    underflow: float  # Λ
+    rho: float  # rounding allowance per unit of D (`rounding_allowance`)
+
+
+def norm_bounds(bounds: list[torch.Tensor | GramSums]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(Σ_l ‖G_il‖² bounds [B], float64; the Gram forms' rounding allowances [L, B]) of a record's parameters: an
+    instantiated form's squared norms as they are, and every Gram form's bound (`GramSums`) in a few operations for
+    all of them, with the same float64 arithmetic as one at a time; the squares summed in the order given."""
+    grams = [b for b in bounds if isinstance(b, GramSums)]
+    rows: list[torch.Tensor] = []
+    rounding = torch.zeros(0)
+    if grams:
+        constants = torch.tensor([[b.slack, b.factor, b.kappa, b.underflow, b.rho] for b in grams],
+                                 dtype=torch.float64, device=grams[0].products.device).T.unsqueeze(-1)
+        slack, factor, kappa, underflow, rho = constants
+        products, diagonal, scale = (torch.stack(x) for x in zip(*[(b.products, b.diagonal, b.scale) for b in grams]))
+        diagonal = (diagonal + slack) * factor
+        squared = (products + kappa * diagonal.square() + underflow) * scale.square()
+        rounding = rho * (diagonal * scale)
+        rows = list(squared.unbind())
+    squares = [rows.pop(0) if isinstance(b, GramSums) else b for b in bounds]
+    return torch.stack(squares).sum(0), rounding
+
+
+@dataclass(frozen=True)
 class ParameterGradients:
     """One layer's share of a parameter's per-record gradients G_i, held in whichever form is cheapest.
 
+    - `bound`: what `squared_norms` and `rounding` are formed from (`norm_bounds`, for all parameters at once): an
+      instantiated G_i's squared norms, or a Gram-matrix form's sums before its bounds are added (`GramSums`).
     - `squared_norms` [B], float64: an upper bound on ‖G̃_i‖², where G̃_i is the gradient formed from the pieces as
       the matmuls read them: exact for an instantiated G_i, and for ghost norms the computed value plus a bound on
       its accumulation error (`ghost_norms`).
@@ -200,11 +239,19 @@ class ParameterGradients:
       sum of squares, can overflow, and `clip_factors` gives that record weight 0).
     """
 
-    squared_norms: torch.Tensor
-    rounding: torch.Tensor
+    bound: torch.Tensor | GramSums
     clipped_sum: Callable[[torch.Tensor], torch.Tensor]
     per_record: Callable[[], torch.Tensor]
     pieces: list[torch.Tensor]
+
+    @property
+    def squared_norms(self) -> torch.Tensor:
+        return norm_bounds([self.bound])[0]
+
+    @property
+    def rounding(self) -> torch.Tensor:
+        rounding = norm_bounds([self.bound])[1]
+        return rounding[0] if len(rounding) else torch.zeros_like(self.squared_norms)
 
     def drop_records(self, keep: torch.Tensor) -> None:
         """Zero the rows of records whose factor is 0 (`keep` False) in every piece the clipped sum reads."""
@@ -266,7 +313,7 @@ def instantiated(per_record: torch.Tensor) -> ParameterGradients:
         columns = [c @ block for block in fp32_blocks(per_record)]
         return (columns[0] if len(columns) == 1 else torch.cat(columns)).view(per_record.shape[1:])
 
-    return ParameterGradients(norms, torch.zeros_like(norms), clipped_sum, lambda: pieces[0].float(), pieces)
+    return ParameterGradients(norms, clipped_sum, lambda: pieces[0].float(), pieces)
 
 
 def shared(layers: list[ParameterGradients | torch.Tensor]) -> ParameterGradients | torch.Tensor:
@@ -337,8 +384,8 @@ def gram(x: torch.Tensor) -> Gram:
     return Gram(out, scale, gamma(chunks[0].shape[-1] + len(chunks) - 1), eta)
 
 
-def ghost_norms(a: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Upper bounds on ‖G̃_i‖² = ‖Σ_t g̃_it ã_itᵀ‖² = Σ_{t,s} (ã_it·ã_is)(g̃_it·g̃_is) and on D_i = Σ_t ‖ã_it‖‖g̃_it‖,
+def ghost_norms(a: torch.Tensor, g: torch.Tensor, rho: float) -> GramSums:
+    """The sums behind upper bounds (`norm_bounds`; `rho`: the layer's rounding allowance per unit of D) on ‖G̃_i‖² = ‖Σ_t g̃_it ã_itᵀ‖² = Σ_{t,s} (ã_it·ã_is)(g̃_it·g̃_is) and on D_i = Σ_t ‖ã_it‖‖g̃_it‖,
     for a [B, T, d_in] and g [B, T, d_out] as the matmuls read them (ã, g̃), without forming the d_out × d_in sums
     (Li et al. 2022's ghost clipping): B·T²·(d_in + d_out) multiply-adds, in fp32 from 16-bit operands.
 
@@ -358,16 +405,16 @@ def ghost_norms(a: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.T
     gamma_a, gamma_g, eta_a, eta_g = a_gram.gamma, g_gram.gamma, a_gram.eta, g_gram.eta
     diagonal = (a_gram.matrix.diagonal(dim1=1, dim2=2) * g_gram.matrix.diagonal(dim1=1, dim2=2)
                 ).sqrt().sum(1, dtype=torch.float64)
-    diagonal += positions * math.sqrt(2 * SCALED_MAX**2 * (d_out * eta_a + d_in * eta_g) + eta_a * eta_g)
-    diagonal *= (1 + gamma(positions + 2)) / math.sqrt((1 - gamma_a) * (1 - gamma_g))
-    kappa = (1 + gamma_a) * (1 + gamma_g) * (1 + 2 * ACCUMULATION_ROUNDOFF) - 1
+    products = (a_gram.matrix * g_gram.matrix).sum((1, 2), dtype=torch.float64)
     underflow = ((1 + 2 * ACCUMULATION_ROUNDOFF)
                  * (SCALED_MAX**2 * positions**2 * ((1 + gamma_a) * d_in * eta_g + (1 + gamma_g) * d_out * eta_a)
                     + positions**2 * eta_a * eta_g)
                  + positions**2 * UNDERFLOW)
-    norms = (a_gram.matrix * g_gram.matrix).sum((1, 2), dtype=torch.float64) + kappa * diagonal.square() + underflow
-    scale = a_gram.scale * g_gram.scale
-    return norms * scale.square(), diagonal * scale
+    return GramSums(products, diagonal, a_gram.scale * g_gram.scale,
+                    slack=positions * math.sqrt(2 * SCALED_MAX**2 * (d_out * eta_a + d_in * eta_g) + eta_a * eta_g),
+                    factor=(1 + gamma(positions + 2)) / math.sqrt((1 - gamma_a) * (1 - gamma_g)),
+                    kappa=(1 + gamma_a) * (1 + gamma_g) * (1 + 2 * ACCUMULATION_ROUNDOFF) - 1,
+                    underflow=underflow, rho=rho)
 
 
 def rounding_allowance(norms: torch.Tensor, rounding: torch.Tensor) -> torch.Tensor:
@@ -410,12 +457,11 @@ def weight_gradients(a: torch.Tensor, g: torch.Tensor, transposed: bool) -> Para
         x, y = x.reshape(-1, d_in), y.reshape(-1, d_out)
         return fp32_product(x.T, y) if transposed else fp32_product(y.T, x)
 
-    with record_function("bk.ghost_norms"):
-        norms, diagonal = ghost_norms(a, g)
     u_a, u_g = read_roundoff(a), read_roundoff(g)
     read = (1 + u_a) * (1 + u_g) - 1  # ‖G_i − G̃_i‖ ≤ read·D_i
     summed = (1 + scaled_roundoff(a if d_in <= d_out else g)) * (1 + u_a) * (1 + u_g) - 1
-    return ParameterGradients(norms, (read + summed) * diagonal, clipped_sum, per_record, pieces)
+    with record_function("bk.ghost_norms"):
+        return ParameterGradients(ghost_norms(a, g, read + summed), clipped_sum, per_record, pieces)
 
 
 def affine(module: nn.Module, a: torch.Tensor, g: torch.Tensor, transposed: bool) -> LayerGradients:
@@ -449,13 +495,13 @@ def embedding(module: nn.Embedding, ids: torch.Tensor, g: torch.Tensor) -> Layer
         same = ids.unsqueeze(2) == ids.unsqueeze(1)
         g_gram = gram(g)
         positions, eta = g.shape[1], g_gram.eta
-        lengths = g_gram.matrix.diagonal(dim1=1, dim2=2).sqrt().sum(1, dtype=torch.float64) + positions * math.sqrt(eta)
-        lengths *= (1 + gamma(positions + 1)) / math.sqrt(1 - g_gram.gamma)
-        kappa = (1 + g_gram.gamma) * (1 + 2 * ACCUMULATION_ROUNDOFF) - 1
-        underflow = (1 + 2 * ACCUMULATION_ROUNDOFF) * positions**2 * eta
-        norms = (g_gram.matrix * same).sum((1, 2), dtype=torch.float64) + kappa * lengths.square() + underflow
-        norms, lengths = norms * g_gram.scale.square(), lengths * g_gram.scale
-        rounding = (read_roundoff(g) + 2.0**-24) * lengths
+        sums = GramSums((g_gram.matrix * same).sum((1, 2), dtype=torch.float64),
+                        g_gram.matrix.diagonal(dim1=1, dim2=2).sqrt().sum(1, dtype=torch.float64), g_gram.scale,
+                        slack=positions * math.sqrt(eta),
+                        factor=(1 + gamma(positions + 1)) / math.sqrt(1 - g_gram.gamma),
+                        kappa=(1 + g_gram.gamma) * (1 + 2 * ACCUMULATION_ROUNDOFF) - 1,
+                        underflow=(1 + 2 * ACCUMULATION_ROUNDOFF) * positions**2 * eta,
+                        rho=read_roundoff(g) + 2.0**-24)
 
     def clipped_sum(c: torch.Tensor) -> torch.Tensor:
         rows = (pieces[0].float() * c.view(-1, 1, 1)).flatten(0, 1)
@@ -465,7 +511,7 @@ def embedding(module: nn.Embedding, ids: torch.Tensor, g: torch.Tensor) -> Layer
         rows = torch.zeros((len(ids), *module.weight.shape), dtype=torch.float32, device=g.device)
         return rows.scatter_add_(1, ids.unsqueeze(-1).expand_as(g), pieces[0].float())
 
-    return {"weight": ParameterGradients(norms, rounding, clipped_sum, per_record, pieces)}
+    return {"weight": ParameterGradients(sums, clipped_sum, per_record, pieces)}
 
 
 def layer_norm(module: nn.LayerNorm, a: torch.Tensor, g: torch.Tensor) -> LayerGradients:
@@ -631,9 +677,8 @@ class BookKeeping:
                 with record_function("bk.small_layers"):
                     joint, sizes = jointly_instantiated([per_param.pop(p) for p in small]) if small else (None, [])
                 forms = [grads_of for grads_of in [*per_param.values(), joint] if isinstance(grads_of, ParameterGradients)]
-                norms = torch.stack([grads_of.squared_norms for grads_of in forms]).sum(0).sqrt()
-                rounding = torch.stack([grads_of.rounding for grads_of in forms])
-                clip = clip_factors(rounding_allowance(norms, rounding), self.max_grad_norm)
+                squared, rounding = norm_bounds([grads_of.bound for grads_of in forms])
+                clip = clip_factors(rounding_allowance(squared.sqrt(), rounding), self.max_grad_norm)
                 if self.loss_scale != 1.0:  # fp16: a record's pieces can overflow, and none of its inf may be summed
                     keep = clip > 0
                     if not keep.all():  # a host sync, which a GPU pays only here: it stops launches running ahead
