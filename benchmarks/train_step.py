@@ -118,10 +118,14 @@ def part_seconds(profiler, gpu: bool) -> dict[str, float]:
 def launches(event, gpu: bool) -> int:
     """Operators `event` and its children launch: kernel launches on a GPU (the CUDA runtime's launch calls); on a
     CPU, aten ops that move data and launch no such op themselves (an op counts once, where its work is done: a
-    `to` that copies counts its `copy_`, an `mm` whose only child is a no-op `resolve_conj` counts itself)."""
-    inner = sum(launches(child, gpu) for child in event.cpu_children)
+    `to` that copies counts its `copy_`, an `mm` whose only child is a no-op `resolve_conj` counts itself), and a
+    multi-tensor op (`_foreach_*`) once, as the one kernel it is on a GPU for up to a few hundred tensors (a CPU runs
+    it as a loop of per-tensor ops)."""
     if gpu:
-        return inner + ("LaunchKernel" in event.name)
+        return sum(launches(child, gpu) for child in event.cpu_children) + ("LaunchKernel" in event.name)
+    if event.name.startswith("aten::_foreach_"):
+        return 1
+    inner = sum(launches(child, gpu) for child in event.cpu_children)
     return inner + (inner == 0 and event.name.startswith("aten::") and event.name not in NO_KERNEL)
 
 
@@ -285,7 +289,7 @@ def main() -> None:
                     for group in groups:
                         rows = run(code, group, precision, shape, batch, length, vocab, args.steps, args.warmup,
                                    [int(w) for w in windows.split(",")],
-                                   args.profile and code is None,  # another checkout's code has no ranges
+                                   args.profile,  # another checkout's code without the ranges leaves its parts blank
                                    args.threads, args.clock)
                         for variant, r in zip(group, rows):
                             r.update(batch=batch, length=length, vocab=vocab)

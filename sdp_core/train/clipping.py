@@ -340,7 +340,7 @@ or flushed to 0 (FTZ/DAZ: some kernels do), and each such event moves it by less
 no relative bound (γ_n) covers. With layer inputs near 1e-23 every product a_it·a_is underflows, a ghost norm is
 0 and its record, however large its gradient, gets clipping factor 1."""
 SCALED_MAX = 4.0
-"""|entries| of a record scaled by `power_of_two_scaled` stay below this (below 1 unless the exponent is clamped)."""
+"""|entries| of a record scaled by `power_of_two_scaled` stay below this (below 2 unless the exponent is clamped)."""
 
 
 @dataclass(frozen=True)
@@ -355,33 +355,42 @@ class Gram:
     eta: float
 
 
-def power_of_two_scaled(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(x_i / s_i, s_i) per record of a [B, ...] tensor, s_i = 2^e_i with e_i the exponent of the record's largest
-    |entry| (`torch.frexp`), clamped to [−126, 126] so that s_i is a normal number in fp32 and bf16: the scaled
-    entries are below 1 (below `SCALED_MAX` if clamped), so no product of two of them overflows and only those
-    ~2⁻¹²⁶ below the record's largest can underflow. Dividing by a power of two is exact in x's format except for an
-    entry it makes subnormal (moved by less than `UNDERFLOW`); s_i is built from its exponent bits, so it is exact."""
-    largest = torch.linalg.vector_norm(x.flatten(1), ord=math.inf, dim=1).float()
-    exponent = torch.frexp(largest).exponent.clamp(-126, 126)
-    inverse = ((127 - exponent) << 23).view(torch.float32)  # 2^−e_i, assembled from its IEEE-754 exponent field
-    return x * inverse.to(x.dtype).view(-1, *[1] * (x.dim() - 1)), 1 / inverse.double()
+EXPONENT_BITS = 0x7F800000
+"""The exponent field of an IEEE-754 fp32 number: x's bits masked by it are those of 2^⌊log₂ x⌋ (x normal)."""
 
 
-def gram(x: torch.Tensor) -> Gram:
-    """The Gram matrices of x [B, T, d] scaled record by record by a power of two (`power_of_two_scaled`), formed
+def power_of_two_scaled(*xs: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """(x_i / s_i, s_i) per record of each [B, ...] tensor, s_i = 2^e_i ≤ the record's largest |entry| < 2^(e_i + 1),
+    e_i clamped to [−126, 126] so that s_i and 1/s_i are normal numbers in fp32 and bf16: the scaled entries are
+    below 2 (below `SCALED_MAX` if clamped), so no product of two of them overflows and only those ~2⁻¹²⁶ below the
+    record's largest can underflow. Dividing by a power of two is exact in x's format except for an entry it makes
+    subnormal (moved by less than `UNDERFLOW`); s_i and 1/s_i are assembled from exponent bits (2^e has the bits
+    (e + 127)·2²³, 2^−e the bits 254·2²³ minus those), so they are exact; the tensors' exponents are worked out
+    together, in four operations; each scaled copy is made when the iterator reaches it."""
+    largest = torch.stack([torch.linalg.vector_norm(x.flatten(1), ord=math.inf, dim=1).float() for x in xs])
+    bits = (largest.view(torch.int32) & EXPONENT_BITS).clamp(1 << 23, 253 << 23)
+    inverses, scales = ((254 << 23) - bits).view(torch.float32), bits.view(torch.float32).double()
+    return ((x * inverse.to(x.dtype).view(-1, *[1] * (x.dim() - 1)), scale)
+            for x, inverse, scale in zip(xs, inverses, scales))
+
+
+def grams(*xs: torch.Tensor) -> list[Gram]:
+    """The Gram matrices of each x [B, T, d] scaled record by record by a power of two (`power_of_two_scaled`), formed
     `GRAM_CHUNK` features per product and the partial products added in fp32. γ: each entry's rounding relative to
     ‖x'_it‖‖x'_is‖ (Cauchy–Schwarz on γ_n's bound, n = k + ⌈d/k⌉ − 1). η: its underflow, absolute. Each of the d
     products and fewer than 2d additions behind an entry may lose less than `UNDERFLOW`, and each product
     (|x'| < `SCALED_MAX` = M) reads its two operands moved by less than 2·`UNDERFLOW` each (their scaling and a
     flush): per feature less than (4M + 3)·`UNDERFLOW` beyond the relative rounding, which later
     roundings grow by at most 1 + γ < 2: η = 2·(4M + 3)·d·`UNDERFLOW`."""
-    scaled, scale = power_of_two_scaled(x)
-    chunks = scaled.split(GRAM_CHUNK, dim=-1)
-    out = fp32_product(chunks[0], chunks[0].transpose(1, 2))
-    for chunk in chunks[1:]:
-        out += fp32_product(chunk, chunk.transpose(1, 2))
-    eta = 2 * (4 * SCALED_MAX + 3) * x.shape[-1] * UNDERFLOW
-    return Gram(out, scale, gamma(chunks[0].shape[-1] + len(chunks) - 1), eta)
+    out = []
+    for scaled, scale in power_of_two_scaled(*xs):
+        chunks = scaled.split(GRAM_CHUNK, dim=-1)
+        matrix = fp32_product(chunks[0], chunks[0].transpose(1, 2))
+        for chunk in chunks[1:]:
+            matrix += fp32_product(chunk, chunk.transpose(1, 2))
+        eta = 2 * (4 * SCALED_MAX + 3) * scaled.shape[-1] * UNDERFLOW
+        out.append(Gram(matrix, scale, gamma(chunks[0].shape[-1] + len(chunks) - 1), eta))
+    return out
 
 
 def ghost_norms(a: torch.Tensor, g: torch.Tensor, rho: float) -> GramSums:
@@ -389,9 +398,9 @@ def ghost_norms(a: torch.Tensor, g: torch.Tensor, rho: float) -> GramSums:
     for a [B, T, d_in] and g [B, T, d_out] as the matmuls read them (ã, g̃), without forming the d_out × d_in sums
     (Li et al. 2022's ghost clipping): B·T²·(d_in + d_out) multiply-adds, in fp32 from 16-bit operands.
 
-    Each record's a and g are first scaled by powers of two (`gram`), exactly, and the norms scaled back in float64,
+    Each record's a and g are first scaled by powers of two (`grams`), exactly, and the norms scaled back in float64,
     so inputs near 1e-23 and output gradients near 1e17 neither underflow nor overflow the Gram matrices. Their
-    entries are then off by at most γ_a‖a'_t‖‖a'_s‖ + η_a and γ_g‖g'_t‖‖g'_s‖ + η_g (`gram`), their elementwise
+    entries are then off by at most γ_a‖a'_t‖‖a'_s‖ + η_a and γ_g‖g'_t‖‖g'_s‖ + η_g (`grams`), their elementwise
     products round once more (and may underflow, by less than `UNDERFLOW`) and are summed in float64, so the
     computed Σ_{t,s} is off by at most κ·D'_i² + Λ, κ = (1 + γ_a)(1 + γ_g)(1 + 2u) − 1 and
     Λ = (1 + 2u)·(M²T²·((1 + γ_a)·d_in·η_g + (1 + γ_g)·d_out·η_a) + T²·η_a·η_g) + T²·`UNDERFLOW`
@@ -400,7 +409,7 @@ def ghost_norms(a: torch.Tensor, g: torch.Tensor, rho: float) -> GramSums:
     matrices' diagonals (‖a'_t‖² ≤ (computed + η_a)/(1 − γ_a), and √((x + η_a)(y + η_g)) ≤ √(xy) + δ with
     δ = √(2M²·(d_out·η_a + d_in·η_g) + η_a·η_g) for diagonals x ≤ 2M²·d_in, y ≤ 2M²·d_out), with its own fp32
     rounding covered."""
-    a_gram, g_gram = gram(a), gram(g)
+    a_gram, g_gram = grams(a, g)
     positions, d_in, d_out = a.shape[1], a.shape[2], g.shape[2]
     gamma_a, gamma_g, eta_a, eta_g = a_gram.gamma, g_gram.gamma, a_gram.eta, g_gram.eta
     diagonal = (a_gram.matrix.diagonal(dim1=1, dim2=2) * g_gram.matrix.diagonal(dim1=1, dim2=2)
@@ -485,7 +494,7 @@ def conv1d(module: Conv1D, a: torch.Tensor, g: torch.Tensor) -> LayerGradients:
 def embedding(module: nn.Embedding, ids: torch.Tensor, g: torch.Tensor) -> LayerGradients:
     """Row x_it of G_i collects g_it: ‖G_i‖² = Σ_{t,s} [x_it = x_is] (g_it·g_is) (Li et al. 2022), and the clipped
     sum adds c_i·g_it into row x_it — never a dense B × V × d tensor. The padding row gets no gradient, as in torch.
-    As in `ghost_norms`, each record's g is scaled by a power of two for its Gram matrix (`gram`), the norm adds its
+    As in `ghost_norms`, each record's g is scaled by a power of two for its Gram matrix (`grams`), the norm adds its
     accumulation bound κ·(Σ_t ‖g_it‖)² and its underflow bound (1 + 2u)·T²·η, and a Gram matrix formed from rounded
     g (TF32) is off by at most u·Σ_t ‖g_it‖, which goes to `rounding` with the fp32 rounding of c_i·g_it."""
     if module.padding_idx is not None:
@@ -493,7 +502,7 @@ def embedding(module: nn.Embedding, ids: torch.Tensor, g: torch.Tensor) -> Layer
     pieces = [g]
     with record_function("bk.embedding_norms"):
         same = ids.unsqueeze(2) == ids.unsqueeze(1)
-        g_gram = gram(g)
+        (g_gram,) = grams(g)
         positions, eta = g.shape[1], g_gram.eta
         sums = GramSums((g_gram.matrix * same).sum((1, 2), dtype=torch.float64),
                         g_gram.matrix.diagonal(dim1=1, dim2=2).sqrt().sum(1, dtype=torch.float64), g_gram.scale,
