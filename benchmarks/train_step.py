@@ -15,7 +15,9 @@ records (`--windows 1`, the default).
 side-by-side comparison a change to the private step is judged by. `--profile` also breaks each step down by part
 (the `record_function` ranges of `sdp_core.train`: forward, output-gradient backward, ghost norms, instantiated
 per-record gradients, embedding norms, LayerNorm and biases, clipped sums, noise and optimizer) from
-`torch.profiler`: device time on a GPU, CPU time on a CPU.
+`torch.profiler`: device time on a GPU, CPU time on a CPU; and counts the operators each part launches per step
+(kernel launches on a GPU, aten ops that move data on a CPU), in a table and as `parts_ops` in each `--json` row, so
+that a private step's launches can be driven down on a CPU and checked on a GPU.
 
 Usage: python -m benchmarks.train_step --precision fp32,bf16 --shape gpt2-small,gpt2-medium,gpt2-large
        python -m benchmarks.train_step --shape gpt2-tiny --steps 5 --warmup 1 --profile     # CPU
@@ -69,27 +71,70 @@ def record_index(rows: int, windows: list[int]) -> list[int]:
     return out[:rows]
 
 
-def part_seconds(profiler, gpu: bool) -> dict[str, float]:
-    """Seconds in each of `PARTS` over the profiled steps: device time of the kernels launched inside each range on
-    a GPU, CPU time on a CPU. A range counts its children and also the ops other threads started while it was open:
-    on a GPU the backward runs in autograd's device thread while the step's thread waits inside its range. On a GPU
-    each range's host time is also kept (`host.` + name): where it exceeds the device time, launching is the limit."""
+NO_KERNEL = {"aten::empty", "aten::empty_strided", "aten::view", "aten::_reshape_alias", "aten::as_strided",
+             "aten::alias", "aten::detach", "aten::lift_fresh", "aten::resize_", "aten::set_", "aten::t",
+             "aten::transpose", "aten::permute", "aten::expand", "aten::unsqueeze", "aten::squeeze", "aten::select",
+             "aten::slice", "aten::diagonal", "aten::split", "aten::split_with_sizes", "aten::unbind", "aten::chunk",
+             "aten::view_as_real", "aten::_unsafe_view", "aten::unflatten", "aten::flatten", "aten::reshape",
+             "aten::as_strided_", "aten::to", "aten::resolve_conj", "aten::resolve_neg", "aten::result_type",
+             "aten::narrow", "aten::empty_like", "aten::new_empty", "aten::new_empty_strided", "aten::view_as",
+             "aten::expand_as", "aten::reshape_as", "aten::squeeze_", "aten::unsqueeze_", "aten::numpy_T",
+             "aten::unfold", "aten::contiguous"}
+"""Leaf aten ops that move no data (allocations, views, metadata, and a `to` or `resolve_conj` that calls nothing:
+it had nothing to do): `part_ops` leaves them out, so that on a CPU it counts the ops that would each be a kernel
+on a GPU."""
+
+
+def part_ranges(profiler) -> list[tuple[object, list]]:
+    """Each `PARTS` range of the profiled steps with the top-level events that other threads started while it was
+    open: on a GPU the backward runs in autograd's device thread while the step's thread waits inside its range."""
     events = [e for e in profiler.events() if e.device_type.name == "CPU"]
     ranges = [e for e in events if e.name in PARTS]
     own_threads = {r.thread for r in ranges}
     others = sorted((e for e in events if e.thread not in own_threads and e.cpu_parent is None),
                     key=lambda e: e.time_range.start)
     starts = [e.time_range.start for e in others]
+    return [(r, others[bisect.bisect_left(starts, r.time_range.start):bisect.bisect_left(starts, r.time_range.end)])
+            for r in ranges]
+
+
+def part_seconds(profiler, gpu: bool) -> dict[str, float]:
+    """Seconds in each of `PARTS` over the profiled steps: device time of the kernels launched inside each range on
+    a GPU, CPU time on a CPU. A range counts its children and also the ops other threads started while it was open
+    (`part_ranges`). On a GPU each range's host time is also kept (`host.` + name): where it exceeds the device
+    time, launching is the limit."""
 
     def spent(event) -> float:
         return event.device_time_total if gpu else event.cpu_time_total
 
     totals: dict[str, float] = {}
-    for r in ranges:
-        inside = others[bisect.bisect_left(starts, r.time_range.start):bisect.bisect_left(starts, r.time_range.end)]
+    for r, inside in part_ranges(profiler):
         totals[r.name] = totals.get(r.name, 0.0) + (spent(r) + sum(spent(e) for e in inside)) / 1e6
         if gpu:
             totals["host." + r.name] = totals.get("host." + r.name, 0.0) + r.time_range.elapsed_us() / 1e6
+    return totals
+
+
+def launches(event, gpu: bool) -> int:
+    """Operators `event` and its children launch: kernel launches on a GPU (the CUDA runtime's launch calls); on a
+    CPU, aten ops that move data and launch no such op themselves (an op counts once, where its work is done: a
+    `to` that copies counts its `copy_`, an `mm` whose only child is a no-op `resolve_conj` counts itself), and a
+    multi-tensor op (`_foreach_*`) once, as the one kernel it is on a GPU for up to a few hundred tensors (a CPU runs
+    it as a loop of per-tensor ops)."""
+    if gpu:
+        return sum(launches(child, gpu) for child in event.cpu_children) + ("LaunchKernel" in event.name)
+    if event.name.startswith("aten::_foreach_"):
+        return 1
+    inner = sum(launches(child, gpu) for child in event.cpu_children)
+    return inner + (inner == 0 and event.name.startswith("aten::") and event.name not in NO_KERNEL)
+
+
+def part_ops(profiler, gpu: bool) -> dict[str, int]:
+    """Operators launched in each of `PARTS` over the profiled steps (`launches`), ranges enclosing their children
+    and what other threads ran while they were open, as `part_seconds` counts time."""
+    totals: dict[str, int] = {}
+    for r, inside in part_ranges(profiler):
+        totals[r.name] = totals.get(r.name, 0) + launches(r, gpu) + sum(launches(e, gpu) for e in inside)
     return totals
 
 
@@ -159,6 +204,7 @@ def measure_variant(variant: str, precision: str, preset: str, batch: int, lengt
                 step(fixed, 1.0)
             synchronize()
         result["parts_s"] = {name: s / steps for name, s in part_seconds(profiler, gpu).items() if s > 0}
+        result["parts_ops"] = {name: round(n / steps) for name, n in part_ops(profiler, gpu).items() if n > 0}
     step.close()
     return result
 
@@ -243,7 +289,7 @@ def main() -> None:
                     for group in groups:
                         rows = run(code, group, precision, shape, batch, length, vocab, args.steps, args.warmup,
                                    [int(w) for w in windows.split(",")],
-                                   args.profile and code is None,  # another checkout's code has no ranges
+                                   args.profile,  # another checkout's code without the ranges leaves its parts blank
                                    args.threads, args.clock)
                         for variant, r in zip(group, rows):
                             r.update(batch=batch, length=length, vocab=vocab)
@@ -298,6 +344,21 @@ def print_tables(results: dict[tuple[str, str, str, str, str], dict], args: argp
         if "parts_s" in r:
             parts.add_row(shape, precision, code, windows, variant, *(cell(r["parts_s"], p) for p in PARTS))
     console.print(parts)
+    ops = Table(title=f"Operators each part launches per step ({'kernel launches' if gpu else 'aten ops that move data'}"
+                      "); last column: a private step's clipping + noise and optimizer over the non-private step's "
+                      "backward + optimizer, same shape, precision and code")
+    for col in ("shape", "precision", "code", "rows per record", "variant", *(p.split(".", 1)[1] for p in PARTS),
+                "vs non-private"):
+        ops.add_column(col, justify="right")
+    for (shape, precision, code, windows, variant), r in results.items():
+        if "parts_ops" in r:
+            counts = r["parts_ops"]
+            reference = results.get((shape, precision, code, windows, VARIANTS[variant][4]), {}).get("parts_ops", {})
+            private = counts.get("step.clipping", 0) + counts.get("step.noise_and_optimizer", 0)
+            public = reference.get("step.backward", 0) + reference.get("step.optimizer", 0)
+            ops.add_row(shape, precision, code, windows, variant, *(str(counts.get(p, "")) for p in PARTS),
+                        f"{private / public:.2f}x" if private and public else "")
+    console.print(ops)
 
 
 if __name__ == "__main__":

@@ -108,3 +108,41 @@ def test_tf32_switched_on_through_any_of_torchs_settings_is_seen_by_the_allowanc
     finally:
         torch.backends.fp32_precision = saved[1]
         torch.backends.cuda.matmul.fp32_precision = saved[0]
+
+
+@pytest.mark.parametrize("device,dtype", CASES)
+def test_a_ghost_layer_record_whose_products_underflow_adds_at_most_c(device, dtype):
+    """Layer inputs near 1e-23 and output gradients near 1e17 at an MLP projection's shape (3072 → 768, T = 512,
+    ghost norms): every product of two inputs underflows fp32, so an unscaled Gram matrix of the inputs is 0, while
+    the record's gradient (entries near 1e-6) is far from 0."""
+    gen = torch.Generator().manual_seed(0)
+    a = (1e-23 * torch.randn(2, 512, 3072, generator=gen)).to(dtype).to(device)
+    g = (1e17 * torch.randn(2, 512, 768, generator=gen)).to(dtype).to(device)
+    grads = weight_gradients(a, g, transposed=True)
+    true = torch.einsum("bti,bto->bio", a.double(), g.double()).flatten(1).norm(dim=1)
+    assert (true > 1e-3).all()
+    assert _worst_contribution(grads, true) <= 1 + TOLERANCE
+
+
+def test_a_hooks_record_at_gpt2_small_head_size_adds_at_most_c():
+    """Opacus hooks' per-sample gradient of a two-window record at the size of gpt2-small's LM head (and embedding,
+    50,257 × 768): one large entry per row and many whose squares are 2⁻¹⁶ of it, which a fp32 norm reduction
+    partly rounds away. The record's contribution, with σ = 0 and B = 1, is the step's gradient."""
+    from torch import nn
+
+    from sdp_core.train.clipping import OpacusHooks
+    from sdp_core.train.noise import dp_optimizer_class
+
+    head = nn.Linear(768, 50257, bias=False)
+    a = torch.full((2, 1, 768), 2.0**-8)
+    a[:, :, 0] = 1.0
+    w = torch.ones(2, 1, 50257)  # the output gradient of each window's loss (layer output · w)
+    true = (2 * w[0].T.double() @ a[0].double()).norm().item()  # both windows, one record
+    clip = 0.5 * true
+    clipping = OpacusHooks(head, clip)
+    optimizer = dp_optimizer_class("hooks", False)(torch.optim.SGD(head.parameters(), lr=0.0), noise_multiplier=0.0,
+                                                   max_grad_norm=clip, expected_batch_size=1, loss_reduction="mean")
+    clipping.backward((clipping.module(a) * w).sum((1, 2)), optimizer, torch.tensor([0, 0]))
+    optimizer.step()
+    assert head.weight.grad.double().norm().item() / clip <= 1 + TOLERANCE
+    clipping.close()

@@ -7,7 +7,8 @@ L_i the sum of their losses, and it is clipped as one. The modes differ only in 
 Σ_i c_i·G_i, c_i = min(1, C/‖G_i‖), of the per-record gradients:
 
 - `hooks`: Opacus materialises every row's gradient (`p.grad_sample`, B copies of each parameter), summed here into
-  each record's G_i; `DPOptimizer` clips them.
+  each record's G_i; `DPOptimizer` clips them, with each record's norm bounded from above as `bk` bounds an
+  instantiated G_i (`BoundedNormClipping`).
 - `bk`: book-keeping (Bu et al. 2023, "Differentially private optimization on large model at small cost"): one
   backward of Σ_i L_i that computes output gradients only (no parameter gradient); every trainable layer keeps its
   inputs a and output gradients g, from which it forms its share of ‖G_i‖² — a ghost norm (Li et al. 2022, "Large
@@ -46,6 +47,7 @@ from typing import Callable, ContextManager, Iterator, Protocol
 import torch
 from opacus.grad_sample.utils import wrap_model
 from opacus.optimizers import DPOptimizer
+from opacus.optimizers.optimizer import _check_processed_flag, _mark_as_processed
 from torch import nn
 from torch.autograd.graph import GradientEdge, get_gradient_edge
 from torch.profiler import record_function
@@ -81,7 +83,8 @@ def unscaled(x: torch.Tensor, loss_scale: float) -> torch.Tensor:
 
 
 class OpacusHooks:
-    """Opacus' per-sample gradients (Abadi et al. 2016): every G_i in `p.grad_sample`, clipped by `DPOptimizer`."""
+    """Opacus' per-sample gradients (Abadi et al. 2016): every G_i in `p.grad_sample`, clipped by `DPOptimizer`
+    (with `BoundedNormClipping`'s norms)."""
 
     optimizer_mode = "hooks"
 
@@ -178,9 +181,48 @@ def scaled_roundoff(x: torch.Tensor) -> float:
 
 
 @dataclass(frozen=True)
+class GramSums:
+    """A Gram-matrix norm's per-record sums (`ghost_norms`, `embedding`), in the units of its operands scaled by
+    powers of two, and the constants of its bounds, which `norm_bounds` adds for all such layers at once:
+    ‖G_i‖² ≤ (products + κ·D'² + Λ)·s², D_i ≤ D'·s with D' = (diagonal + slack)·factor, and the rounding allowance
+    ρ·D_i."""
+
+    products: torch.Tensor  # [B] float64: the computed Σ_{t,s} of the Gram matrices' products
+    diagonal: torch.Tensor  # [B] float64: the computed Σ_t √(product of the diagonals)
+    scale: torch.Tensor  # s [B] float64: the power of two the operands were divided by (both together)
+    slack: float  # what underflow can take from `diagonal`
+    factor: float  # the diagonal's rounding: D' ≥ the true Σ_t (scaled)
+    kappa: float
+    underflow: float  # Λ
+    rho: float  # rounding allowance per unit of D (`rounding_allowance`)
+
+
+def norm_bounds(bounds: list[torch.Tensor | GramSums]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(Σ_l ‖G_il‖² bounds [B], float64; the Gram forms' rounding allowances [L, B]) of a record's parameters: an
+    instantiated form's squared norms as they are, and every Gram form's bound (`GramSums`) in a few operations for
+    all of them, with the same float64 arithmetic as one at a time; the squares summed in the order given."""
+    grams = [b for b in bounds if isinstance(b, GramSums)]
+    rows: list[torch.Tensor] = []
+    rounding = torch.zeros(0)
+    if grams:
+        constants = torch.tensor([[b.slack, b.factor, b.kappa, b.underflow, b.rho] for b in grams],
+                                 dtype=torch.float64, device=grams[0].products.device).T.unsqueeze(-1)
+        slack, factor, kappa, underflow, rho = constants
+        products, diagonal, scale = (torch.stack(x) for x in zip(*[(b.products, b.diagonal, b.scale) for b in grams]))
+        diagonal = (diagonal + slack) * factor
+        squared = (products + kappa * diagonal.square() + underflow) * scale.square()
+        rounding = rho * (diagonal * scale)
+        rows = list(squared.unbind())
+    squares = [rows.pop(0) if isinstance(b, GramSums) else b for b in bounds]
+    return torch.stack(squares).sum(0), rounding
+
+
+@dataclass(frozen=True)
 class ParameterGradients:
     """One layer's share of a parameter's per-record gradients G_i, held in whichever form is cheapest.
 
+    - `bound`: what `squared_norms` and `rounding` are formed from (`norm_bounds`, for all parameters at once): an
+      instantiated G_i's squared norms, or a Gram-matrix form's sums before its bounds are added (`GramSums`).
     - `squared_norms` [B], float64: an upper bound on ‖G̃_i‖², where G̃_i is the gradient formed from the pieces as
       the matmuls read them: exact for an instantiated G_i, and for ghost norms the computed value plus a bound on
       its accumulation error (`ghost_norms`).
@@ -197,11 +239,19 @@ class ParameterGradients:
       sum of squares, can overflow, and `clip_factors` gives that record weight 0).
     """
 
-    squared_norms: torch.Tensor
-    rounding: torch.Tensor
+    bound: torch.Tensor | GramSums
     clipped_sum: Callable[[torch.Tensor], torch.Tensor]
     per_record: Callable[[], torch.Tensor]
     pieces: list[torch.Tensor]
+
+    @property
+    def squared_norms(self) -> torch.Tensor:
+        return norm_bounds([self.bound])[0]
+
+    @property
+    def rounding(self) -> torch.Tensor:
+        rounding = norm_bounds([self.bound])[1]
+        return rounding[0] if len(rounding) else torch.zeros_like(self.squared_norms)
 
     def drop_records(self, keep: torch.Tensor) -> None:
         """Zero the rows of records whose factor is 0 (`keep` False) in every piece the clipped sum reads."""
@@ -263,40 +313,117 @@ def instantiated(per_record: torch.Tensor) -> ParameterGradients:
         columns = [c @ block for block in fp32_blocks(per_record)]
         return (columns[0] if len(columns) == 1 else torch.cat(columns)).view(per_record.shape[1:])
 
-    return ParameterGradients(norms, torch.zeros_like(norms), clipped_sum, lambda: pieces[0].float(), pieces)
+    return ParameterGradients(norms, clipped_sum, lambda: pieces[0].float(), pieces)
 
 
-def shared(layers: list[ParameterGradients]) -> ParameterGradients:
+def shared(layers: list[ParameterGradients | torch.Tensor]) -> ParameterGradients | torch.Tensor:
     """A parameter several layers use: G_i is the sum of their shares, whose norm has cross terms, so it is
-    materialised (as Opacus' hooks do for it) — the other parameters keep their cheaper forms."""
-    return instantiated(sum(layer.per_record() for layer in layers))
+    materialised (as Opacus' hooks do for it) — the other parameters keep their cheaper forms. Small shares stay
+    small (their sum)."""
+    per_record = sum(layer if isinstance(layer, torch.Tensor) else layer.per_record() for layer in layers)
+    return per_record if all(isinstance(layer, torch.Tensor) for layer in layers) else instantiated(per_record)
 
 
-def gram(x: torch.Tensor) -> tuple[torch.Tensor, float]:
-    """x_i·x_iᵀ per record ([B, T, d] -> [B, T, T], fp32) and γ such that each entry (t, s) is off by at most
-    γ·‖x_it‖‖x_is‖ (Cauchy–Schwarz on γ_n's bound): `GRAM_CHUNK` features per product, the partial products added."""
-    chunks = x.split(GRAM_CHUNK, dim=-1)
-    out = fp32_product(chunks[0], chunks[0].transpose(1, 2))
-    for chunk in chunks[1:]:
-        out += fp32_product(chunk, chunk.transpose(1, 2))
-    return out, gamma(chunks[0].shape[-1] + len(chunks) - 1)
+def jointly_instantiated(per_record: list[torch.Tensor]) -> tuple[ParameterGradients, list[int]]:
+    """Small parameters' instantiated G_i ([B, *shape_k], fp32) as one: their columns side by side, one
+    `sum_of_squares` for the records' share of all of them (the squared norm of the concatenation is the sum of
+    theirs; biases and LayerNorms of widths that are multiples of `SQUARES_CHUNK` give the same chunks as alone) and
+    one matrix-vector product for all their clipped sums, instead of a few operations per parameter. The sizes
+    split the clipped sum back into parameters."""
+    sizes = [x[0].numel() for x in per_record]
+    return instantiated(torch.cat([x.flatten(1) for x in per_record], dim=1)), sizes
 
 
-def ghost_norms(a: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Upper bounds on ‖G̃_i‖² = ‖Σ_t g̃_it ã_itᵀ‖² = Σ_{t,s} (ã_it·ã_is)(g̃_it·g̃_is) and on D_i = Σ_t ‖ã_it‖‖g̃_it‖,
+UNDERFLOW = 2.0**-126
+"""The smallest normal fp32 (and bf16) number. A product, a sum or an operand below it may be kept as a subnormal
+or flushed to 0 (FTZ/DAZ: some kernels do), and each such event moves it by less than this: an absolute error that
+no relative bound (γ_n) covers. With layer inputs near 1e-23 every product a_it·a_is underflows, a ghost norm is
+0 and its record, however large its gradient, gets clipping factor 1."""
+SCALED_MAX = 4.0
+"""|entries| of a record scaled by `power_of_two_scaled` stay below this (below 2 unless the exponent is clamped)."""
+
+
+@dataclass(frozen=True)
+class Gram:
+    """x'_i·x'_iᵀ per record ([B, T, T], fp32) of x' = x_i / s_i, s_i a power of two (`power_of_two_scaled`), and
+    bounds on its error: each entry (t, s) is off by at most γ·‖x'_it‖‖x'_is‖ + η from the exact product of the
+    scaled pieces (the product with x itself is s_i² times that)."""
+
+    matrix: torch.Tensor
+    scale: torch.Tensor  # s_i [B], float64
+    gamma: float
+    eta: float
+
+
+EXPONENT_BITS = 0x7F800000
+"""The exponent field of an IEEE-754 fp32 number: x's bits masked by it are those of 2^⌊log₂ x⌋ (x normal)."""
+
+
+def power_of_two_scaled(*xs: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """(x_i / s_i, s_i) per record of each [B, ...] tensor, s_i = 2^e_i ≤ the record's largest |entry| < 2^(e_i + 1),
+    e_i clamped to [−126, 126] so that s_i and 1/s_i are normal numbers in fp32 and bf16: the scaled entries are
+    below 2 (below `SCALED_MAX` if clamped), so no product of two of them overflows and only those ~2⁻¹²⁶ below the
+    record's largest can underflow. Dividing by a power of two is exact in x's format except for an entry it makes
+    subnormal (moved by less than `UNDERFLOW`); s_i and 1/s_i are assembled from exponent bits (2^e has the bits
+    (e + 127)·2²³, 2^−e the bits 254·2²³ minus those), so they are exact; the tensors' exponents are worked out
+    together, in four operations; each scaled copy is made when the iterator reaches it."""
+    largest = torch.stack([torch.linalg.vector_norm(x.flatten(1), ord=math.inf, dim=1).float() for x in xs])
+    bits = (largest.view(torch.int32) & EXPONENT_BITS).clamp(1 << 23, 253 << 23)
+    inverses, scales = ((254 << 23) - bits).view(torch.float32), bits.view(torch.float32).double()
+    return ((x * inverse.to(x.dtype).view(-1, *[1] * (x.dim() - 1)), scale)
+            for x, inverse, scale in zip(xs, inverses, scales))
+
+
+def grams(*xs: torch.Tensor) -> list[Gram]:
+    """The Gram matrices of each x [B, T, d] scaled record by record by a power of two (`power_of_two_scaled`), formed
+    `GRAM_CHUNK` features per product and the partial products added in fp32. γ: each entry's rounding relative to
+    ‖x'_it‖‖x'_is‖ (Cauchy–Schwarz on γ_n's bound, n = k + ⌈d/k⌉ − 1). η: its underflow, absolute. Each of the d
+    products and fewer than 2d additions behind an entry may lose less than `UNDERFLOW`, and each product
+    (|x'| < `SCALED_MAX` = M) reads its two operands moved by less than 2·`UNDERFLOW` each (their scaling and a
+    flush): per feature less than (4M + 3)·`UNDERFLOW` beyond the relative rounding, which later
+    roundings grow by at most 1 + γ < 2: η = 2·(4M + 3)·d·`UNDERFLOW`."""
+    out = []
+    for scaled, scale in power_of_two_scaled(*xs):
+        chunks = scaled.split(GRAM_CHUNK, dim=-1)
+        matrix = fp32_product(chunks[0], chunks[0].transpose(1, 2))
+        for chunk in chunks[1:]:
+            matrix += fp32_product(chunk, chunk.transpose(1, 2))
+        eta = 2 * (4 * SCALED_MAX + 3) * scaled.shape[-1] * UNDERFLOW
+        out.append(Gram(matrix, scale, gamma(chunks[0].shape[-1] + len(chunks) - 1), eta))
+    return out
+
+
+def ghost_norms(a: torch.Tensor, g: torch.Tensor, rho: float) -> GramSums:
+    """The sums behind upper bounds (`norm_bounds`; `rho`: the layer's rounding allowance per unit of D) on ‖G̃_i‖² = ‖Σ_t g̃_it ã_itᵀ‖² = Σ_{t,s} (ã_it·ã_is)(g̃_it·g̃_is) and on D_i = Σ_t ‖ã_it‖‖g̃_it‖,
     for a [B, T, d_in] and g [B, T, d_out] as the matmuls read them (ã, g̃), without forming the d_out × d_in sums
     (Li et al. 2022's ghost clipping): B·T²·(d_in + d_out) multiply-adds, in fp32 from 16-bit operands.
 
-    The Gram matrices' entries are off by at most γ_a‖ã_t‖‖ã_s‖ and γ_g‖g̃_t‖‖g̃_s‖ (`gram`), their elementwise
-    products round once more and are summed in float64, so the computed Σ_{t,s} is off by at most
-    κ·D_i², κ = (1 + γ_a)(1 + γ_g)(1 + 2u) − 1; the bound adds κ·D_i². Without it a record whose position terms
-    cancel (‖G_i‖ ≪ D_i) can get a norm near 0, a clipping factor of 1, and add many times C. D_i is read off the
-    Gram matrices' diagonals (‖ã_t‖² ≥ (1 − γ_a)·computed), with its own fp32 rounding covered."""
-    (a_gram, gamma_a), (g_gram, gamma_g) = gram(a), gram(g)
-    diagonal = (a_gram.diagonal(dim1=1, dim2=2) * g_gram.diagonal(dim1=1, dim2=2)).sqrt().sum(1, dtype=torch.float64)
-    diagonal *= (1 + gamma(a.shape[1] + 2)) / math.sqrt((1 - gamma_a) * (1 - gamma_g))
-    kappa = (1 + gamma_a) * (1 + gamma_g) * (1 + 2 * ACCUMULATION_ROUNDOFF) - 1
-    return (a_gram * g_gram).sum((1, 2), dtype=torch.float64) + kappa * diagonal.square(), diagonal
+    Each record's a and g are first scaled by powers of two (`grams`), exactly, and the norms scaled back in float64,
+    so inputs near 1e-23 and output gradients near 1e17 neither underflow nor overflow the Gram matrices. Their
+    entries are then off by at most γ_a‖a'_t‖‖a'_s‖ + η_a and γ_g‖g'_t‖‖g'_s‖ + η_g (`grams`), their elementwise
+    products round once more (and may underflow, by less than `UNDERFLOW`) and are summed in float64, so the
+    computed Σ_{t,s} is off by at most κ·D'_i² + Λ, κ = (1 + γ_a)(1 + γ_g)(1 + 2u) − 1 and
+    Λ = (1 + 2u)·(M²T²·((1 + γ_a)·d_in·η_g + (1 + γ_g)·d_out·η_a) + T²·η_a·η_g) + T²·`UNDERFLOW`
+    (Σ_t ‖a'_t‖ ≤ M·T·√d_in, as |a'| < M = `SCALED_MAX`); the bound adds both. Without κ·D² a record whose position terms cancel
+    (‖G_i‖ ≪ D_i) can get a norm near 0, a clipping factor of 1, and add many times C. D'_i is read off the Gram
+    matrices' diagonals (‖a'_t‖² ≤ (computed + η_a)/(1 − γ_a), and √((x + η_a)(y + η_g)) ≤ √(xy) + δ with
+    δ = √(2M²·(d_out·η_a + d_in·η_g) + η_a·η_g) for diagonals x ≤ 2M²·d_in, y ≤ 2M²·d_out), with its own fp32
+    rounding covered."""
+    a_gram, g_gram = grams(a, g)
+    positions, d_in, d_out = a.shape[1], a.shape[2], g.shape[2]
+    gamma_a, gamma_g, eta_a, eta_g = a_gram.gamma, g_gram.gamma, a_gram.eta, g_gram.eta
+    diagonal = (a_gram.matrix.diagonal(dim1=1, dim2=2) * g_gram.matrix.diagonal(dim1=1, dim2=2)
+                ).sqrt().sum(1, dtype=torch.float64)
+    products = (a_gram.matrix * g_gram.matrix).sum((1, 2), dtype=torch.float64)
+    underflow = ((1 + 2 * ACCUMULATION_ROUNDOFF)
+                 * (SCALED_MAX**2 * positions**2 * ((1 + gamma_a) * d_in * eta_g + (1 + gamma_g) * d_out * eta_a)
+                    + positions**2 * eta_a * eta_g)
+                 + positions**2 * UNDERFLOW)
+    return GramSums(products, diagonal, a_gram.scale * g_gram.scale,
+                    slack=positions * math.sqrt(2 * SCALED_MAX**2 * (d_out * eta_a + d_in * eta_g) + eta_a * eta_g),
+                    factor=(1 + gamma(positions + 2)) / math.sqrt((1 - gamma_a) * (1 - gamma_g)),
+                    kappa=(1 + gamma_a) * (1 + gamma_g) * (1 + 2 * ACCUMULATION_ROUNDOFF) - 1,
+                    underflow=underflow, rho=rho)
 
 
 def rounding_allowance(norms: torch.Tensor, rounding: torch.Tensor) -> torch.Tensor:
@@ -339,48 +466,51 @@ def weight_gradients(a: torch.Tensor, g: torch.Tensor, transposed: bool) -> Para
         x, y = x.reshape(-1, d_in), y.reshape(-1, d_out)
         return fp32_product(x.T, y) if transposed else fp32_product(y.T, x)
 
-    with record_function("bk.ghost_norms"):
-        norms, diagonal = ghost_norms(a, g)
     u_a, u_g = read_roundoff(a), read_roundoff(g)
     read = (1 + u_a) * (1 + u_g) - 1  # ‖G_i − G̃_i‖ ≤ read·D_i
     summed = (1 + scaled_roundoff(a if d_in <= d_out else g)) * (1 + u_a) * (1 + u_g) - 1
-    return ParameterGradients(norms, (read + summed) * diagonal, clipped_sum, per_record, pieces)
+    with record_function("bk.ghost_norms"):
+        return ParameterGradients(ghost_norms(a, g, read + summed), clipped_sum, per_record, pieces)
 
 
-def affine(module: nn.Module, a: torch.Tensor, g: torch.Tensor, transposed: bool) -> dict[str, ParameterGradients]:
-    """y = a·Wᵀ + b (or a·W + b): the weight's gradients and, with a bias, its G_i = Σ_t g_it."""
-    out = {"weight": weight_gradients(a, g, transposed)}
+def affine(module: nn.Module, a: torch.Tensor, g: torch.Tensor, transposed: bool) -> LayerGradients:
+    """y = a·Wᵀ + b (or a·W + b): the weight's gradients and, with a bias, its G_i = Σ_t g_it (small: fp32 [B, d])."""
+    out: LayerGradients = {"weight": weight_gradients(a, g, transposed)}
     if module.bias is not None:
         with record_function("bk.small_layers"):
-            out["bias"] = instantiated(g.sum(1, dtype=torch.float32))
+            out["bias"] = g.sum(1, dtype=torch.float32)
     return out
 
 
-def linear(module: nn.Linear, a: torch.Tensor, g: torch.Tensor) -> dict[str, ParameterGradients]:
+def linear(module: nn.Linear, a: torch.Tensor, g: torch.Tensor) -> LayerGradients:
     return affine(module, a, g, transposed=False)
 
 
-def conv1d(module: Conv1D, a: torch.Tensor, g: torch.Tensor) -> dict[str, ParameterGradients]:
+def conv1d(module: Conv1D, a: torch.Tensor, g: torch.Tensor) -> LayerGradients:
     """transformers' Conv1D (GPT-2): y = a·W + b with W [d_in, d_out]."""
     return affine(module, a, g, transposed=True)
 
 
-def embedding(module: nn.Embedding, ids: torch.Tensor, g: torch.Tensor) -> dict[str, ParameterGradients]:
+def embedding(module: nn.Embedding, ids: torch.Tensor, g: torch.Tensor) -> LayerGradients:
     """Row x_it of G_i collects g_it: ‖G_i‖² = Σ_{t,s} [x_it = x_is] (g_it·g_is) (Li et al. 2022), and the clipped
     sum adds c_i·g_it into row x_it — never a dense B × V × d tensor. The padding row gets no gradient, as in torch.
-    As in `ghost_norms`, the norm adds its accumulation bound κ·(Σ_t ‖g_it‖)², and a Gram matrix formed from rounded
+    As in `ghost_norms`, each record's g is scaled by a power of two for its Gram matrix (`grams`), the norm adds its
+    accumulation bound κ·(Σ_t ‖g_it‖)² and its underflow bound (1 + 2u)·T²·η, and a Gram matrix formed from rounded
     g (TF32) is off by at most u·Σ_t ‖g_it‖, which goes to `rounding` with the fp32 rounding of c_i·g_it."""
     if module.padding_idx is not None:
         g = g * (ids != module.padding_idx).unsqueeze(-1)
     pieces = [g]
     with record_function("bk.embedding_norms"):
         same = ids.unsqueeze(2) == ids.unsqueeze(1)
-        g_gram, gamma_g = gram(g)
-        lengths = g_gram.diagonal(dim1=1, dim2=2).sqrt().sum(1, dtype=torch.float64)
-        lengths *= (1 + gamma(g.shape[1] + 1)) / math.sqrt(1 - gamma_g)
-        kappa = (1 + gamma_g) * (1 + 2 * ACCUMULATION_ROUNDOFF) - 1
-        norms = (g_gram * same).sum((1, 2), dtype=torch.float64) + kappa * lengths.square()
-        rounding = (read_roundoff(g) + 2.0**-24) * lengths
+        (g_gram,) = grams(g)
+        positions, eta = g.shape[1], g_gram.eta
+        sums = GramSums((g_gram.matrix * same).sum((1, 2), dtype=torch.float64),
+                        g_gram.matrix.diagonal(dim1=1, dim2=2).sqrt().sum(1, dtype=torch.float64), g_gram.scale,
+                        slack=positions * math.sqrt(eta),
+                        factor=(1 + gamma(positions + 1)) / math.sqrt(1 - g_gram.gamma),
+                        kappa=(1 + g_gram.gamma) * (1 + 2 * ACCUMULATION_ROUNDOFF) - 1,
+                        underflow=(1 + 2 * ACCUMULATION_ROUNDOFF) * positions**2 * eta,
+                        rho=read_roundoff(g) + 2.0**-24)
 
     def clipped_sum(c: torch.Tensor) -> torch.Tensor:
         rows = (pieces[0].float() * c.view(-1, 1, 1)).flatten(0, 1)
@@ -390,19 +520,23 @@ def embedding(module: nn.Embedding, ids: torch.Tensor, g: torch.Tensor) -> dict[
         rows = torch.zeros((len(ids), *module.weight.shape), dtype=torch.float32, device=g.device)
         return rows.scatter_add_(1, ids.unsqueeze(-1).expand_as(g), pieces[0].float())
 
-    return {"weight": ParameterGradients(norms, rounding, clipped_sum, per_record, pieces)}
+    return {"weight": ParameterGradients(sums, clipped_sum, per_record, pieces)}
 
 
-def layer_norm(module: nn.LayerNorm, a: torch.Tensor, g: torch.Tensor) -> dict[str, ParameterGradients]:
-    """y = x̂ ⊙ w + b: G_i = Σ_t g_it ⊙ x̂_it for w, Σ_t g_it for b, instantiated ([B, d] each)."""
+def layer_norm(module: nn.LayerNorm, a: torch.Tensor, g: torch.Tensor) -> LayerGradients:
+    """y = x̂ ⊙ w + b: G_i = Σ_t g_it ⊙ x̂_it for w, Σ_t g_it for b (small: fp32 [B, d] each)."""
     with record_function("bk.small_layers"):
         a, g = a.float(), g.float()
         x_hat = nn.functional.layer_norm(a, module.normalized_shape, eps=module.eps)
         per_record = {"weight": (g * x_hat).sum(1), "bias": g.sum(1)}
-        return {name: instantiated(per_record[name]) for name, _ in module.named_parameters(recurse=False)}
+        return {name: per_record[name] for name, _ in module.named_parameters(recurse=False)}
 
 
-LayerRule = Callable[[nn.Module, torch.Tensor, torch.Tensor], dict[str, ParameterGradients]]
+LayerGradients = dict[str, "ParameterGradients | torch.Tensor"]
+"""A layer's per-record gradients by parameter name: a `ParameterGradients`, or for a small parameter (a bias, a
+LayerNorm's) its G_i instantiated in fp32 ([B, *shape]), whose norms and clipped sums `jointly_instantiated` forms
+with every other small parameter's at once."""
+LayerRule = Callable[[nn.Module, torch.Tensor, torch.Tensor], LayerGradients]
 
 LAYER_RULES: dict[type[nn.Module], LayerRule] = {
     nn.Linear: linear,  # also Opacus' RNNLinear: DPLSTM's gates
@@ -482,6 +616,27 @@ def operands(a: torch.Tensor, g: torch.Tensor, loss_scale: float) -> tuple[torch
     return (a.float() if a.is_floating_point() else a), unscaled(g, loss_scale)
 
 
+class BoundedNormClipping(DPOptimizer):
+    """Opacus' flat clipping of per-sample gradients (`DPOptimizer.clip_and_accumulate`: c_i = min(1, C/‖G_i‖) from
+    all parameters' `p.grad_sample`, Σ_i c_i·G_i as one einsum per parameter) with ‖G_i‖ from `sum_of_squares`, the
+    proven upper bound `bk` takes for an instantiated G_i, instead of torch's fp32 norms: on a tensor the size of
+    gpt2-small's embedding those can come out 1 % low, and a record then adds more than C. Placed before an Opacus
+    DP optimizer class in a subclass's bases (`noise.dp_optimizer_class`, hooks mode), it replaces that step only."""
+
+    def clip_and_accumulate(self) -> None:
+        grad_samples = self.grad_samples
+        if len(grad_samples[0]) == 0:  # an empty batch
+            factors = torch.zeros((0,), device=grad_samples[0].device)
+        else:
+            norms = torch.stack([sum_of_squares(g.to(grad_samples[0].device)) for g in grad_samples]).sum(0).sqrt()
+            factors = clip_factors(norms, self.max_grad_norm)
+        for p, grad_sample in zip(self.params, grad_samples):
+            _check_processed_flag(p.grad_sample)
+            grad = torch.einsum("i,i...", factors.to(grad_sample.device, p.dtype), grad_sample.to(p.dtype))
+            p.summed_grad = grad if p.summed_grad is None else p.summed_grad + grad
+            _mark_as_processed(p.grad_sample)
+
+
 class BookKeeping:
     """Book-keeping clipping (Bu et al. 2023) with per-layer mixed ghost norms (Bu et al. 2022); see the module
     docstring. Forward hooks keep each trainable layer's input and the autograd edge of its output; `backward`
@@ -520,22 +675,29 @@ class BookKeeping:
             sums: dict[nn.Parameter, torch.Tensor] = {}
             for k, bucket in enumerate(buckets):
                 last = k == len(buckets) - 1  # the last bucket lets each layer go
-                shares: dict[nn.Parameter, list[ParameterGradients]] = defaultdict(list)  # one per layer using it
+                shares: dict[nn.Parameter, list[ParameterGradients | torch.Tensor]] = defaultdict(list)  # per layer
                 for module in list(kept):
                     a, g = kept.pop(module) if last else kept[module]
                     for param, grads_of in self.layer_gradients(module, bucket.regrouped(a), bucket.regrouped(g)):
                         shares[param].append(grads_of)
                 per_param = {p: share[0] if len(share) == 1 else shared(share) for p, share in shares.items()}
                 del shares  # a shared parameter's per-layer tensors
-                norms = torch.stack([grads_of.squared_norms for grads_of in per_param.values()]).sum(0).sqrt()
-                rounding = torch.stack([grads_of.rounding for grads_of in per_param.values()])
-                clip = clip_factors(rounding_allowance(norms, rounding), self.max_grad_norm)
+                small = [p for p, grads_of in per_param.items() if isinstance(grads_of, torch.Tensor)]
+                with record_function("bk.small_layers"):
+                    joint, sizes = jointly_instantiated([per_param.pop(p) for p in small]) if small else (None, [])
+                forms = [grads_of for grads_of in [*per_param.values(), joint] if isinstance(grads_of, ParameterGradients)]
+                squared, rounding = norm_bounds([grads_of.bound for grads_of in forms])
+                clip = clip_factors(rounding_allowance(squared.sqrt(), rounding), self.max_grad_norm)
                 if self.loss_scale != 1.0:  # fp16: a record's pieces can overflow, and none of its inf may be summed
                     keep = clip > 0
                     if not keep.all():  # a host sync, which a GPU pays only here: it stops launches running ahead
-                        for grads_of in per_param.values():
+                        for grads_of in forms:
                             grads_of.drop_records(keep)
+                del forms
                 with record_function("bk.clipped_sums"):
+                    if joint is not None:
+                        for p, part in zip(small, joint.clipped_sum(clip).split(sizes)):
+                            sums[p] = sums[p] + part.view_as(p) if p in sums else part.view_as(p)
                     for p in optimizer.params:
                         if (found := per_param.pop(p, None)) is not None:
                             part = found.clipped_sum(clip).view_as(p)
@@ -553,7 +715,7 @@ class BookKeeping:
         return operands(stacked([a for a, _ in kept], batch), stacked([g for _, g in kept], batch), self.loss_scale)
 
     def layer_gradients(self, module: nn.Module, a: torch.Tensor, g: torch.Tensor
-                        ) -> list[tuple[nn.Parameter, ParameterGradients]]:
+                        ) -> list[tuple[nn.Parameter, ParameterGradients | torch.Tensor]]:
         """One layer's per-record gradients from its operands. Its a and g live on only where its forms keep them."""
         return [(module.get_parameter(name), grads_of) for name, grads_of in self.layers[module](module, a, g).items()
                 if module.get_parameter(name).requires_grad]

@@ -26,6 +26,8 @@ import torch
 from opacus.optimizers import DPOptimizer, get_optimizer_class
 from opacus.optimizers.optimizer import _check_processed_flag, _generate_noise, _mark_as_processed
 
+from sdp_core.train.clipping import BoundedNormClipping
+
 
 def noise_block(device: torch.device) -> int:
     """Entries drawn per call. On a GPU, where each launch costs host time, 2²⁴: a few calls for GPT-2's parameters,
@@ -84,7 +86,9 @@ class MultiTensorNoise(DPOptimizer):
 @functools.cache
 def dp_optimizer_class(grad_sample_mode: str, distributed: bool) -> type[DPOptimizer]:
     """Opacus' flat-clipping DP optimizer for the clipping's `optimizer_mode` (hooks: per-sample gradients it clips
-    itself; ghost: a clipped sum given in p.grad), single worker or distributed, with `MultiTensorNoise`."""
+    itself, with norms bounded from above by `clipping.BoundedNormClipping`; ghost: a clipped sum given in p.grad),
+    single worker or distributed, with `MultiTensorNoise`."""
     opacus_class = get_optimizer_class(clipping="flat", distributed=distributed, grad_sample_mode=grad_sample_mode)
-    subclass = type(f"MultiTensorNoise{opacus_class.__name__}", (MultiTensorNoise, opacus_class), {})
+    bounded = (BoundedNormClipping,) if grad_sample_mode == "hooks" else ()
+    subclass = type(f"MultiTensorNoise{opacus_class.__name__}", (MultiTensorNoise, *bounded, opacus_class), {})
     return cast(type[DPOptimizer], subclass)

@@ -1,0 +1,25 @@
+"""`benchmarks.train_step --profile`'s operator count: on a CPU, one per op that does work, none for views, no-op
+casts and allocations, one per multi-tensor op (a GPU's single kernel), within the part's range only."""
+
+from __future__ import annotations
+
+import torch
+from torch.profiler import record_function
+
+from benchmarks.train_step import part_ops
+
+
+def test_a_part_counts_the_ops_that_move_data_once_each():
+    x, y = torch.randn(8, 8), torch.randn(8, 8)
+    with torch.profiler.profile() as profiler:
+        x @ y  # outside every part: not counted
+        with record_function("step.clipping"):
+            with record_function("bk.ghost_norms"):
+                (x @ y).sum(dtype=torch.float64)  # mm; a cast and a reduction (its zero fill)
+                x.view(64).t()  # views: nothing
+                x.to(torch.float32)  # already fp32: nothing
+            torch._foreach_add([x, y, x], [y, x, y])  # one multi-tensor op
+            torch.empty(3)  # an allocation: nothing
+    counts = part_ops(profiler, gpu=False)
+    assert counts["bk.ghost_norms"] == 3
+    assert counts["step.clipping"] == 4
