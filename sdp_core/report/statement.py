@@ -116,7 +116,7 @@ def sweep_epsilon(cost: SweepCost) -> str:
     if cost.unguarded:
         return (f"The sweep's own ε: none. It ran {cost.unguarded} without a formal guarantee on the same data, and "
                 "what it releases depends on them (a compared trial's numbers decide its front and its best model; "
-                "a positive control's, whether its privacy objective stands), so that release is unprotected"
+                "a positive control's, how its exposures are read), so that release is unprotected"
                 + (f"; its other trials alone give {composed}, which holds only where nothing computed from those "
                    "is released." if composed else "."))
     if composed:
