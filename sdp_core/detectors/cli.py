@@ -7,7 +7,8 @@ characters beside the gold share, and per-label recall, with 95 % Wilson interva
 recall per type estimated by inserting secrets into copies of the records (`estimate.py`); and when a review's
 labels lie beside the data (`review.py`), recall on the reviewed records. `--show N` prints N *redacted*
 examples. `--review N` shows N sampled records *in the clear* with the policy's spans, reads the reviewer's
-answers from standard input and stores them as gold spans in `DATA.review.jsonl` (or `--labels FILE`). Never a
+answers from standard input, which must be a terminal, and stores the records the reviewer finished as gold spans
+in `DATA.review.jsonl` (or `--labels FILE`). Never a
 raw secret in anything but the review itself. `--out` gets one JSONL line per record: `{"text", "redacted",
 "spans"}`.
 """
@@ -82,6 +83,9 @@ def run_detect(args: argparse.Namespace) -> int:
         raise UserError("--show must be >= 0")
     if args.review < 0:
         raise UserError("--review must be >= 0")
+    if args.review and not sys.stdin.isatty():
+        raise UserError("--review needs a person at a terminal: standard input is not one (the answers would not "
+                        "be a review)")
     if args.estimate_per_type < 1:
         raise UserError("--estimate-per-type must be >= 1")
     config = parse_model(DetectorConfig, {"policy": args.policy, "patterns": dict(args.pattern),
@@ -138,9 +142,13 @@ def run_detect(args: argparse.Namespace) -> int:
     if args.review:
         from rich.console import Console
 
-        labels = review(records, detected, args.review, labels, policy.key, sys.stdin, Console(highlight=False))
-        labels.write(label_file)
-        print(f"wrote the review's labels to {label_file}")
+        reviewed = review(records, detected, args.review, labels, policy.key, sys.stdin, Console(highlight=False))
+        if len(reviewed.spans) > len(labels.spans):
+            reviewed.write(label_file)
+            print(f"wrote the review's labels to {label_file}")
+        else:
+            print(f"no record reviewed: {label_file} unchanged")
+        labels = reviewed
     on_reviewed = review_recall(records, detected, labels)
     if on_reviewed is not None:
         print(f"reviewed records {on_reviewed.records} (labels in {label_file}): recall of this policy on them")
