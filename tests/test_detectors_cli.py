@@ -221,3 +221,14 @@ def test_types_and_recall_estimate_without_gold(tmp_path, capsys):
     assert re.search(r"estimated recall email +1\.0000 \[0\.\d+, 1\.0000\] \(4/4\)\n", printed)
     assert re.search(r"estimated recall name +0\.0000 \[0\.0000, 0\.\d+\] \(0/4\)  below 0\.95", printed)
     assert "it cannot see" in printed
+
+
+def test_a_message_is_counted_by_the_types_it_holds(tmp_path, capsys):
+    """Two addresses are counted as `email`; the Message-ID's digit groups are no phone."""
+    path = tmp_path / "mail.txt"
+    path.write_text("From: Ann Lee <ann.lee@example.com>\nMessage-ID: <15090.61304.110929.45684@beluga.mojam.com>\n"
+                    "\nIn article <15090.61304.110929.45684@beluga.mojam.com>, bo@example.org wrote:\n")
+    run([str(path), "--no-cache", "--estimate-per-type", "1"])
+    printed = capsys.readouterr().out
+    assert re.search(r"spans email +2\n", printed)
+    assert "spans phone" not in printed

@@ -22,7 +22,7 @@ Built-in patterns and their decisions:
 | username        | a handle after `@` (not an address, decorator or dotted name) or after `user:`, `username=`, `login:`, `handle:` |
 | facility        | a health facility by its head noun: `Grahambury General Hospital`, `St Daniel's Hospital`, `Klinikum Waldmünchen`, `St. Hans-Rudolf-Krankenhaus` |
 | strict_extra    | what `strict` adds to `general`: dates with a day (numeric, or with a month name in English, French, Spanish, Italian, German), card and account number endings ("card ending 4821"), organisations by their legal form (`GmbH`, `S.L.`, `d.o.o.`), URLs, IP addresses |
-| identifier      | identifier shapes for data of unknown formats: 5+ digits; digit groups joined by `-`, `.` or space (3+ groups of 2+ digits, or 7+ digits, not two years or a range of round numbers); upper-case codes with 3+ digits in 6+ characters or 2+ in 8+ (not ICD-10 codes); capitals before spaced digit groups (`QQ 12 34 56 C`); `+` international and area-code phones; email; US, UK (with postcode) and German street addresses; UK postcodes; a date after DOB / date of birth / born. Leaves small numbers, doses, vitals, decimals, `12,500`, `E11.9`, `500mg`, `12/05/2024`, other calendar dates (`2024-03-12`), bug, issue and PR numbers (`bug #18423`, `GH-18426`) |
+| identifier      | identifier shapes for data of unknown formats: 5+ digits; digit groups joined by `-`, `.` or space (3+ groups of 2+ digits, or 7+ digits, not two years or a range of round numbers); upper-case codes with 3+ digits in 6+ characters or 2+ in 8+ (not ICD-10 codes); capitals before spaced digit groups (`QQ 12 34 56 C`); `+` international and area-code phones; email; US, UK (with postcode) and German street addresses; UK postcodes; a date after DOB / date of birth / born. Leaves small numbers, doses, vitals, decimals, `12,500`, `E11.9`, `500mg`, `12/05/2024`, other calendar dates (`2024-03-12`), bug, issue and PR numbers (`bug #18423`, `GH-18426`), Message-IDs (`Message-ID: <…@…>`, `In article <…@…>`) |
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ _STREET = (
 _CITY_STATE_ZIP = rf"(?:,?\s+{_WORD}(?:\s+{_WORD}){{0,3}},?\s+[A-Z]{{2}}\s+\d{{5}}(?:-\d{{4}})?(?!\d))"
 
 _EXTENSION = r"(?:\s?(?:x|ext\.?\s?)\d{1,5})?"
-_EMAIL = r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"
+EMAIL = r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"
 _US_ADDRESSES = (
     # Two alternatives, not an optional tail, so the engine backtracks into the street to reach a tail.
     rf"{_L}(?:{_STREET}{_CITY_STATE_ZIP}|{_STREET})",
@@ -404,7 +404,13 @@ _REFERENCE = (r"(?i:\b(?:closes|fixes|fixed|resolves|bugs?|issues?|tickets?|lp|p
               r"#?\d+(?:[ \t]*(?:,|and)[ \t]*#?\d+)*")
 _ZONE_OFFSET = r"\b\d{1,2}:\d{2}(?::\d{2})?(?:[ \t]+\d{4})?[ \t]*[+-](?:[01]\d|2[0-3])[0-5]\d\b"
 _STANDARD = r"\b(?:AES|SHA|MD|RSA|DSA|ECDSA|ED|ISO|IEC|IEEE|UTF|RFC|PEP|IPv|CRC|DES|HMAC|PBKDF)[-_ ]?\d+(?:[-:]\d+)*\b"
-IDENTIFIER_CLEAR = (_REFERENCE, _ZONE_OFFSET, _STANDARD)
+# A Message-ID (RFC 5322 §3.6.4: `<15090.61304.110929.45684@beluga.mojam.com>`) names a message, not a person: the
+# values of the headers that carry one and a citation's "In article <...>" stay in the clear, so its digits are
+# neither a phone number nor an identifier and its `@` no address.
+_MESSAGE_ID = (r"(?im:^(?:Message-ID|In-Reply-To|References|Resent-Message-ID|Content-ID)[ \t]*:"
+               r"(?:[ \t]*(?:\n[ \t]+)?<[^<>\s]+>)+"
+               r"|\bIn[ \t]+(?:article|message|mail)[ \t]+<[^<>\s]+@[^<>\s]+>)")
+IDENTIFIER_CLEAR = (_REFERENCE, _ZONE_OFFSET, _STANDARD, _MESSAGE_ID)
 
 # What the `strict` policy adds to `general` (HIPAA Safe Harbor, 45 CFR 164.514(b)(2)): every date but a year
 # alone, numeric or with a month name of five languages; a fragment of a card or account number ("card ending 4821",
@@ -437,7 +443,7 @@ BUILTIN_PATTERNS: dict[str, PatternSpec] = {
     "phone": PatternSpec(
         (rf"(?<![\w+-])(?:(?:\+1|001)[-.\s]?)?(?:\(\d{{3}}\)\s?|\d{{3}}[-.\s])\d{{3}}[-.\s]\d{{4}}{_EXTENSION}{_R}",)
     ),
-    "email": PatternSpec((_EMAIL,)),
+    "email": PatternSpec((EMAIL,), clear=(_MESSAGE_ID,)),
     "ssn": PatternSpec((rf"{_L}(?!000|666|9\d\d)\d{{3}}(?P<sep>[- ])(?!00)\d{{2}}(?P=sep)(?!0000)\d{{4}}{_R}",)),
     "credit_card": PatternSpec((rf"{_L}\d(?:[ -]?\d){{12,18}}{_R}",), luhn_valid),
     "order_number": PatternSpec((rf"{_L}\d{{3}}-\d{{5}}-\d{{4}}{_R}",)),
@@ -458,7 +464,7 @@ BUILTIN_PATTERNS: dict[str, PatternSpec] = {
             _CODE,
             _SPACED_CODE,
             *_PHONES,
-            _EMAIL,
+            EMAIL,
             *_US_ADDRESSES,
             *_ADDRESSES,
             _UK_POSTCODE,
