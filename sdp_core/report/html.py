@@ -30,6 +30,7 @@ from sdp_core.report.tables import (
     DETECTOR_TABLES,
     EPSILON_COLUMN,
     MODEL_COLUMN,
+    POLICY_COLUMN,
     REPLACE_ONE_COLUMN,
     SEARCH_COLUMN,
     Table,
@@ -111,8 +112,12 @@ def short_epsilon(t: Trial) -> str:
 
 
 def _cell(column: str, value: str) -> str:
-    """A cell's HTML: a kept model links to its folder (the report is OUT/report/)."""
+    """A cell's HTML: a kept model links to its folder (the report is OUT/report/); a policy's name may break after
+    each comma of a union (`address_tagger,credit_card,...` has no other place to break and would widen its table
+    past the page)."""
     e = html.escape
+    if column == POLICY_COLUMN:
+        return ",<wbr>".join(e(part) for part in value.split(","))
     return f'<a href="../{e(value)}/">{e(value)}</a>' if column == MODEL_COLUMN and value != DASH else e(value)
 
 

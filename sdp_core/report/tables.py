@@ -181,6 +181,8 @@ def _trial_table(a: Analysis, trials: list[Trial], first: list[str], first_cells
 
 MODEL_COLUMN = "model"
 """The front table's column of saved models: paths inside the sweep folder (`models/<trial>/model`)."""
+POLICY_COLUMN = "policy"
+"""The detector tables' column of policy names (a union's is its members' names joined by commas)."""
 
 
 def saved_model(a: Analysis, t: Trial) -> str:
@@ -296,7 +298,7 @@ def detector_table(a: Analysis) -> Table:
         rows.append([policy, str(len(trials)), fmt(sum(fractions) / len(fractions)) if fractions else DASH,
                      _split_shares(d.get("masked_char_share")), _split_shares(d.get("gold_char_share")),
                      fmt_rate(d.get("recall")), fmt_rate(d.get("missing_rate"))])
-    return Table(["policy", "trials", "redacted tokens", "masked chars: train / val / test",
+    return Table([POLICY_COLUMN, "trials", "redacted tokens", "masked chars: train / val / test",
                   "gold chars: train / val / test", "recall [95% CI]", "missing rate [95% CI]"],
                  rows, numeric={"trials", "redacted tokens", "recall [95% CI]", "missing rate [95% CI]"})
 
@@ -305,7 +307,7 @@ def recall_by_label_table(a: Analysis) -> Table:
     """Token recall of each policy per gold label, with 95 % intervals (data with labelled gold spans only)."""
     rows = [[policy, str(label), fmt_rate(rate)] for policy, trials in _policies(a).items()
             for label, rate in (trials[0].detector.get("recall_per_label") or {}).items()]
-    return Table(["policy", "gold label", "recall [95% CI]"], rows, numeric={"recall [95% CI]"},
+    return Table([POLICY_COLUMN, "gold label", "recall [95% CI]"], rows, numeric={"recall [95% CI]"},
                  note="Recall per gold label: the share of each label's gold tokens the policy masks.")
 
 
@@ -327,7 +329,7 @@ def recall_estimate_table(a: Analysis) -> Table:
         for kind, r in (est.get("per_type") or {}).items():
             rows.append([policy, str(kind), fmt_rate(r), f"{r.get('k', DASH)}/{r.get('n', DASH)}",
                          "below 0.95" if r.get("warn") else ""])
-    return Table(["policy", "type", "estimated recall [95% CI]", "found", "warning"], rows,
+    return Table([POLICY_COLUMN, "type", "estimated recall [95% CI]", "found", "warning"], rows,
                  numeric={"estimated recall [95% CI]", "found"})
 
 
@@ -346,7 +348,7 @@ def review_recall_table(a: Analysis) -> Table:
             r = r if isinstance(r, dict) else {}
             rows.append([policy, str(review.get("records", DASH)), str(kind), fmt_rate(r),
                          f"{r.get('k', DASH)}/{r.get('n', DASH)}"])
-    return Table(["policy", "reviewed records", "type", "recall [95% CI]", "found"], rows,
+    return Table([POLICY_COLUMN, "reviewed records", "type", "recall [95% CI]", "found"], rows,
                  numeric={"reviewed records", "recall [95% CI]", "found"})
 
 
