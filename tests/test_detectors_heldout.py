@@ -8,14 +8,18 @@ rules were written against the dev split, less a margin: a regression fails them
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
+from scipy.stats import binomtest
 
 from sdp_core.data.customersim import generate_customersim
 from sdp_core.data.loaders import load_jsonl
+from sdp_core.data.records import Span
 from sdp_core.detectors import evaluate, get_policy
-from sdp_core.detectors.estimate import estimate_recall
+from sdp_core.detectors.base import Policy
+from sdp_core.detectors.estimate import HALF_WIDTH, PER_TYPE, ROUND, estimate_recall
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -67,3 +71,33 @@ def test_recall_estimate_falls_when_the_policy_misses_a_type():
                                     types=("name", "email"))
     assert full["name"].recall.value >= 0.9 and without_names["name"].recall.value <= 0.1
     assert full["email"].recall.value == without_names["email"].recall.value == 1.0
+
+
+class _Coin(Policy):
+    """Masks a whole text when its digest falls in the first `share` of its range: a policy of known recall."""
+
+    name, version = "coin", "1"
+
+    def __init__(self, share: float):
+        self.share = share
+
+    def detect(self, texts):
+        return [[Span(0, len(t), "x")] if int(hashlib.sha256(t.encode()).hexdigest()[:8], 16) < self.share * 16**8
+                else [] for t in texts]
+
+
+@pytest.mark.parametrize("share", [1.0, 0.9, 0.5])
+def test_recall_estimate_runs_until_its_interval_is_within_two_points(share):
+    """On a file of 2,000 records, every type's 95 % interval (scipy's Wilson interval of its counts) is within
+    ±0.02, and the round before was not: the estimate inserts no more than it needs, in rounds of `ROUND`."""
+    texts = [r.text for r in generate_customersim(2000, 5)]
+    estimates = estimate_recall(texts, _Coin(share), types=("name", "phone"))
+    for kind, e in estimates.items():
+        low, high = binomtest(e.recall.k, e.recall.n).proportion_ci(method="wilson")
+        assert (high - low) / 2 <= HALF_WIDTH and e.recall.n % ROUND == 0 and e.recall.n <= PER_TYPE, kind
+        assert abs(e.recall.value - share) < 0.05
+        if e.recall.n > ROUND:
+            before = estimate_recall(texts, _Coin(share), per_type=e.recall.n - ROUND, types=(kind,))[kind].recall
+            low, high = binomtest(before.k, before.n).proportion_ci(method="wilson")
+            assert (high - low) / 2 > HALF_WIDTH
+    assert share < 1 or all(e.recall.n == ROUND for e in estimates.values())

@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 
 from sdp_core.config import DataConfig, DetectorConfig, parse_model, parse_override
-from sdp_core.detectors.estimate import PER_TYPE
+from sdp_core.detectors.estimate import HALF_WIDTH, PER_TYPE, ROUND
 from sdp_core.errors import UserError
 
 DATA_SETTINGS = ("text_fields", "label_field")
@@ -44,8 +44,9 @@ def add_detect_arguments(parser: argparse.ArgumentParser) -> None:
                         help="review N sampled records: mark what the policy missed (answers on standard input)")
     parser.add_argument("--labels", help="the review's labels file (default: DATA.review.jsonl beside the data)")
     parser.add_argument("--estimate-per-type", type=int, default=PER_TYPE, metavar="N",
-                        help=f"data without gold spans: secrets inserted per type for the recall estimate "
-                             f"(default {PER_TYPE}; more gives narrower intervals)")
+                        help=f"data without gold spans: the recall estimate inserts secrets of each type in rounds "
+                             f"of {ROUND} until its 95%% interval is within ±{HALF_WIDTH}, at most N per type "
+                             f"(default {PER_TYPE})")
     parser.add_argument("--pattern", type=_pattern, action="append", default=[], metavar="NAME=REGEX",
                         help="a user regex policy (repeatable); use NAME in --policy")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="data.text_fields=[NAME]",
@@ -129,7 +130,10 @@ def run_detect(args: argparse.Namespace) -> int:
         for kind, r in estimate["per_type"].items():
             warn = f"  below {estimate['warn_below']}" if r["warn"] else ""
             print(f"  estimated recall {kind:<14} {r['value']:.4f} [{r['low']:.4f}, {r['high']:.4f}] "
-                  f"({r['k']}/{r['n']}){warn}")
+                  f"±{r['half_width']:.4f} ({r['k']}/{r['n']}){warn}")
+        cost = estimate["cost"]
+        print(f"  cost: {cost['inserted']} secrets inserted into copies of the records and detected, "
+              f"{cost['seconds']:.1f} s")
         print(f"  it cannot see {estimate['cannot_see']}")
     for text in redacted[: args.show]:
         print("---")

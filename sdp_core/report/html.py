@@ -270,13 +270,18 @@ def recall_estimate_section(a: Analysis) -> Section | None:
     table = recall_estimate_table(a)
     if not table.rows:
         return None
-    method = next((t.detector["recall_estimate"].get("method", "") for t in a.sweep.trials
-                   if isinstance((t.detector or {}).get("recall_estimate"), dict)), "")
+    estimate: dict = next((t.detector["recall_estimate"] for t in a.sweep.trials
+                           if isinstance((t.detector or {}).get("recall_estimate"), dict)), {})
+    cost = estimate.get("cost") if isinstance(estimate.get("cost"), dict) else {}
+    spent = (f" It cost {cost.get('inserted', DASH)} inserted secrets, each a detection ({cost.get('seconds', DASH)} s)."
+             if cost else "")
     return Section("recall-estimate", "Detector recall without gold spans", _table(table),
-                   f"The data has no gold spans, so recall per secret type is estimated ({html.escape(method)}). It "
-                   "cannot see secrets in formats the generators lack, types the policy does not claim, or secrets "
-                   "that are no value of a type: a person's review of sampled records (sdp-sweep detect --review) "
-                   "is the measure to trust.")
+                   f"The data has no gold spans, so recall per secret type is estimated "
+                   f"({html.escape(str(estimate.get('method', '')))}).{html.escape(spent)} The bar is the recall the "
+                   "policy is held to for each type it claims; an interval across it cannot tell. It cannot see "
+                   "secrets in formats the generators lack, types the policy does not claim, or secrets that are no "
+                   "value of a type: a person's review of sampled records (sdp-sweep detect --review) is the measure "
+                   "to trust. Counts from the training data's records, which no trial's ε covers.")
 
 
 def cost_section(a: Analysis, cost: SweepCost) -> Section:

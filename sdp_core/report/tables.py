@@ -326,11 +326,22 @@ def recall_estimate_table(a: Analysis) -> Table:
         if not isinstance(est, dict) or policy in seen:
             continue
         seen.add(policy)
+        bar = number(est.get("warn_below"))
         for kind, r in (est.get("per_type") or {}).items():
-            rows.append([policy, str(kind), fmt_rate(r), f"{r.get('k', DASH)}/{r.get('n', DASH)}",
-                         "below 0.95" if r.get("warn") else ""])
-    return Table([POLICY_COLUMN, "type", "estimated recall [95% CI]", "found", "warning"], rows,
-                 numeric={"estimated recall [95% CI]", "found"})
+            low, high = number(r.get("low")), number(r.get("high"))
+            half = None if low is None or high is None else (high - low) / 2
+            rows.append([policy, str(kind), fmt_rate(r), DASH if half is None else f"±{half:.3f}",
+                         f"{r.get('k', DASH)}/{r.get('n', DASH)}", DASH if bar is None else f"≥ {bar:g}",
+                         _against(low, high, bar)])
+    return Table([POLICY_COLUMN, "type", "estimated recall [95% CI]", "±", "found", "bar", "against the bar"], rows,
+                 numeric={"estimated recall [95% CI]", "±", "found", "bar"})
+
+
+def _against(low: float | None, high: float | None, bar: float | None) -> str:
+    """Where a recall's 95 % interval lies against the bar: above it, below it, or across it (cannot tell)."""
+    if low is None or high is None or bar is None:
+        return DASH
+    return "meets it" if low >= bar else "below it" if high < bar else "cannot tell"
 
 
 def review_recall_table(a: Analysis) -> Table:
