@@ -360,3 +360,51 @@ def build_changelogs(debian_doc: Path | None = DEBIAN_DOC, max_chars: int = MAX_
         if record is not None and record.text not in out:
             out[record.text] = record
     return sorted(out.values(), key=lambda r: r.meta["origin"])
+
+
+# `Name <address>` on a line of release notes: a GNU ChangeLog head (`2014-08-14  Alan Modra  <amodra@gmail.com>`), a
+# sign-off (`-- Ann Lee <ann@example.org>`), a credit (`Patch by Ann Lee <ann@example.org>.`).
+_NAME_ADDR = re.compile(r"(?P<who>[^\W\d_][^<>\n]{0,60}?)[ \t]*<(?P<addr>[^<>\s]+@[^<>\s]+)>")
+_BARE_ADDRESS = re.compile(r"(?<![\w.%+'-])[\w.%+'-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}(?![\w-])")
+RELEASE_NOTE_FILES = {"changelog": ("changelog.gz",), "news": ("NEWS.gz", "NEWS.md.gz")}
+"""The upstream release notes Debian ships under `/usr/share/doc/<package>/` (never its own `changelog.Debian.gz` or
+`NEWS.Debian.gz`), by kind: ChangeLog files and NEWS files."""
+
+
+def release_note_drafts(files: Iterable[Path], max_chars: int = MAX_CHARS, per_file: int = 30) -> Iterator[_Draft]:
+    """The first `per_file` pieces of each release-notes file: paragraphs (blank-line separated), cut at line
+    boundaries to `max_chars`. Gold: every address (an RFC 5322 addr-spec with a dotted domain) and the display name
+    before an `<address>` that reads as a person (the name a date, a dash or a word such as "by" leads in: the last two to
+    five capitalised words before it). Versions, dates, bug and pull-request numbers and hardware names are not
+    secrets and carry no span; nor do other names (people thanked in running text), so precision is a lower bound."""
+    import gzip
+
+    for path in files:
+        try:
+            text = gzip.decompress(path.read_bytes()).decode("utf-8", errors="replace")
+        except (OSError, EOFError):
+            continue
+        pieces = (piece for paragraph in re.split(r"\n[ \t]*\n", text) if paragraph.strip()
+                  for piece in _chunks(paragraph.strip("\n").splitlines(), max_chars))
+        for i, piece in zip(range(per_file), pieces):
+            values = {m.group(): "email" for m in _BARE_ADDRESS.finditer(piece) if is_address(m.group())}
+            for m in _NAME_ADDR.finditer(piece):
+                words = m.group("who").split()
+                for k in range(min(5, len(words)), 1, -1):  # the longest tail of the words that reads as a person
+                    if is_person_name(" ".join(words[-k:])):
+                        values[" ".join(words[-k:])] = "name"
+                        break
+            yield _Draft(f"release:{path.name}", f"{path.parent.name}#{i}", piece, values)
+
+
+def build_release_notes(kind: str, debian_doc: Path | None = DEBIAN_DOC, max_chars: int = MAX_CHARS) -> list[Record]:
+    """Every record of the upstream release notes of `kind` (`RELEASE_NOTE_FILES`) under `debian_doc`, deduplicated,
+    sorted by origin."""
+    files = sorted(p for name in RELEASE_NOTE_FILES[kind] for p in debian_doc.glob(f"*/{name}")) if (
+        debian_doc and debian_doc.is_dir()) else []
+    out: dict[str, Record] = {}
+    for draft in release_note_drafts(files, max_chars):
+        record = draft.record()
+        if record is not None and record.text not in out:
+            out[record.text] = record
+    return sorted(out.values(), key=lambda r: r.meta["origin"])
