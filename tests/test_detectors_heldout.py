@@ -57,11 +57,56 @@ def test_general_on_held_out_changelogs():
     ("-- Ann Lee <ann@example.org>  Thu, 25 May 2023 16:11:37 +0200", "+0200"),
     ("* Fix the build (Closes: #1035654, #1029751)", "1035654"),
     ("Use AES-256 and SHA-512 by default.", "AES-256"),
+    ("binutils (2.24.51.20140814-2) unstable; urgency=medium", "2.24.51.20140814-2"),
+    ("tzdata 10-20200312-1 was uploaded.", "10-20200312-1"),
+    ("\tPR target/105953", "PR target/105953"),
+    ("\tPR  29924", "29924"),
+    ("Add support for MT7915E and NCT6793D chips.", "MT7915E"),
+    ("Add support for MT7915E and NCT6793D chips.", "NCT6793D"),
+    ("## [0.11.0] - 2022-10-12", "[0.11.0] - 2022-10-12"),
+    ("0.35 2013-09-05 13:26:54  garu", "0.35 2013-09-05 13:26:54"),
+    ("6.03 2011-09-20", "6.03 2011-09-20"),
+    ("  8646  9.0.0045  reading past end of completion", "9.0.0045"),
+    ("commit a167bd6474522a709ff3cbb00476c0e4309cb66f", "a167bd6474522a709ff3cbb00476c0e4309cb66f"),
+    ("* #9494, #9456: html search: Add a config variable", "#9494, #9456"),
+    ("Fix graphics cards detection (#2386, #2392)", "#2386, #2392"),
+    ("- Fix logging of IPv6 addresses (#1540507)", "#1540507"),
+    ("Fix CVE-2022-31081: inconsistent interpretation", "CVE-2022-31081"),
+    ("    * b/204460717: README.md: replace master with main", "b/204460717"),
+    ("(rhbz#463036) and RT#104759, Redhat #1034466, debian #725713", "rhbz#463036"),
+    ("(rhbz#463036) and RT#104759, Redhat #1034466, debian #725713", "RT#104759"),
+    ("(rhbz#463036) and RT#104759, Redhat #1034466, debian #725713", "Redhat #1034466"),
+    ("(rhbz#463036) and RT#104759, Redhat #1034466, debian #725713", "debian #725713"),
+    ("ca-certificates-java (20230710~deb12u1) bookworm; urgency=medium", "(20230710~deb12u1)"),
+    ("2007-11-09 20:28  abadger1999", "2007-11-09 20:28"),
+    ("* added Playing Cards block (U+1F0A0-U+1F0DF)", "U+1F0A0-U+1F0DF"),
+    ("see https://bugzilla.redhat.com/show_bug.cgi?id=1422463 for it", "1422463"),
 ])
 def test_offsets_bug_numbers_and_standards_stay_clear(text, clear):
+    """Versions, release lines, bug and pull-request references, hardware model names and commit hashes: no character
+    of them is masked."""
     [spans] = get_policy("general").detect([text])
     start = text.index(clear)
-    assert not any(s.start <= start < s.end for s in spans), [text[s.start:s.end] for s in spans]
+    assert not any(s.start < start + len(clear) and start < s.end for s in spans), [text[s.start:s.end] for s in spans]
+
+
+@pytest.mark.parametrize(("text", "secret"), [
+    ("DOB: 1962-03-14, MRN 00123456", "1962-03-14"),
+    ("born 14.11.1962 in Graz", "14.11.1962"),
+    ("call 06.12.34.56.78 or 1.800.555.0199", "06.12.34.56.78"),
+    ("call 06.12.34.56.78 or 1.800.555.0199", "1.800.555.0199"),
+    ("Tel: 555.123.4567", "555.123.4567"),
+    ("hospital number AB123456 and NI QQ123456C", "AB123456"),
+    ("hospital number AB123456 and NI QQ123456C", "QQ123456C"),
+    ("Order #12345678 shipped", "12345678"),
+    ("Ruf an: 030 1234567", "030 1234567"),
+])
+def test_secrets_beside_the_shapes_of_versions_and_references_are_still_masked(text, secret):
+    """What looks like a version, a date or a reference but is a secret (dates of birth with their cue, dotted
+    phone numbers, codes with six digits or more) is masked whole."""
+    [spans] = get_policy("general").detect([text])
+    start = text.index(secret)
+    assert any(s.start <= start and start + len(secret) <= s.end for s in spans), [text[s.start:s.end] for s in spans]
 
 
 def test_recall_estimate_falls_when_the_policy_misses_a_type():

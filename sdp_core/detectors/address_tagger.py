@@ -27,9 +27,10 @@ import pycrfsuite
 
 from sdp_core.data.records import Span
 from sdp_core.detectors.base import Policy, normalise_spans, version_hash
-from sdp_core.detectors.regex import STREET_WORDS
+from sdp_core.detectors.regex import IDENTIFIER_CLEAR, STREET_WORDS
 
-ADDRESS_TAGGER_CODE_VERSION = "1"  # bump when the features or the reading of the labels change
+ADDRESS_TAGGER_CODE_VERSION = "2"  # bump when the features or the reading of the labels change
+_CLEAR = tuple(re.compile(p) for p in IDENTIFIER_CLEAR)
 MODEL_PATH = Path(__file__).with_name("address_tagger.crfsuite")
 LABEL = "address"
 
@@ -188,7 +189,7 @@ class AddressTaggerPolicy(Policy):
         # None: the package's own model, found where each process's copy of the package is (a cluster's workers
         # install it at paths of their own), so the policy pickles without the building machine's path.
         self.model = model
-        self.version = version_hash(ADDRESS_TAGGER_CODE_VERSION, model_digest(model or MODEL_PATH))
+        self.version = version_hash(ADDRESS_TAGGER_CODE_VERSION, model_digest(model or MODEL_PATH), *IDENTIFIER_CLEAR)
 
     def _tag(self, tokens: list[str]) -> list[str]:
         return crf_tagger(str(self.model or MODEL_PATH)).tag(sequence_features(tokens))
@@ -202,6 +203,9 @@ class AddressTaggerPolicy(Policy):
                 i, j = trim(tokens, i, j)
                 if j - i >= 2 and _names_a_place(tokens[i:j]):
                     out.append(Span(base + offsets[i][0], base + offsets[j - 1][1], LABEL))
+        if out:  # a bug reference or a version is no address, as it is no identifier ("PR 25202")
+            clear = [m.span() for pattern in _CLEAR for m in pattern.finditer(text)]
+            out = [s for s in out if not any(a <= s.start and s.end <= b for a, b in clear)]
         return normalise_spans(out)
 
     def detect(self, texts: Sequence[str]) -> list[list[Span]]:

@@ -34,7 +34,7 @@ from sdp_core.detectors.regex import EMAIL, IDENTIFIER_CLEAR
 
 _CLEAR = tuple(re.compile(p) for p in IDENTIFIER_CLEAR)  # bug references, zone offsets, standards: as `identifier`
 
-IDENTIFIERS_CODE_VERSION = "3"
+IDENTIFIERS_CODE_VERSION = "4"
 PHONE_REGION = "DE"  # national numbers are read as this region writes them; international ones need no region
 NATIONAL_ID_MODULES = (
     "br.cpf", "pl.pesel", "fr.nir", "it.codicefiscale", "es.dni", "es.nie", "nl.bsn", "se.personnummer", "cz.rc",
@@ -42,8 +42,13 @@ NATIONAL_ID_MODULES = (
     "ca.sin", "ar.cuit", "ro.cnp", "hr.oib", "pt.nif", "gb.nhs",
 )  # fmt: skip
 # Calendar dates and years (`2001-2003`, `1998, 2022`) are not identifiers, whatever a validator accepts.
-_DATE = re.compile(r"\d{1,4}[-./]\d{1,2}[-./]\d{1,4}|(?:(?:19|20)\d\d(?:[ \t]*[-–,/][ \t]*)?)+")
+_DATE = re.compile(r"\d{1,4}[-./]\d{1,2}[-./]\d{1,4}|(?:(?:19|20)\d\d(?:[ \t]*[-–,/][ \t]*|[ \t]+)?)+")
 _EMAIL = re.compile(EMAIL)
+# What no phone number holds, though the matcher joins it into one: a `#` (issue references: "#9494, #9456"), a tab,
+# a line break or two spaces (columns: "8646  9.0.0045"), an ISO date ("[0.11.0] - 2022-10-12"), a version ("37.0.3").
+_NOT_A_PHONE = re.compile(r"[#\t\n]|  |(?:19|20)\d\d-\d\d-\d\d|(?<![\d.])(?:0|[1-9]\d{0,2})\.(?:0|[1-9]\d?)\.\d")
+# A number that continues a word is no phone: digits inside a commit hash (`a167bd6474522a709`) or a name (`Cyan4973`).
+_LETTER = re.compile(r"[^\W\d_]")
 _IBAN = re.compile(r"(?<![\w-])[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]){11,30}(?![\w-])")
 # A token with six digits or more, none more than 24 characters after the one before (found lazily and without
 # backtracking: the earliest next digit is always a valid choice, so the atomic group loses no match).
@@ -109,7 +114,9 @@ class LibraryIdentifierPolicy(Policy):
         # and amounts as short numbers
         out = [Span(m.start, m.end, "phone")
                for m in (PhoneNumberMatcher(text, self.phone_region, leniency=Leniency.POSSIBLE) if digits >= 7 else ())
-               if sum(c.isdigit() for c in m.raw_string) >= 7 and not _DATE.fullmatch(m.raw_string)]
+               if sum(c.isdigit() for c in m.raw_string) >= 7 and not _DATE.fullmatch(m.raw_string)
+               and not _NOT_A_PHONE.search(m.raw_string)
+               and not (m.start and _LETTER.match(text, m.start - 1)) and not _LETTER.match(text, m.end)]
         out += [Span(*m.span(), "iban") for m in _IBAN.finditer(text) if iban.is_valid(m.group())]
         out += [Span(*m.span("secret"), "vat") for m in _VAT.finditer(text)]
         for m in _TOKEN.finditer(text):

@@ -158,10 +158,12 @@ _DIGIT_RUNS = (
 )
 # An upper-case code of letters and digits, dashes, dots or slashes inside, with 3 or more digits in 6 or more
 # characters or 2 or more in 8 or more: MRN-7788123, AB12C345, X7-553-21Q, 12345678Z, FH6F6GMMF4. Lower case keeps
-# doses (500mg) out, the lengths short codes (E11.9, COVID-19); ICD-10 codes (J45.909) and public references (GH-1234,
-# CVE-2024-3094) are not identifiers.
+# doses (500mg) out, the lengths short codes (E11.9, COVID-19); ICD-10 codes (J45.909), public references (GH-1234,
+# CVE-2024-3094) and hardware model names (one to four capitals, three to five digits, up to two capitals: MT7915E,
+# F71868A) are not identifiers.
 _CODE = (
     r"(?<![\w-])(?![A-Z]\d[\dA-Z]\.[\dA-Z]{1,4}(?![\w-]))(?!(?:GH|PR|CVE|PEP|RFC)-\d)(?=[A-Z0-9./-]{0,40}[A-Z])"  # bounded: linear time
+    r"(?![A-Z]{1,4}\d{3,5}[A-Z]{0,2}(?![\w-]))"  # a model name (MT7915E, NCT6793D, MCP9808): five digits at most
     r"(?:(?=(?:[A-Z./-]{0,40}\d){3})(?=(?:[./-]?[A-Z0-9]){6})|(?=(?:[A-Z./-]{0,40}\d){2})(?=(?:[./-]?[A-Z0-9]){8}))"
     r"[A-Z0-9]+(?:[-./][A-Z0-9]+)*(?![\w-]|[./][A-Z0-9])"
 )
@@ -400,8 +402,34 @@ _FACILITIES = (
 # What `identifier` leaves in the clear whatever its shape: references to bugs, issues and tickets, alone or in lists
 # ("Closes: #1035654, #1029751", "LP: #2012345", "ticket 48213"), a time with its zone offset ("16:11:37 +0200"),
 # and the names of algorithms, encodings and standards (AES-256, SHA-512, UTF-8, ISO-8859-1, RFC 5322).
-_REFERENCE = (r"(?i:\b(?:closes|fixes|fixed|resolves|bugs?|issues?|tickets?|lp|pr|gh|cve|debian[ \t]+bug)\b[ \t]*:?[ \t]*)"
-              r"#?\d+(?:[ \t]*(?:,|and)[ \t]*#?\d+)*")
+_REFERENCE = (r"(?i:\b(?:closes|fixes|fixed|resolves|bugs?|issues?|tickets?|lp|pr|gh|cve|debian[ \t]+bug"
+              r"|rt|rhbz|bz|bugzilla|red[ \t]?hat|debian|ubuntu|fedora|gentoo|sv|rt\.cpan\.org)\b[ \t]*:?[ \t]*)"
+              r"#?[ \t]?\d+(?:[ \t]*(?:,|and)[ \t]*#?\d+)*")
+# Other references of software text: a GCC-style `PR component/number`, a tracker's `b/number`, a CVE, two or more
+# `#number`s in a row ("(#2614 #2630, ...)", "#9494, #9456"), a list item that starts with one ("* #10125: autodoc:
+# ..."), one in parentheses ("(#1540507)") or before its link ("`#11740 <https://...>`_").
+_MORE_REFERENCES = (r"\bPR[ \t]+[\w+.-]+/\d+|(?<![\w/])b/\d+|\bCVE-\d{4}-\d+"
+                    r"|(?<![\w#&])#\d+(?:(?:[ \t]*,[ \t]*|[ \t]+(?:and[ \t]+)?)#\d+)+"
+                    r"|(?m:^[ \t]*(?:[*+-][ \t]+)?#\d+(?=:))|\(#\d+\)|`#\d+(?=[ \t]+<https?://)")
+# A version, alone or leading a release line with dates, times and more versions ("0.35 2013-09-05 13:26:54",
+# "[0.11.0] - 2022-10-12", "6.03 2011-09-20", "2.24.51.20140814-2", "9.0.0045"); a package revision around a date
+# ("10-20200312-1", "(20230710~deb12u1)", a line of its own "20160918"); a date with its time ("2007-11-09 20:28").
+# A version is a number of one to three digits not led by a zero, a dot, a second of one or two digits not led by a
+# zero, and more parts after dots or dashes; no date ("14.11.1962", "12.03.2024") and no phone number
+# ("1.800.555.0199", "06.12.34.56.78") is one. A date alone is not one (a date of birth keeps its cue's span). Nor are the numbers of a
+# web address (`general` leaves URLs in the clear).
+_VERSION = rf"v?(?!{_DAY}\.{_MONTH_NUM}\.\d{{2,4}}(?![\w.]))(?:0|[1-9]\d{{0,2}})\.(?:0|[1-9]\d?)(?:[.-][0-9A-Za-z]+)*"
+_COMPACT_DATE = r"(?:19|20)\d\d(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])"
+_RELEASE_PART = (rf"[\[(]?(?:{_VERSION}|(?:19|20)\d\d-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])"
+                 r"|\d{1,2}:\d{2}(?::\d{2})?)[\])]?")
+_URL_CLEAR = r"\bhttps?://[^\s<>\"')]+"
+_ISO_DATE = r"(?:19|20)\d\d-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])"
+_RELEASE = (rf"(?<![\w.+-])(?:[\[(]?(?:{_VERSION}|\d{{1,3}}\.\d\d(?=[ \t]+(?:[-–][ \t]+)?{_ISO_DATE}))[\])]?"
+            rf"(?:[ \t]+(?:[-–][ \t]+)?{_RELEASE_PART})*"
+            rf"|\d{{1,3}}-{_COMPACT_DATE}-\d{{1,3}}|{_ISO_DATE}[ T-]\d{{1,2}}:\d{{2}}(?::\d{{2}}(?:\.\d+)?)?Z?"
+            rf"|\((?:\d+:)?{_COMPACT_DATE}(?:[~+.][\w.~+]*)?\)|(?m:^{_COMPACT_DATE}$))(?![\w-])")
+# A Unicode code point or range (U+1F0A0-U+1F0DF).
+_CODE_POINT = r"\bU\+[0-9A-F]{4,6}(?:-U\+[0-9A-F]{4,6})?\b"
 _ZONE_OFFSET = r"\b\d{1,2}:\d{2}(?::\d{2})?(?:[ \t]+\d{4})?[ \t]*[+-](?:[01]\d|2[0-3])[0-5]\d\b"
 _STANDARD = r"\b(?:AES|SHA|MD|RSA|DSA|ECDSA|ED|ISO|IEC|IEEE|UTF|RFC|PEP|IPv|CRC|DES|HMAC|PBKDF)[-_ ]?\d+(?:[-:]\d+)*\b"
 # A Message-ID (RFC 5322 §3.6.4: `<15090.61304.110929.45684@beluga.mojam.com>`) names a message, not a person: the
@@ -410,7 +438,8 @@ _STANDARD = r"\b(?:AES|SHA|MD|RSA|DSA|ECDSA|ED|ISO|IEC|IEEE|UTF|RFC|PEP|IPv|CRC|
 _MESSAGE_ID = (r"(?im:^(?:Message-ID|In-Reply-To|References|Resent-Message-ID|Content-ID)[ \t]*:"
                r"(?:[ \t]*(?:\n[ \t]+)?<[^<>\s]+>)+"
                r"|\bIn[ \t]+(?:article|message|mail)[ \t]+<[^<>\s]+@[^<>\s]+>)")
-IDENTIFIER_CLEAR = (_REFERENCE, _ZONE_OFFSET, _STANDARD, _MESSAGE_ID)
+IDENTIFIER_CLEAR = (_REFERENCE, _MORE_REFERENCES, _RELEASE, _URL_CLEAR, _CODE_POINT, _ZONE_OFFSET, _STANDARD,
+                    _MESSAGE_ID)
 
 # What the `strict` policy adds to `general` (HIPAA Safe Harbor, 45 CFR 164.514(b)(2)): every date but a year
 # alone, numeric or with a month name of five languages; a fragment of a card or account number ("card ending 4821",
