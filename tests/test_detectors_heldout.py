@@ -100,6 +100,8 @@ def test_offsets_bug_numbers_and_standards_stay_clear(text, clear):
     ("hospital number AB123456 and NI QQ123456C", "QQ123456C"),
     ("Order #12345678 shipped", "12345678"),
     ("Ruf an: 030 1234567", "030 1234567"),
+    ("see https://lists.example.org/archive?from=ann.lee@example.com today", "ann.lee@example.com"),
+    ("Your order (#12345678) has shipped.", "12345678"),
 ])
 def test_secrets_beside_the_shapes_of_versions_and_references_are_still_masked(text, secret):
     """What looks like a version, a date or a reference but is a secret (dates of birth with their cue, dotted

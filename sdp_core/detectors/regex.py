@@ -407,10 +407,11 @@ _REFERENCE = (r"(?i:\b(?:closes|fixes|fixed|resolves|bugs?|issues?|tickets?|lp|p
               r"#?[ \t]?\d+(?:[ \t]*(?:,|and)[ \t]*#?\d+)*")
 # Other references of software text: a GCC-style `PR component/number`, a tracker's `b/number`, a CVE, two or more
 # `#number`s in a row ("(#2614 #2630, ...)", "#9494, #9456"), a list item that starts with one ("* #10125: autodoc:
-# ..."), one in parentheses ("(#1540507)") or before its link ("`#11740 <https://...>`_").
+# ..."), one in parentheses at a line's end ("- Fix logging (#1540507)"; "your order (#1540507) shipped" is no
+# reference) or before its link ("`#11740 <https://...>`_").
 _MORE_REFERENCES = (r"\bPR[ \t]+[\w+.-]+/\d+|(?<![\w/])b/\d+|\bCVE-\d{4}-\d+"
                     r"|(?<![\w#&])#\d+(?:(?:[ \t]*,[ \t]*|[ \t]+(?:and[ \t]+)?)#\d+)+"
-                    r"|(?m:^[ \t]*(?:[*+-][ \t]+)?#\d+(?=:))|\(#\d+\)|`#\d+(?=[ \t]+<https?://)")
+                    r"|(?m:^[ \t]*(?:[*+-][ \t]+)?#\d+(?=:)|\(#\d+\)(?=[.,;]?[ \t]*$))|`#\d+(?=[ \t]+<https?://)")
 # A version, alone or leading a release line with dates, times and more versions ("0.35 2013-09-05 13:26:54",
 # "[0.11.0] - 2022-10-12", "6.03 2011-09-20", "2.24.51.20140814-2", "9.0.0045"); a package revision around a date
 # ("10-20200312-1", "(20230710~deb12u1)", a line of its own "20160918"); a date with its time ("2007-11-09 20:28").
@@ -422,7 +423,7 @@ _VERSION = rf"v?(?!{_DAY}\.{_MONTH_NUM}\.\d{{2,4}}(?![\w.]))(?:0|[1-9]\d{{0,2}})
 _COMPACT_DATE = r"(?:19|20)\d\d(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])"
 _RELEASE_PART = (rf"[\[(]?(?:{_VERSION}|(?:19|20)\d\d-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])"
                  r"|\d{1,2}:\d{2}(?::\d{2})?)[\])]?")
-_URL_CLEAR = r"\bhttps?://[^\s<>\"')]+"
+_URL_CLEAR = r"\bhttps?://[^\s<>\"')@]+"  # up to an `@`: an address in a web address is still an address
 _ISO_DATE = r"(?:19|20)\d\d-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])"
 _RELEASE = (rf"(?<![\w.+-])(?:[\[(]?(?:{_VERSION}|\d{{1,3}}\.\d\d(?=[ \t]+(?:[-–][ \t]+)?{_ISO_DATE}))[\])]?"
             rf"(?:[ \t]+(?:[-–][ \t]+)?{_RELEASE_PART})*"
