@@ -84,7 +84,7 @@ def run_detect(args: argparse.Namespace) -> int:
         raise UserError("--show must be >= 0")
     if args.review < 0:
         raise UserError("--review must be >= 0")
-    if args.review and not sys.stdin.isatty():
+    if args.review and (sys.stdin is None or not sys.stdin.isatty()):
         raise UserError("--review needs a person at a terminal: standard input is not one (the answers would not "
                         "be a review)")
     if args.estimate_per_type < 1:
