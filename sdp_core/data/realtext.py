@@ -21,6 +21,10 @@ names (`Explosion`, `joke2k`) and organisations are not gold; a title (`Dr.`) is
 
 Records are cut at line boundaries to at most `max_chars` characters, deduplicated by text, and sorted by
 (source, origin) so the set is the same for the same installed files.
+
+Two more sets are built apart from these: Debian changelog entries (`build_changelogs`: sign-off and `[ Name ]`
+names and addresses) and upstream release notes (`build_release_notes`: ChangeLog and NEWS files, addresses and the
+names before them), where the numbers (versions, dates, bug and pull-request references) are no secrets.
 """
 
 from __future__ import annotations
