@@ -15,8 +15,8 @@ Three sources, all already on a machine that runs the project, each read by its 
 
 Every occurrence of a gold value in its record is a gold span (a description that names its author again), and
 only those: other names in the text (people thanked, products, projects) carry no span, so precision measured on
-this set is a lower bound. A holder or author counts as a person when it is two to five words, each capitalised
-or a name particle, none of them a word organisations use (`Team`, `Inc`, `Authors`, `Foundation`, ...); one-word
+this set is a lower bound. A holder or author counts as a person when it is two to five words, each capitalised (in
+any cased script) or a name particle, none of them a word organisations use (`Team`, `Inc`, `Authors`, `Foundation`, ...); one-word
 names (`Explosion`, `joke2k`) and organisations are not gold; a title (`Dr.`) is not part of a name.
 
 Records are cut at line boundaries to at most `max_chars` characters, deduplicated by text, and sorted by
@@ -24,7 +24,9 @@ Records are cut at line boundaries to at most `max_chars` characters, deduplicat
 
 Two more sets are built apart from these: Debian changelog entries (`build_changelogs`: sign-off and `[ Name ]`
 names and addresses) and upstream release notes (`build_release_notes`: ChangeLog and NEWS files, addresses and the
-names before them), where the numbers (versions, dates, bug and pull-request references) are no secrets.
+names before them), where the numbers (versions, dates, bug and pull-request references) are no secrets; and
+translators' credits (`build_translations`: the headers of installed gettext catalogues, names and addresses of
+translators of many languages, split by text domain into a development and a held-out half).
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ ORG_WORDS = frozenset(
     "international digital graphics press publishing".split()
 )
 NAME_PARTICLES = frozenset("van von der den de del della di da du la le bin ibn al el y zu ten ter".split())
-_NAME_TOKEN = re.compile(r"^(?:[A-ZÀ-ÖØ-Þ][\w'’.-]*|[A-ZÀ-ÖØ-Þ]\.)$")
+_NAME_WORD = re.compile(r"^[^\W\d_][\w'’.-]*$")
 _ADDRESS = re.compile(r"^[\w.%+'-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}$")
 _HANDLE = re.compile(r"(?<![\w.@])@([A-Za-z0-9](?:[A-Za-z0-9-]{0,38}))(?![\w@.-]*\.[A-Za-z]{2,}\b)")
 
@@ -71,8 +73,13 @@ def _untitled(value: str) -> str:
     return _TITLE.sub("", value.strip())
 
 
+def _name_token(word: str) -> bool:
+    """A capitalised word or initial of any cased script (`Ann`, `O'Neil`, `J.`, `Мирослав`)."""
+    return word[0].isupper() and _NAME_WORD.match(word) is not None
+
+
 def is_person_name(value: str) -> bool:
-    """Two to five words, each capitalised (or a particle such as `van`), none an organisation word."""
+    """Two to five words, each capitalised in its script (or a particle such as `van`), none an organisation word."""
     words = value.split()
     if not 2 <= len(words) <= 5:
         return False
@@ -80,7 +87,7 @@ def is_person_name(value: str) -> bool:
         return False
     if not any(c.islower() for c in value):
         return False
-    return all(_NAME_TOKEN.match(w) or w in NAME_PARTICLES for w in words) and _NAME_TOKEN.match(words[-1]) is not None
+    return all(_name_token(w) or w in NAME_PARTICLES for w in words) and _name_token(words[-1])
 
 
 def is_address(value: str) -> bool:
@@ -408,6 +415,72 @@ def build_release_notes(kind: str, debian_doc: Path | None = DEBIAN_DOC, max_cha
         debian_doc and debian_doc.is_dir()) else []
     out: dict[str, Record] = {}
     for draft in release_note_drafts(files, max_chars):
+        record = draft.record()
+        if record is not None and record.text not in out:
+            out[record.text] = record
+    return sorted(out.values(), key=lambda r: r.meta["origin"])
+
+
+# -- translators' credits: the headers of installed message catalogues -------------------------------------------
+
+LOCALE_DIR = Path("/usr/share/locale")
+TRANSLATION_SPLITS = ("dev", "heldout")
+
+
+def translation_split(domain: str) -> str:
+    """A catalogue's split, by its text domain (`coreutils`, `gettext-tools`, ...): a stable hash of the name, so a
+    translator's header of one program never lands in both splits through another language of the same program."""
+    import hashlib
+
+    return TRANSLATION_SPLITS[hashlib.sha256(domain.encode()).digest()[0] % 2]
+
+
+def translation_drafts(files: Iterable[Path]) -> Iterator[_Draft]:
+    """The header entry of each compiled message catalogue (GNU gettext `.mo`, the translation of the empty msgid):
+    `Last-Translator: Name <address>`, `Language-Team: Team <address>`, dates, versions and plural rules. Gold:
+    every address, and the translator's display name when it reads as a person (in any script; a name written twice,
+    `Name (Other Script)`, gives both). Team names are no person. Each header gives a second record: the same credit
+    in the comment a PO file opens with (`# Name <address>, YEAR.`, the shape `msginit` writes and translators keep),
+    with no field name before it; its words around the credit are this function's, the credit is the file's. The
+    origin is `language/domain`."""
+    import gettext
+
+    for path in files:
+        try:
+            with path.open("rb") as f:
+                catalogue = gettext.GNUTranslations(f)
+        except (OSError, UnicodeDecodeError, ValueError, IndexError):  # IndexError: a malformed Plural-Forms
+            continue
+        header = catalogue._catalog.get("")  # type: ignore[attr-defined]  # the header entry, as the file has it
+        if not isinstance(header, str) or "@" not in catalogue.info().get("last-translator", ""):
+            continue
+        values = {}
+        for field in ("last-translator", "language-team"):
+            for display, address in email.utils.getaddresses([catalogue.info().get(field, "")]):
+                if not is_address(address):
+                    continue
+                values[address] = "email"
+                if field == "last-translator":
+                    display = _untitled(display.strip().strip('"'))
+                    for who in [re.sub(r"\s*\(([^()]*)\)\s*$", "", display), *re.findall(r"\(([^()]*)\)\s*$", display)]:
+                        if is_person_name(who.strip()):
+                            values[who.strip()] = "name"
+        language = path.parent.parent.name
+        yield _Draft("translation:header", f"{language}/{path.stem}", header.strip("\n"), values)
+        year = re.search(r"^PO-Revision-Date: ((?:19|20)\d\d)", header, re.M)
+        credit = catalogue.info()["last-translator"].strip()
+        comment = (f"# {language} translation of {path.stem}.\n# Copyright (C) {year.group(1) if year else ''} "
+                   f"the {path.stem} authors.\n# This file is distributed under the same license as the {path.stem} "
+                   f"package.\n# {credit}, {year.group(1) if year else ''}.\n#")
+        yield _Draft("translation:comment", f"{language}/{path.stem}", comment, values)
+
+
+def build_translations(split: str, locale_dir: Path | None = LOCALE_DIR) -> list[Record]:
+    """Every translator's header of the catalogues under `locale_dir` (none when absent) whose text domain is in
+    `split` (`translation_split`), deduplicated, sorted by origin. `meta["origin"]` starts with the language."""
+    files = sorted(locale_dir.glob("*/LC_MESSAGES/*.mo")) if locale_dir and locale_dir.is_dir() else []
+    out: dict[str, Record] = {}
+    for draft in translation_drafts(f for f in files if translation_split(f.stem) == split):
         record = draft.record()
         if record is not None and record.text not in out:
             out[record.text] = record
