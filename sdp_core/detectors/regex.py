@@ -459,12 +459,26 @@ _CARD_FRAGMENT = (r"(?i:\b(?:ending(?:[ \t]+(?:in|with))?|last[ \t]+(?:4|four)(?
                   r"|se[ \t]+termine[ \t]+par|terminada[ \t]+en|che[ \t]+termina[ \t]+con|endet[ \t]+auf)[ \t:]*)"
                   r"(?P<secret>\d{2,6})\b")
 # An organisation by its legal form: "Müller GmbH", "Dizdar j.d.o.o.", "Hermanos Marín S.L.N.E", "Kennedy, Moore and
-# Gregory Ltd", "Nowak Sp. z o.o.".
-_LEGAL_FORM = (r"(?:GmbH(?:[ \t]+&[ \t]+Co\.?[ \t]+KG)?|AG|KG|OHG|e\.V\.|S\.?A\.?S?|S\.?L\.?(?:N\.?E\.?|U\.?)?|SARL|S\.?p\.?A\.?"
-               r"|S\.?r\.?l\.?|S\.?N\.?C\.?|Ltda?\.?|LLC|LLP|Inc\.?|PLC|plc|Corp\.?|[jd]\.?o\.?o\.?|d\.d\.|s\.?r\.?o\.?|a\.s\.|k\.s\."
-               r"|v\.o\.s\.|Sp\.[ \t]+z[ \t]+o\.o\.|S\.A\.|A\.Ş\.|AB|ASA?|Oy|Oyj|B\.V\.|N\.V\.|BV|NV|CV|ApS|A/S|Kft\.?|Zrt\.?|Bt\.)")
-_ORGANISATION = (rf"(?<![\w-]){UPPER}[^\W\d_]*(?:['’-][^\W\d_]+)*(?:,?[ \t]+(?:(?:and|und|et|y|e|&)[ \t]+)?"
-                 rf"{UPPER}[^\W\d_]*(?:['’-][^\W\d_]+)*){{0,4}}[ \t]+{_LEGAL_FORM}(?![\w])")
+# Gregory Ltd", "Nowak Sp. z o.o.", "Horváth és társa Kft.", "Edwards and Sons"; the forms are those of the ISO 20275
+# entity legal forms list for the countries of Europe and the Americas most often written, with or without their dots.
+_LEGAL_FORM = (r"(?:(?:GmbH|AG|Stiftung)(?:[ \t]+&[ \t]+Co\.?[ \t]+(?:KG|OHG|KGaA))?|mbH|KG|KGaA|OHG|GbR|UG|e\.[ \t]?V\.|e\.G\.|SE"
+               r"|S\.?A\.?[SU]?\.?|S\.?Coop\.?|-[ \t]+(?:ME|EI)|EIRELI|[Ss]\.?[Pp]\.?[Aa]\.?|S\.?L\.?(?:N\.?E\.?|U\.?)?|S(?:ARL|àrl|arl)\.?|S\.A\.R\.L\.|EURL|SNC|S\.?p\.?A\.?|S/A"
+               r"|S\.?r\.?l\.?|S\.?N\.?C\.?|Ltda?\.?|Lda\.?|LLC|LLP|Inc\.?|PLC|plc|Corp\.?|Pvt\.?[ \t]+Ltd\.?"
+               r"|Ltd\.?[ \t]+Şti\.?|j\.d\.o\.o\.|[jd]\.?o\.?o\.?|d\.d\.|s\.?r\.?o\.?|a\.s\.|k\.s\.|v\.o\.s\."
+               r"|[Ss]p\.[ \t]+z[ \t]+o\.[ \t]?o\.|[Ss]p\.[ \t]?[jk]\.|S\.A\.|A\.Ş\.|AB|HB|KB|ASA?|Oyj?|B\.V\.|N\.V\."
+               r"|BV|NV|CV|VOF|OG|ApS|A/S|I/S|K/S|ehf\.?|hf\.?|Kft\.?|Zrt\.?|Nyrt\.?|Bt\.?|SRL|S\.R\.L\.)")
+_FAMILY_FIRM = (r"(?:and|&|und|og|och|e|y|et|en)[ \t]+(?:[Ss]ons|Söhne|Sønner|Söner|[Ff]ilhos|[Hh]ijos|[Ff]igli"
+                r"|[Ff]ils|Zonen|Partners?|Co\.)")
+_ORG_WORD = rf"{UPPER}[^\W\d_]*(?:['’-][^\W\d_]+)*"
+_ORG_JOIN = r"(?:and|und|et|y|e|és|en|og|och|ve|i|&)"
+_ORGANISATION = (
+    rf"(?<![\w-]){_ORG_WORD}(?:,?[ \t]+(?:{_ORG_JOIN}[ \t]+)?{_ORG_WORD}){{0,4}}(?:[ \t]+és[ \t]+[Tt]ársa)?"
+    rf"[ \t]+(?:{_LEGAL_FORM}(?![\w/])|{_FAMILY_FIRM}\b)",
+    # a partnership named by three or more surnames ("Kennedy, Moore and Gregory"), or two joined by "&"
+    rf"(?<![\w-]){_ORG_WORD}[ \t]+&[ \t]+{_ORG_WORD}(?![\w-])",
+    # a partnership named by three or more surnames: "Kennedy, Moore and Gregory"
+    rf"(?<![\w-]){_ORG_WORD}(?:,[ \t]+{_ORG_WORD})+,?[ \t]+(?:and|&|und|et|y|e|en|og|és)[ \t]+{_ORG_WORD}(?![\w-])",
+)
 _URL = r"\b(?:https?://|www\.)[^\s<>\"')]+"
 _IP = r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)(?![\w.])"
 
@@ -486,7 +500,7 @@ BUILTIN_PATTERNS: dict[str, PatternSpec] = {
     "id": PatternSpec((r"(?<![\w.,])\d{6,}(?!\w|[.,]\d)",)),
     "address": PatternSpec(_US_ADDRESSES),
     "username": PatternSpec(_USERNAMES),
-    "strict_extra": PatternSpec((*_STRICT_DATES, _CARD_FRAGMENT, _ORGANISATION, _URL, _IP)),
+    "strict_extra": PatternSpec((*_STRICT_DATES, _CARD_FRAGMENT, *_ORGANISATION, _URL, _IP)),
     "facility": PatternSpec(_FACILITIES),
     "identifier": PatternSpec(
         (
