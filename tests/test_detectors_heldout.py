@@ -100,6 +100,10 @@ def test_general_on_held_out_translators_credits():
     ("2007-11-09 20:28  abadger1999", "2007-11-09 20:28"),
     ("* added Playing Cards block (U+1F0A0-U+1F0DF)", "U+1F0A0-U+1F0DF"),
     ("see https://bugzilla.redhat.com/show_bug.cgi?id=1422463 for it", "1422463"),
+    ("PO-Revision-Date: 2004-08-08 16:54-0600\n", "2004-08-08 16:54-0600"),
+    ("PO-Revision-Date: 2001-11-13 14:28GMT+0200\n", "2001-11-13 14:28GMT+0200"),
+    ("X-Generator: Weblate 4.8-dev\n", "Weblate 4.8-dev"),
+    ("X-Generator: Lokalize 1.5\n", "Lokalize 1.5"),
 ])
 def test_offsets_bug_numbers_and_standards_stay_clear(text, clear):
     """Versions, release lines, bug and pull-request references, hardware model names and commit hashes: no character

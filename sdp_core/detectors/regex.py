@@ -414,7 +414,8 @@ _MORE_REFERENCES = (r"\bPR[ \t]+[\w+.-]+/\d+|(?<![\w/])b/\d+|\bCVE-\d{4}-\d+"
                     r"|(?m:^[ \t]*(?:[*+-][ \t]+)?#\d+(?=:)|\(#\d+\)(?=[.,;]?[ \t]*$))|`#\d+(?=[ \t]+<https?://)")
 # A version, alone or leading a release line with dates, times and more versions ("0.35 2013-09-05 13:26:54",
 # "[0.11.0] - 2022-10-12", "6.03 2011-09-20", "2.24.51.20140814-2", "9.0.0045"); a package revision around a date
-# ("10-20200312-1", "(20230710~deb12u1)", a line of its own "20160918"); a date with its time ("2007-11-09 20:28").
+# ("10-20200312-1", "(20230710~deb12u1)", a line of its own "20160918"); a date with its time and zone ("2007-11-09
+# 20:28", "2004-08-08 16:54-0600", "2001-11-13 14:28GMT+0200").
 # A version is a number of one to three digits not led by a zero, a dot, a second of one or two digits not led by a
 # zero, and more parts after dots or dashes; no date ("14.11.1962", "12.03.2024") and no phone number
 # ("1.800.555.0199", "06.12.34.56.78") is one. A date alone is not one (a date of birth keeps its cue's span). Nor are the numbers of a
@@ -427,7 +428,8 @@ _URL_CLEAR = r"\bhttps?://[^\s<>\"')@]+"  # up to an `@`: an address in a web ad
 _ISO_DATE = r"(?:19|20)\d\d-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])"
 _RELEASE = (rf"(?<![\w.+-])(?:[\[(]?(?:{_VERSION}|\d{{1,3}}\.\d\d(?=[ \t]+(?:[-–][ \t]+)?{_ISO_DATE}))[\])]?"
             rf"(?:[ \t]+(?:[-–][ \t]+)?{_RELEASE_PART})*"
-            rf"|\d{{1,3}}-{_COMPACT_DATE}-\d{{1,3}}|{_ISO_DATE}[ T-]\d{{1,2}}:\d{{2}}(?::\d{{2}}(?:\.\d+)?)?Z?"
+            rf"|\d{{1,3}}-{_COMPACT_DATE}-\d{{1,3}}|{_ISO_DATE}[ T-]\d{{1,2}}:\d{{2}}(?::\d{{2}}(?:\.\d+)?)?"
+            r"(?:Z|[ \t]*(?:GMT|UTC)?[+-](?:[01]\d|2[0-3]):?[0-5]\d|[ \t]*(?:GMT|UTC))?"
             rf"|\((?:\d+:)?{_COMPACT_DATE}(?:[~+.][\w.~+]*)?\)|(?m:^{_COMPACT_DATE}$))(?![\w-])")
 # A Unicode code point or range (U+1F0A0-U+1F0DF).
 _CODE_POINT = r"\bU\+[0-9A-F]{4,6}(?:-U\+[0-9A-F]{4,6})?\b"
