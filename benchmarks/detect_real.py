@@ -3,7 +3,8 @@ and the masked share of characters beside the gold share, with 95 % Wilson inter
 
 Real text (`sdp_core.data.realtext`): the metadata, AUTHORS files and copyright notices installed here, by source,
 at most `--per-source` records each (a seeded sample); generated: clinic notes, CustomerSim dialogs and
-bank / HR help-desk notes (`generate_accounts`: names, usernames, card numbers), `--n` each. Policies: `general`
+bank / HR help-desk notes (`generate_accounts`: names, usernames, card numbers; US people, and people of the
+held-out locales of `sdp_core.data.business`), `--n` each. Policies: `general`
 (the default for any data but CustomerSim) and, for comparison, the union the `general` policy was before person
 names were read from the text (`identifier,general_entity,proper_nouns`).
 
@@ -21,6 +22,7 @@ from pathlib import Path
 from faker import Faker
 
 from benchmarks.detect_general import measure, rate
+from sdp_core.data.business import LOCALES
 from sdp_core.data.clinic import generate_clinic
 from sdp_core.data.customersim import generate_customersim
 from sdp_core.data.realtext import SOURCES, build_realtext
@@ -62,14 +64,21 @@ ACCOUNT_NOTES = (
 )
 
 
-def generate_accounts(n: int, seed: int) -> list[Record]:
+def generate_accounts(n: int, seed: int, locales: tuple[str, ...] = ("en_US",)) -> list[Record]:
     """Bank and HR help-desk notes with gold names, usernames (after `@` or a `user:` / `login:` cue) and card
     numbers (Faker's Luhn-valid numbers of every brand, bare or grouped), among dates, amounts, versions and bug
-    numbers that are not secrets. A generated check of the types the other sets lack."""
-    fake = Faker("en_US")
+    numbers that are not secrets. A generated check of the types the other sets lack. The people are of `locales`
+    (each note draws one; the English text stays): `sdp_core.data.business.LOCALES` names a development and a
+    held-out list."""
+    fake = Faker(list(locales))
     fake.seed_instance(seed)
-    values = {"name": lambda: f"{fake.first_name()} {fake.last_name()}", "username": fake.user_name,
-              "card": lambda: _card(fake)}
+    people = [fake[loc] for loc in locales]
+
+    def name() -> str:
+        person = fake.random_element(people)
+        return f"{person.first_name()} {person.last_name()}"
+
+    values = {"name": name, "username": fake.user_name, "card": lambda: _card(fake)}
     records = []
     for _ in range(n):
         text, spans = "", []
@@ -119,7 +128,8 @@ def main() -> None:
 
     load_spacy("en_core_web_sm")
     sets = {**real_sets(args.per_source, args.seed), "clinic": generate_clinic(args.n, args.seed),
-            "customersim": generate_customersim(args.n, args.seed), "accounts": generate_accounts(args.n, args.seed)}
+            "customersim": generate_customersim(args.n, args.seed), "accounts": generate_accounts(args.n, args.seed),
+            "accounts:heldout": generate_accounts(args.n, args.seed, LOCALES["heldout"]["en"])}
     policies = args.policies.split(";")
     console = Console(width=240)
     summary = Table(title="Per set: token precision, masked share of non-space characters (gold share), all secrets")

@@ -6,11 +6,13 @@ import argparse
 import hashlib
 import io
 import json
+import os
 import re
 
 import pytest
 from scipy.stats import binomtest
 
+from sdp_core.cli import main
 from sdp_core.data.customersim import generate_customersim
 from sdp_core.data.loaders import save_jsonl
 from sdp_core.detectors.cli import add_detect_arguments, run_detect
@@ -120,10 +122,17 @@ def test_precision_and_masked_share_beside_recall(tmp_path, data, capsys):
 REVIEWED = ["Call Ann Lee on 555-123-4567 today.", "Parcel for Bob Stone, call 555-987-6543.", "Nothing to see."]
 
 
+class Terminal(io.StringIO):
+    """A reviewer's answers typed at a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
 def review_run(tmp_path, monkeypatch, argv: list[str], answers: str) -> None:
     path = tmp_path / "notes.txt"
     path.write_text("\n\n".join(REVIEWED) + "\n")
-    monkeypatch.setattr("sys.stdin", io.StringIO(answers))
+    monkeypatch.setattr("sys.stdin", Terminal(answers))
     run([str(path), "--no-cache", "--estimate-per-type", "3", *argv])
 
 
@@ -157,7 +166,7 @@ def test_review_stores_missed_secrets_as_gold_and_recall_has_a_wilson_interval(t
 def test_review_drops_a_span_named_no_secret_and_reports_what_it_cannot_read(tmp_path, monkeypatch, capsys):
     path = tmp_path / "room.txt"
     path.write_text("Room 555-123-4567 is free; ask Eve Moss.\n")
-    monkeypatch.setattr("sys.stdin", io.StringIO("-1\n-7\nname: Nobody Here\nname: Eve Moss\nwhat\nq\n"))
+    monkeypatch.setattr("sys.stdin", Terminal("-1\n-7\nname: Nobody Here\nname: Eve Moss\nwhat\n\n"))
     run([str(path), "--policy", "phone", "--review", "1", "--no-cache", "--estimate-per-type", "3"])
     printed = capsys.readouterr().out
     assert "span 1: no secret" in printed and "no span 7 here (1 to 1)" in printed
@@ -168,6 +177,39 @@ def test_review_drops_a_span_named_no_secret_and_reports_what_it_cannot_read(tmp
     assert "secrets fully masked 0.0000 [0.0000, " in printed and "(0/1)" in printed
 
 
+def test_review_without_a_terminal_refuses_in_one_line_with_exit_code_2(tmp_path, monkeypatch, capsys):
+    """Answers that no person typed (`--review 5 </dev/null`, a pipe) are no review: nothing is detected or written."""
+    path = tmp_path / "notes.txt"
+    path.write_text("\n\n".join(REVIEWED) + "\n")
+    with open(os.devnull) as devnull:
+        monkeypatch.setattr("sys.stdin", devnull)
+        assert main(["detect", str(path), "--policy", "phone", "--review", "5", "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --review needs a person at a terminal") and err.count("\n") == 1
+    assert not (tmp_path / "notes.txt.review.jsonl").exists()
+
+
+@pytest.mark.parametrize("end", ["", "q\n"], ids=["end of input", "q"])
+def test_an_interrupted_review_saves_only_the_records_answered(tmp_path, monkeypatch, capsys, end):
+    """The first record is finished with an empty line; the second is open when the input ends or the reviewer
+    types `q`: only the first is saved, and recall is computed on it alone (1 phone found of 2 secrets)."""
+    review_run(tmp_path, monkeypatch, ["--policy", "phone", "--review", "3"], "name: Ann Lee\nname: Bob Stone\n\n" + end)
+    printed = capsys.readouterr().out
+    rows = [json.loads(line) for line in (tmp_path / "notes.txt.review.jsonl").read_text().splitlines()]
+    assert len(rows) == 1
+    assert "record 2 is not saved; 1 record(s) reviewed" in printed
+    assert "reviewed records 1 " in printed and "(1/2)" in printed
+
+
+@pytest.mark.parametrize("answers", ["", "q\n", "name: Ann Lee\n"])
+def test_a_review_with_no_record_finished_writes_no_labels(tmp_path, monkeypatch, capsys, answers):
+    review_run(tmp_path, monkeypatch, ["--policy", "phone", "--review", "3"], answers)
+    printed = capsys.readouterr().out
+    assert not (tmp_path / "notes.txt.review.jsonl").exists()
+    assert "record 1 is not saved; 0 record(s) reviewed" in printed and "no record reviewed" in printed
+    assert "reviewed records" not in printed
+
+
 def test_types_and_recall_estimate_without_gold(tmp_path, capsys):
     """A policy that declares no types says so; without gold spans, the estimate finds every inserted email and
     no inserted name when the policy has only an email pattern."""
@@ -176,6 +218,17 @@ def test_types_and_recall_estimate_without_gold(tmp_path, capsys):
     run([str(path), "--policy", "email", "--no-cache", "--estimate-per-type", "4"])
     printed = capsys.readouterr().out
     assert "secret types: 'email' declares none" in printed
-    assert re.search(r"estimated recall email +1\.0000 \[0\.\d+, 1\.0000\] \(4/4\)\n", printed)
-    assert re.search(r"estimated recall name +0\.0000 \[0\.0000, 0\.\d+\] \(0/4\)  below 0\.95", printed)
+    assert re.search(r"estimated recall email +1\.0000 \[0\.\d+, 1\.0000\] ±0\.\d+ \(4/4\)\n", printed)
+    assert re.search(r"estimated recall name +0\.0000 \[0\.0000, 0\.\d+\] ±0\.\d+ \(0/4\)  below 0\.95", printed)
     assert "it cannot see" in printed
+
+
+def test_a_message_is_counted_by_the_types_it_holds(tmp_path, capsys):
+    """Two addresses are counted as `email`; the Message-ID's digit groups are no phone."""
+    path = tmp_path / "mail.txt"
+    path.write_text("From: Ann Lee <ann.lee@example.com>\nMessage-ID: <15090.61304.110929.45684@beluga.mojam.com>\n"
+                    "\nIn article <15090.61304.110929.45684@beluga.mojam.com>, bo@example.org wrote:\n")
+    run([str(path), "--no-cache", "--estimate-per-type", "1"])
+    printed = capsys.readouterr().out
+    assert re.search(r"spans email +2\n", printed)
+    assert "spans phone" not in printed

@@ -334,3 +334,41 @@ def test_role_cues_are_found_as_by_scanning_every_position():
     # the second word start before a tail is needed: a cue of two words
     assert any(m.group().lower().startswith(("on", "handed", "e-", "account", "card ")) for t in constructed
                for m in ROLE_CUES.finditer(t))
+
+
+MESSAGE = """From: Skip Montanaro <skip@pobox.com>
+To: python-list@python.org, "Tim Peters" <tim.one@home.com>
+Cc: 0301234567@t-online.de
+Message-ID: <15090.61304.110929.45684@beluga.mojam.com>
+In-Reply-To: <LNBBLJKPBEHFEDALKOLCCEBKLHAA.tim.one@home.com>
+References: <3B5A1C2D.8E0F@example.org>
+\t<20010723.104512.1234567@mail.example.net>
+Subject: Re: sorting
+
+>>>>> "Tim" == Tim Peters <tim.one@home.com> writes:
+In article <15090.61304.110929.45684@beluga.mojam.com> you wrote:
+Call me on +49 30 1234567 or write to ann.lee@example.com.
+"""
+
+
+def test_a_messages_addresses_are_emails_and_its_message_ids_no_secret():
+    """Against the standard library's own reading of the message (`email.parser`, `email.utils.getaddresses`):
+    every address of From, To and Cc, and every address in the body, is a span labelled `email` by `general`, no
+    number inside an address is a phone of its own, and no span touches a Message-ID of the Message-ID,
+    In-Reply-To and References headers or of the body's "In article <...>"."""
+    import email.parser
+    import email.utils
+
+    message = email.parser.Parser().parsestr(MESSAGE)
+    addresses = [a for _, a in email.utils.getaddresses(message.get_all("From") + message.get_all("To")
+                                                        + message.get_all("Cc"))] + ["ann.lee@example.com"]
+    ids = [i for h in ("Message-ID", "In-Reply-To", "References") for i in re.findall(r"<([^<>]+)>", message[h])]
+    assert len(addresses) == 5 and len(ids) == 4
+    [spans] = get_policy("general").detect([MESSAGE])
+    emails = {MESSAGE[s.start:s.end] for s in spans if s.label == "email"}
+    assert emails == set(addresses)
+    phones = [MESSAGE[s.start:s.end] for s in spans if s.label == "phone"]
+    assert phones == ["+49 30 1234567"]
+    for i in ids:
+        for at in (m.start() for m in re.finditer(re.escape(i), MESSAGE)):
+            assert not [s for s in spans if s.start < at + len(i) and at < s.end], i

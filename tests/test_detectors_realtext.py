@@ -13,7 +13,16 @@ from pathlib import Path
 import pytest
 
 from sdp_core.data.loaders import load_jsonl
-from sdp_core.data.realtext import authors_drafts, debian_drafts, is_person_name, licence_drafts, metadata_drafts
+import struct
+
+from sdp_core.data.realtext import (
+    authors_drafts,
+    debian_drafts,
+    is_person_name,
+    licence_drafts,
+    metadata_drafts,
+    translation_drafts,
+)
 from sdp_core.detectors import evaluate, get_policy, masked_share
 
 FIXTURE = Path(__file__).parent / "fixtures" / "realtext.jsonl"
@@ -77,6 +86,7 @@ def test_masked_share_counts_non_space_characters():
     ("Mike Bayer", True), ("Ahmed R. TAHRI", True), ("Frits van Bommel", True), ("Jean-loup Gailly", True),
     ("Explosion", False), ("Google LLC", False), ("The Abseil Authors", False), ("aiohttp team", False),
     ("Free Software Foundation", False), ("HuggingFace Inc.", False), ("abdul rawoof", False),
+    ("Мирослав Николић", True), ("Γιώργος Κοκολάτος", True), ("Serbian Team", False), ("мирослав николић", False),
 ])
 def test_person_rule(value, person):
     assert is_person_name(value) is person
@@ -126,3 +136,27 @@ def test_metadata_fields():
     [draft] = metadata_drafts([Dist()])
     assert gold(draft) == [("Armin Rigo", "name"), ("Maciej Fijalkowski", "name"), ("Ahmed R. TAHRI", "name"),
                            ("tahri@proton.me", "email"), ("g@google.com", "email"), ("Armin Rigo", "name")]
+
+
+def _mo(path: Path, header: str) -> None:
+    """A GNU gettext catalogue holding only its header (the format of the gettext manual, "The Format of MO Files")."""
+    value = header.encode()
+    # magic, revision, one string, the originals' and translations' tables, no hash table; then both strings
+    path.write_bytes(struct.pack("<7I", 0x950412DE, 0, 1, 28, 36, 0, 44)
+                     + struct.pack("<4I", 0, 44, len(value), 45) + b"\0" + value + b"\0")
+
+
+def test_translators_credits(tmp_path):
+    path = tmp_path / "sr" / "LC_MESSAGES" / "coreutils.mo"
+    path.parent.mkdir(parents=True)
+    _mo(path, "Project-Id-Version: coreutils 9.1\nPO-Revision-Date: 2022-04-18 10:02+0200\n"
+              "Last-Translator: Мирослав Николић (Miroslav Nikolić) <miroslavnikolic@rocketmail.com>\n"
+              "Language-Team: Serbian <(nothing)>\nLanguage: sr\nMIME-Version: 1.0\n"
+              "Content-Type: text/plain; charset=UTF-8\n")
+    header, comment = translation_drafts([path])
+    assert (header.source, header.origin) == ("translation:header", "sr/coreutils")
+    expected = [("Мирослав Николић", "name"), ("Miroslav Nikolić", "name"), ("miroslavnikolic@rocketmail.com", "email")]
+    assert gold(header) == expected
+    assert gold(comment) == expected
+    assert comment.text.splitlines()[3] == ("# Мирослав Николић (Miroslav Nikolić) <miroslavnikolic@rocketmail.com>, "
+                                            "2022.")

@@ -66,6 +66,11 @@ POSITIVE = {
         ("seen 12/03/2024, on 3 March 2024 and le 5 mars; card ending 4821", ["12/03/2024", "3 March 2024",
                                                                               "5 mars", "4821"]),
         ("joined Nowak Sp. z o.o. and Müller GmbH", ["Nowak Sp. z o.o.", "Müller GmbH"]),
+        ("Horváth és társa Kft., Dizdar j.d.o.o. or Morand Duroux Sàrl. paid", ["Horváth és társa Kft.",
+                                                                              "Dizdar j.d.o.o.", "Morand Duroux Sàrl."]),
+        ("Invoice for Ribeiro S/A; Ellingsen-Svendsen og Sønner.", ["Ribeiro S/A", "Ellingsen-Svendsen og Sønner"]),
+        ("starts at Kennedy, Moore and Gregory on Monday", ["Kennedy, Moore and Gregory"]),
+        ("paid Rossi e figli, Souza EIRELI; Bakker & Zonen", ["Rossi e figli", "Souza EIRELI", "Bakker & Zonen"]),
         ("see https://example.org/x from 192.168.1.20", ["https://example.org/x", "192.168.1.20"]),
     ],
     "facility": [
@@ -90,7 +95,9 @@ NEGATIVE = {
                    "https://github.com/a/b/issues/18427"],
     "username": ["mail ann@example.org", "@property\ndef f(self):", "@app.route('/')", "a @ b", "see @foo.bar"],
     "facility": ["the hospital was closed", "Clinic letter from Dr. Lee", "Hospital"],
-    "strict_extra": ["version 2.1.3 in 2024", "1,250 items at 14:30", "ending soon", "a.b.c.d"],
+    "strict_extra": ["version 2.1.3 in 2024", "1,250 items at 14:30", "ending soon", "a.b.c.d",
+                     "met Ann and Bo in Paris", "Sons and daughters", "the AGM of the Board",
+                     "Call ME now", "a Q&A with AT&T"],
 }
 
 

@@ -136,3 +136,36 @@ def test_an_epsilon_ladder_report_draws_its_curve_and_fits_1280px(chromium, tmp_
             assert table["scroll"] <= table["client"], (section["id"], table)
     curve = dom[dom.index('<div id="utility_vs_target_epsilon"'):]
     assert '<svg class="main-svg"' in curve[:200_000] and curve.count('class="point"') >= 12
+
+
+def test_a_report_with_long_policy_names_fits_1280px(chromium, tmp_path):
+    """The detector tables of a sweep on data without gold spans, as `prepare` stores them: the policy's name is
+    the union `general` resolves to (one word of 80 characters), every split's masked share, the recall estimate
+    per claimed type and a review; no table is wider than its container at 1280 px."""
+    import json
+
+    from sdp_core.detectors.estimate import CARRIERS
+    from sdp_core.detectors.registry import get_policy
+
+    policies = [get_policy("general").name, get_policy("strict").name]
+    sweep = write_synthetic_sweep(tmp_path / "sweep", 12, seed=3, intervals=True, audit=True)
+    share = {"value": 0.0834, "low": 0.0829, "high": 0.0839, "n": 412_345}
+    rate = {"value": 0.9925, "low": 0.9801, "high": 0.9972, "k": 397, "n": 400}
+    for i, path in enumerate(sorted((sweep / "trials").glob("*.json"))):
+        row = json.loads(path.read_text())
+        detector = row["detector"]
+        for key in ("recall", "missing_rate", "precision", "recall_per_label"):
+            detector.pop(key)
+        detector.update(policy=policies[i % 2], masked_char_share=dict.fromkeys(("train", "validation", "test"), share),
+                        recall_estimate={"method": "insertion", "cannot_see": "formats no generator knows",
+                                         "warn_below": 0.95, "per_type": {t: {**rate, "warn": False} for t in CARRIERS}},
+                        review={"records": 120, "secrets": rate, "per_type": {"name": rate, "email": rate}})
+        path.write_text(json.dumps(row))
+    page = build_report(sweep, tmp_path / "report") / "index.html"
+    measured, dom = measure(chromium, page, tmp_path)
+    sections = {s["id"]: s["tables"] for s in measured["sections"]}
+    assert {"detector", "recall-estimate", "review-recall"} <= set(sections)
+    assert len(policies[0]) > 70 and policies[0] in dom.replace("<wbr>", "")
+    for name, tables in sections.items():
+        for table in tables:
+            assert table["scroll"] <= table["client"], (name, table)

@@ -15,12 +15,18 @@ Three sources, all already on a machine that runs the project, each read by its 
 
 Every occurrence of a gold value in its record is a gold span (a description that names its author again), and
 only those: other names in the text (people thanked, products, projects) carry no span, so precision measured on
-this set is a lower bound. A holder or author counts as a person when it is two to five words, each capitalised
-or a name particle, none of them a word organisations use (`Team`, `Inc`, `Authors`, `Foundation`, ...); one-word
+this set is a lower bound. A holder or author counts as a person when it is two to five words, each capitalised (in
+any cased script) or a name particle, none of them a word organisations use (`Team`, `Inc`, `Authors`, `Foundation`, ...); one-word
 names (`Explosion`, `joke2k`) and organisations are not gold; a title (`Dr.`) is not part of a name.
 
 Records are cut at line boundaries to at most `max_chars` characters, deduplicated by text, and sorted by
 (source, origin) so the set is the same for the same installed files.
+
+Two more sets are built apart from these: Debian changelog entries (`build_changelogs`: sign-off and `[ Name ]`
+names and addresses) and upstream release notes (`build_release_notes`: ChangeLog and NEWS files, addresses and the
+names before them), where the numbers (versions, dates, bug and pull-request references) are no secrets; and
+translators' credits (`build_translations`: the headers of installed gettext catalogues, names and addresses of
+translators of many languages, split by text domain into a development and a held-out half).
 """
 
 from __future__ import annotations
@@ -54,7 +60,7 @@ ORG_WORDS = frozenset(
     "international digital graphics press publishing".split()
 )
 NAME_PARTICLES = frozenset("van von der den de del della di da du la le bin ibn al el y zu ten ter".split())
-_NAME_TOKEN = re.compile(r"^(?:[A-ZÀ-ÖØ-Þ][\w'’.-]*|[A-ZÀ-ÖØ-Þ]\.)$")
+_NAME_WORD = re.compile(r"^[^\W\d_][\w'’.-]*$")
 _ADDRESS = re.compile(r"^[\w.%+'-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}$")
 _HANDLE = re.compile(r"(?<![\w.@])@([A-Za-z0-9](?:[A-Za-z0-9-]{0,38}))(?![\w@.-]*\.[A-Za-z]{2,}\b)")
 
@@ -67,8 +73,13 @@ def _untitled(value: str) -> str:
     return _TITLE.sub("", value.strip())
 
 
+def _name_token(word: str) -> bool:
+    """A capitalised word or initial of any cased script (`Ann`, `O'Neil`, `J.`, `Мирослав`)."""
+    return word[0].isupper() and _NAME_WORD.match(word) is not None
+
+
 def is_person_name(value: str) -> bool:
-    """Two to five words, each capitalised (or a particle such as `van`), none an organisation word."""
+    """Two to five words, each capitalised in its script (or a particle such as `van`), none an organisation word."""
     words = value.split()
     if not 2 <= len(words) <= 5:
         return False
@@ -76,7 +87,7 @@ def is_person_name(value: str) -> bool:
         return False
     if not any(c.islower() for c in value):
         return False
-    return all(_NAME_TOKEN.match(w) or w in NAME_PARTICLES for w in words) and _NAME_TOKEN.match(words[-1]) is not None
+    return all(_name_token(w) or w in NAME_PARTICLES for w in words) and _name_token(words[-1])
 
 
 def is_address(value: str) -> bool:
@@ -356,6 +367,120 @@ def build_changelogs(debian_doc: Path | None = DEBIAN_DOC, max_chars: int = MAX_
     files = sorted(debian_doc.glob("*/changelog.Debian.gz")) if debian_doc and debian_doc.is_dir() else []
     out: dict[str, Record] = {}
     for draft in changelog_drafts(files, max_chars):
+        record = draft.record()
+        if record is not None and record.text not in out:
+            out[record.text] = record
+    return sorted(out.values(), key=lambda r: r.meta["origin"])
+
+
+# `Name <address>` on a line of release notes: a GNU ChangeLog head (`2014-08-14  Alan Modra  <amodra@gmail.com>`), a
+# sign-off (`-- Ann Lee <ann@example.org>`), a credit (`Patch by Ann Lee <ann@example.org>.`).
+_NAME_ADDR = re.compile(r"(?P<who>[^\W\d_][^<>\n]{0,60}?)[ \t]*<(?P<addr>[^<>\s]+@[^<>\s]+)>")
+_BARE_ADDRESS = re.compile(r"(?<![\w.%+'-])[\w.%+'-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}(?![\w-])")
+RELEASE_NOTE_FILES = {"changelog": ("changelog.gz",), "news": ("NEWS.gz", "NEWS.md.gz")}
+"""The upstream release notes Debian ships under `/usr/share/doc/<package>/` (never its own `changelog.Debian.gz` or
+`NEWS.Debian.gz`), by kind: ChangeLog files and NEWS files."""
+
+
+def release_note_drafts(files: Iterable[Path], max_chars: int = MAX_CHARS, per_file: int = 30) -> Iterator[_Draft]:
+    """The first `per_file` pieces of each release-notes file: paragraphs (blank-line separated), cut at line
+    boundaries to `max_chars`. Gold: every address (an RFC 5322 addr-spec with a dotted domain) and the display name
+    before an `<address>` that reads as a person (the name a date, a dash or a word such as "by" leads in: the last two to
+    five capitalised words before it). Versions, dates, bug and pull-request numbers and hardware names are not
+    secrets and carry no span; nor do other names (people thanked in running text), so precision is a lower bound."""
+    import gzip
+
+    for path in files:
+        try:
+            text = gzip.decompress(path.read_bytes()).decode("utf-8", errors="replace")
+        except (OSError, EOFError):
+            continue
+        pieces = (piece for paragraph in re.split(r"\n[ \t]*\n", text) if paragraph.strip()
+                  for piece in _chunks(paragraph.strip("\n").splitlines(), max_chars))
+        for i, piece in zip(range(per_file), pieces):
+            values = {m.group(): "email" for m in _BARE_ADDRESS.finditer(piece) if is_address(m.group())}
+            for m in _NAME_ADDR.finditer(piece):
+                words = m.group("who").split()
+                for k in range(min(5, len(words)), 1, -1):  # the longest tail of the words that reads as a person
+                    if is_person_name(" ".join(words[-k:])):
+                        values[" ".join(words[-k:])] = "name"
+                        break
+            yield _Draft(f"release:{path.name}", f"{path.parent.name}#{i}", piece, values)
+
+
+def build_release_notes(kind: str, debian_doc: Path | None = DEBIAN_DOC, max_chars: int = MAX_CHARS) -> list[Record]:
+    """Every record of the upstream release notes of `kind` (`RELEASE_NOTE_FILES`) under `debian_doc`, deduplicated,
+    sorted by origin."""
+    files = sorted(p for name in RELEASE_NOTE_FILES[kind] for p in debian_doc.glob(f"*/{name}")) if (
+        debian_doc and debian_doc.is_dir()) else []
+    out: dict[str, Record] = {}
+    for draft in release_note_drafts(files, max_chars):
+        record = draft.record()
+        if record is not None and record.text not in out:
+            out[record.text] = record
+    return sorted(out.values(), key=lambda r: r.meta["origin"])
+
+
+# -- translators' credits: the headers of installed message catalogues -------------------------------------------
+
+LOCALE_DIR = Path("/usr/share/locale")
+TRANSLATION_SPLITS = ("dev", "heldout")
+
+
+def translation_split(domain: str) -> str:
+    """A catalogue's split, by its text domain (`coreutils`, `gettext-tools`, ...): a stable hash of the name, so a
+    translator's header of one program never lands in both splits through another language of the same program."""
+    import hashlib
+
+    return TRANSLATION_SPLITS[hashlib.sha256(domain.encode()).digest()[0] % 2]
+
+
+def translation_drafts(files: Iterable[Path]) -> Iterator[_Draft]:
+    """The header entry of each compiled message catalogue (GNU gettext `.mo`, the translation of the empty msgid):
+    `Last-Translator: Name <address>`, `Language-Team: Team <address>`, dates, versions and plural rules. Gold:
+    every address, and the translator's display name when it reads as a person (in any script; a name written twice,
+    `Name (Other Script)`, gives both). Team names are no person. Each header gives a second record: the same credit
+    in the comment a PO file opens with (`# Name <address>, YEAR.`, the shape `msginit` writes and translators keep),
+    with no field name before it; its words around the credit are this function's, the credit is the file's. The
+    origin is `language/domain`."""
+    import gettext
+
+    for path in files:
+        try:
+            with path.open("rb") as f:
+                catalogue = gettext.GNUTranslations(f)
+        except (OSError, UnicodeDecodeError, ValueError, IndexError):  # IndexError: a malformed Plural-Forms
+            continue
+        header = catalogue._catalog.get("")  # type: ignore[attr-defined]  # the header entry, as the file has it
+        if not isinstance(header, str) or "@" not in catalogue.info().get("last-translator", ""):
+            continue
+        values = {}
+        for field in ("last-translator", "language-team"):
+            for display, address in email.utils.getaddresses([catalogue.info().get(field, "")]):
+                if not is_address(address):
+                    continue
+                values[address] = "email"
+                if field == "last-translator":
+                    display = _untitled(display.strip().strip('"'))
+                    for who in [re.sub(r"\s*\(([^()]*)\)\s*$", "", display), *re.findall(r"\(([^()]*)\)\s*$", display)]:
+                        if is_person_name(who.strip()):
+                            values[who.strip()] = "name"
+        language = path.parent.parent.name
+        yield _Draft("translation:header", f"{language}/{path.stem}", header.strip("\n"), values)
+        year = re.search(r"^PO-Revision-Date: ((?:19|20)\d\d)", header, re.M)
+        credit = catalogue.info()["last-translator"].strip()
+        comment = (f"# {language} translation of {path.stem}.\n# Copyright (C) {year.group(1) if year else ''} "
+                   f"the {path.stem} authors.\n# This file is distributed under the same license as the {path.stem} "
+                   f"package.\n# {credit}, {year.group(1) if year else ''}.\n#")
+        yield _Draft("translation:comment", f"{language}/{path.stem}", comment, values)
+
+
+def build_translations(split: str, locale_dir: Path | None = LOCALE_DIR) -> list[Record]:
+    """Every translator's header of the catalogues under `locale_dir` (none when absent) whose text domain is in
+    `split` (`translation_split`), deduplicated, sorted by origin. `meta["origin"]` starts with the language."""
+    files = sorted(locale_dir.glob("*/LC_MESSAGES/*.mo")) if locale_dir and locale_dir.is_dir() else []
+    out: dict[str, Record] = {}
+    for draft in translation_drafts(f for f in files if translation_split(f.stem) == split):
         record = draft.record()
         if record is not None and record.text not in out:
             out[record.text] = record

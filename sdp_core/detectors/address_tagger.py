@@ -27,9 +27,10 @@ import pycrfsuite
 
 from sdp_core.data.records import Span
 from sdp_core.detectors.base import Policy, normalise_spans, version_hash
-from sdp_core.detectors.regex import STREET_WORDS
+from sdp_core.detectors.regex import IDENTIFIER_CLEAR, STREET_WORDS
 
-ADDRESS_TAGGER_CODE_VERSION = "1"  # bump when the features or the reading of the labels change
+ADDRESS_TAGGER_CODE_VERSION = "3"  # bump when the features or the reading of the labels change
+_CLEAR = tuple(re.compile(p) for p in IDENTIFIER_CLEAR)
 MODEL_PATH = Path(__file__).with_name("address_tagger.crfsuite")
 LABEL = "address"
 
@@ -178,6 +179,15 @@ def _names_a_place(tokens: Sequence[str]) -> bool:
             and any(t[0].isalpha() and (not t[0].islower() or t.lower() in _STREET) for t in tokens))
 
 
+
+_DIGIT_RUN = re.compile(r"\d+")
+
+
+def _numbers_cleared(text: str, span: Span, clear: list[tuple[int, int]]) -> bool:
+    """Whether `span` holds a number and each of its digit runs lies inside a cleared match."""
+    runs = [m.span() for m in _DIGIT_RUN.finditer(text, span.start, span.end)]
+    return bool(runs) and all(any(a <= x and y <= b for a, b in clear) for x, y in runs)
+
 class AddressTaggerPolicy(Policy):
     """Addresses the CRF tags in lines holding a digit, trimmed (`trim`); a span must be two tokens or more and
     hold a number and a name (`_names_a_place`)."""
@@ -188,7 +198,7 @@ class AddressTaggerPolicy(Policy):
         # None: the package's own model, found where each process's copy of the package is (a cluster's workers
         # install it at paths of their own), so the policy pickles without the building machine's path.
         self.model = model
-        self.version = version_hash(ADDRESS_TAGGER_CODE_VERSION, model_digest(model or MODEL_PATH))
+        self.version = version_hash(ADDRESS_TAGGER_CODE_VERSION, model_digest(model or MODEL_PATH), *IDENTIFIER_CLEAR)
 
     def _tag(self, tokens: list[str]) -> list[str]:
         return crf_tagger(str(self.model or MODEL_PATH)).tag(sequence_features(tokens))
@@ -202,6 +212,11 @@ class AddressTaggerPolicy(Policy):
                 i, j = trim(tokens, i, j)
                 if j - i >= 2 and _names_a_place(tokens[i:j]):
                     out.append(Span(base + offsets[i][0], base + offsets[j - 1][1], LABEL))
+        if out:  # a bug reference or a version is no address, as it is no identifier ("PR 25202"), nor is a name
+            # whose every number is one ("Weblate 4.8-dev", "Lokalize 1.5")
+            clear = [m.span() for pattern in _CLEAR for m in pattern.finditer(text)]
+            out = [s for s in out if not any(a <= s.start and s.end <= b for a, b in clear) and not _numbers_cleared(
+                text, s, clear)]
         return normalise_spans(out)
 
     def detect(self, texts: Sequence[str]) -> list[list[Span]]:

@@ -7,7 +7,8 @@ characters beside the gold share, and per-label recall, with 95 % Wilson interva
 recall per type estimated by inserting secrets into copies of the records (`estimate.py`); and when a review's
 labels lie beside the data (`review.py`), recall on the reviewed records. `--show N` prints N *redacted*
 examples. `--review N` shows N sampled records *in the clear* with the policy's spans, reads the reviewer's
-answers from standard input and stores them as gold spans in `DATA.review.jsonl` (or `--labels FILE`). Never a
+answers from standard input, which must be a terminal, and stores the records the reviewer finished as gold spans
+in `DATA.review.jsonl` (or `--labels FILE`). Never a
 raw secret in anything but the review itself. `--out` gets one JSONL line per record: `{"text", "redacted",
 "spans"}`.
 """
@@ -19,7 +20,7 @@ import json
 from pathlib import Path
 
 from sdp_core.config import DataConfig, DetectorConfig, parse_model, parse_override
-from sdp_core.detectors.estimate import PER_TYPE
+from sdp_core.detectors.estimate import HALF_WIDTH, PER_TYPE, ROUND
 from sdp_core.errors import UserError
 
 DATA_SETTINGS = ("text_fields", "label_field")
@@ -43,8 +44,9 @@ def add_detect_arguments(parser: argparse.ArgumentParser) -> None:
                         help="review N sampled records: mark what the policy missed (answers on standard input)")
     parser.add_argument("--labels", help="the review's labels file (default: DATA.review.jsonl beside the data)")
     parser.add_argument("--estimate-per-type", type=int, default=PER_TYPE, metavar="N",
-                        help=f"data without gold spans: secrets inserted per type for the recall estimate "
-                             f"(default {PER_TYPE}; more gives narrower intervals)")
+                        help=f"data without gold spans: the recall estimate inserts secrets of each type in rounds "
+                             f"of {ROUND} until its 95%% interval is within ±{HALF_WIDTH}, at most N per type "
+                             f"(default {PER_TYPE})")
     parser.add_argument("--pattern", type=_pattern, action="append", default=[], metavar="NAME=REGEX",
                         help="a user regex policy (repeatable); use NAME in --policy")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="data.text_fields=[NAME]",
@@ -82,6 +84,9 @@ def run_detect(args: argparse.Namespace) -> int:
         raise UserError("--show must be >= 0")
     if args.review < 0:
         raise UserError("--review must be >= 0")
+    if args.review and (sys.stdin is None or not sys.stdin.isatty()):
+        raise UserError("--review needs a person at a terminal: standard input is not one (the answers would not "
+                        "be a review)")
     if args.estimate_per_type < 1:
         raise UserError("--estimate-per-type must be >= 1")
     config = parse_model(DetectorConfig, {"policy": args.policy, "patterns": dict(args.pattern),
@@ -125,7 +130,10 @@ def run_detect(args: argparse.Namespace) -> int:
         for kind, r in estimate["per_type"].items():
             warn = f"  below {estimate['warn_below']}" if r["warn"] else ""
             print(f"  estimated recall {kind:<14} {r['value']:.4f} [{r['low']:.4f}, {r['high']:.4f}] "
-                  f"({r['k']}/{r['n']}){warn}")
+                  f"±{r['half_width']:.4f} ({r['k']}/{r['n']}){warn}")
+        cost = estimate["cost"]
+        print(f"  cost: {cost['inserted']} secrets inserted into copies of the records and detected, "
+              f"{cost['seconds']:.1f} s")
         print(f"  it cannot see {estimate['cannot_see']}")
     for text in redacted[: args.show]:
         print("---")
@@ -138,9 +146,13 @@ def run_detect(args: argparse.Namespace) -> int:
     if args.review:
         from rich.console import Console
 
-        labels = review(records, detected, args.review, labels, policy.key, sys.stdin, Console(highlight=False))
-        labels.write(label_file)
-        print(f"wrote the review's labels to {label_file}")
+        reviewed = review(records, detected, args.review, labels, policy.key, sys.stdin, Console(highlight=False))
+        if len(reviewed.spans) > len(labels.spans):
+            reviewed.write(label_file)
+            print(f"wrote the review's labels to {label_file}")
+        else:
+            print(f"no record reviewed: {label_file} unchanged")
+        labels = reviewed
     on_reviewed = review_recall(records, detected, labels)
     if on_reviewed is not None:
         print(f"reviewed records {on_reviewed.records} (labels in {label_file}): recall of this policy on them")

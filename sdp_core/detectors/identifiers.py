@@ -10,7 +10,11 @@
   číslo, T.C. Kimlik, Aadhaar, Steuer-IdNr, AHV, HETU, CPR, fødselsnummer, rijksregisternummer, SSN, SIN, CNP,
   OIB, ...), each with its check digits;
 - `vat`: the value after a VAT cue (`VAT`, `USt-IdNr.`, `TVA`, `P. IVA`, `BTW`, `NIF`), whatever its format, or
-  any token `stdnum.eu.vat` accepts.
+  any token `stdnum.eu.vat` accepts;
+- `email`: an address (`regex.EMAIL`); a number inside one (`0301234567@example.de`) is part of the address, not a
+  phone or an identity number of its own.
+
+Nothing inside a Message-ID is any of these (`regex.IDENTIFIER_CLEAR`: `15090.61304.110929.45684` is no phone).
 
 The `identifier` shapes mask most of these already; this policy adds what shapes miss (national phone formats
 such as `74/092-4466`, VAT numbers with a prefix) and the type of each value, which the `strict` policy, the
@@ -26,11 +30,11 @@ from typing import Sequence
 
 from sdp_core.data.records import Span
 from sdp_core.detectors.base import Policy, normalise_spans, version_hash
-from sdp_core.detectors.regex import IDENTIFIER_CLEAR
+from sdp_core.detectors.regex import EMAIL, IDENTIFIER_CLEAR
 
 _CLEAR = tuple(re.compile(p) for p in IDENTIFIER_CLEAR)  # bug references, zone offsets, standards: as `identifier`
 
-IDENTIFIERS_CODE_VERSION = "2"
+IDENTIFIERS_CODE_VERSION = "4"
 PHONE_REGION = "DE"  # national numbers are read as this region writes them; international ones need no region
 NATIONAL_ID_MODULES = (
     "br.cpf", "pl.pesel", "fr.nir", "it.codicefiscale", "es.dni", "es.nie", "nl.bsn", "se.personnummer", "cz.rc",
@@ -38,7 +42,13 @@ NATIONAL_ID_MODULES = (
     "ca.sin", "ar.cuit", "ro.cnp", "hr.oib", "pt.nif", "gb.nhs",
 )  # fmt: skip
 # Calendar dates and years (`2001-2003`, `1998, 2022`) are not identifiers, whatever a validator accepts.
-_DATE = re.compile(r"\d{1,4}[-./]\d{1,2}[-./]\d{1,4}|(?:(?:19|20)\d\d(?:[ \t]*[-–,/][ \t]*)?)+")
+_DATE = re.compile(r"\d{1,4}[-./]\d{1,2}[-./]\d{1,4}|(?:(?:19|20)\d\d(?:[ \t]*[-–,/][ \t]*|[ \t]+)?)+")
+_EMAIL = re.compile(EMAIL)
+# What no phone number holds, though the matcher joins it into one: a `#` (issue references: "#9494, #9456"), a tab,
+# a line break or two spaces (columns: "8646  9.0.0045"), an ISO date ("[0.11.0] - 2022-10-12"), a version ("37.0.3").
+_NOT_A_PHONE = re.compile(r"[#\t\n]|  |(?:19|20)\d\d-\d\d-\d\d|(?<![\d.])(?:0|[1-9]\d{0,2})\.(?:0|[1-9]\d?)\.\d")
+# A number that continues a word is no phone: digits inside a commit hash (`a167bd6474522a709`) or a name (`Cyan4973`).
+_LETTER = re.compile(r"[^\W\d_]")
 _IBAN = re.compile(r"(?<![\w-])[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]){11,30}(?![\w-])")
 # A token with six digits or more, none more than 24 characters after the one before (found lazily and without
 # backtracking: the earliest next digit is always a valid choice, so the atomic group loses no match).
@@ -77,7 +87,8 @@ def is_national_id(value: str) -> bool:
 
 
 class LibraryIdentifierPolicy(Policy):
-    """Phones (phonenumbers), IBANs, national identity and VAT numbers (python-stdnum), labelled by type."""
+    """Phones (phonenumbers), IBANs, national identity and VAT numbers (python-stdnum), email addresses, labelled by
+    type."""
 
     name = "library_id"
 
@@ -87,21 +98,25 @@ class LibraryIdentifierPolicy(Policy):
 
         self.phone_region = phone_region
         self.version = version_hash(IDENTIFIERS_CODE_VERSION, phone_region, phonenumbers.__version__,
-                                    stdnum.__version__, NATIONAL_ID_MODULES, _IBAN.pattern, _TOKEN.pattern, _VAT.pattern)
+                                    stdnum.__version__, NATIONAL_ID_MODULES, _EMAIL.pattern, _IBAN.pattern, _TOKEN.pattern,
+                                    _VAT.pattern, *(p.pattern for p in _CLEAR))
 
     def _spans(self, text: str) -> list[Span]:
         from phonenumbers import Leniency, PhoneNumberMatcher
         from stdnum import iban
         from stdnum.eu import vat
 
+        emails = [Span(*m.span(), "email") for m in _EMAIL.finditer(text)] if "@" in text else []
         digits = sum(c.isdigit() for c in text)
         if digits < 6:
-            return []
+            return self._clear(text, emails)
         # seven digits at least: a short number (emergency, service codes) is no one's, and the matcher reads times
         # and amounts as short numbers
         out = [Span(m.start, m.end, "phone")
                for m in (PhoneNumberMatcher(text, self.phone_region, leniency=Leniency.POSSIBLE) if digits >= 7 else ())
-               if sum(c.isdigit() for c in m.raw_string) >= 7 and not _DATE.fullmatch(m.raw_string)]
+               if sum(c.isdigit() for c in m.raw_string) >= 7 and not _DATE.fullmatch(m.raw_string)
+               and not _NOT_A_PHONE.search(m.raw_string)
+               and not (m.start and _LETTER.match(text, m.start - 1)) and not _LETTER.match(text, m.end)]
         out += [Span(*m.span(), "iban") for m in _IBAN.finditer(text) if iban.is_valid(m.group())]
         out += [Span(*m.span("secret"), "vat") for m in _VAT.finditer(text)]
         for m in _TOKEN.finditer(text):
@@ -114,8 +129,16 @@ class LibraryIdentifierPolicy(Policy):
                 out.append(Span(m.start(), m.start() + len(value), "national_id"))
             elif value[:2].isalpha() and vat.is_valid(value):  # an EU VAT number starts with its country
                 out.append(Span(m.start(), m.start() + len(value), "vat"))
+        out = [s for s in out if not any(e.start <= s.start and s.end <= e.end for e in emails)]
+        return self._clear(text, emails + out)
+
+    @staticmethod
+    def _clear(text: str, spans: list[Span]) -> list[Span]:
+        """`spans` but those inside a bug reference, zone offset, standard or Message-ID."""
+        if not spans:
+            return []
         clear = [m.span() for pattern in _CLEAR for m in pattern.finditer(text)]
-        return normalise_spans(s for s in out if not any(a <= s.start and s.end <= b for a, b in clear))
+        return normalise_spans(s for s in spans if not any(a <= s.start and s.end <= b for a, b in clear))
 
     def detect(self, texts: Sequence[str]) -> list[list[Span]]:
         return [self._spans(t) for t in texts]

@@ -22,7 +22,7 @@ Built-in patterns and their decisions:
 | username        | a handle after `@` (not an address, decorator or dotted name) or after `user:`, `username=`, `login:`, `handle:` |
 | facility        | a health facility by its head noun: `Grahambury General Hospital`, `St Daniel's Hospital`, `Klinikum Waldmünchen`, `St. Hans-Rudolf-Krankenhaus` |
 | strict_extra    | what `strict` adds to `general`: dates with a day (numeric, or with a month name in English, French, Spanish, Italian, German), card and account number endings ("card ending 4821"), organisations by their legal form (`GmbH`, `S.L.`, `d.o.o.`), URLs, IP addresses |
-| identifier      | identifier shapes for data of unknown formats: 5+ digits; digit groups joined by `-`, `.` or space (3+ groups of 2+ digits, or 7+ digits, not two years or a range of round numbers); upper-case codes with 3+ digits in 6+ characters or 2+ in 8+ (not ICD-10 codes); capitals before spaced digit groups (`QQ 12 34 56 C`); `+` international and area-code phones; email; US, UK (with postcode) and German street addresses; UK postcodes; a date after DOB / date of birth / born. Leaves small numbers, doses, vitals, decimals, `12,500`, `E11.9`, `500mg`, `12/05/2024`, other calendar dates (`2024-03-12`), bug, issue and PR numbers (`bug #18423`, `GH-18426`) |
+| identifier      | identifier shapes for data of unknown formats: 5+ digits; digit groups joined by `-`, `.` or space (3+ groups of 2+ digits, or 7+ digits, not two years or a range of round numbers); upper-case codes with 3+ digits in 6+ characters or 2+ in 8+ (not ICD-10 codes); capitals before spaced digit groups (`QQ 12 34 56 C`); `+` international and area-code phones; email; US, UK (with postcode) and German street addresses; UK postcodes; a date after DOB / date of birth / born. Leaves small numbers, doses, vitals, decimals, `12,500`, `E11.9`, `500mg`, `12/05/2024`, other calendar dates (`2024-03-12`), bug, issue and PR numbers (`bug #18423`, `GH-18426`), Message-IDs (`Message-ID: <…@…>`, `In article <…@…>`), versions and release lines (`2.24.51.20140814-2`, `[0.11.0] - 2022-10-12`), more references (`PR target/105953`, `RT#104759`, `(#2386, #2392)`, `CVE-2022-31081`), URLs, code points, hardware model names (`MT7915E`) |
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ _STREET = (
 _CITY_STATE_ZIP = rf"(?:,?\s+{_WORD}(?:\s+{_WORD}){{0,3}},?\s+[A-Z]{{2}}\s+\d{{5}}(?:-\d{{4}})?(?!\d))"
 
 _EXTENSION = r"(?:\s?(?:x|ext\.?\s?)\d{1,5})?"
-_EMAIL = r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"
+EMAIL = r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"
 _US_ADDRESSES = (
     # Two alternatives, not an optional tail, so the engine backtracks into the street to reach a tail.
     rf"{_L}(?:{_STREET}{_CITY_STATE_ZIP}|{_STREET})",
@@ -158,10 +158,12 @@ _DIGIT_RUNS = (
 )
 # An upper-case code of letters and digits, dashes, dots or slashes inside, with 3 or more digits in 6 or more
 # characters or 2 or more in 8 or more: MRN-7788123, AB12C345, X7-553-21Q, 12345678Z, FH6F6GMMF4. Lower case keeps
-# doses (500mg) out, the lengths short codes (E11.9, COVID-19); ICD-10 codes (J45.909) and public references (GH-1234,
-# CVE-2024-3094) are not identifiers.
+# doses (500mg) out, the lengths short codes (E11.9, COVID-19); ICD-10 codes (J45.909), public references (GH-1234,
+# CVE-2024-3094) and hardware model names (one to four capitals, three to five digits, up to two capitals: MT7915E,
+# F71868A) are not identifiers.
 _CODE = (
     r"(?<![\w-])(?![A-Z]\d[\dA-Z]\.[\dA-Z]{1,4}(?![\w-]))(?!(?:GH|PR|CVE|PEP|RFC)-\d)(?=[A-Z0-9./-]{0,40}[A-Z])"  # bounded: linear time
+    r"(?![A-Z]{1,4}\d{3,5}[A-Z]{0,2}(?![\w-]))"  # a model name (MT7915E, NCT6793D, MCP9808): five digits at most
     r"(?:(?=(?:[A-Z./-]{0,40}\d){3})(?=(?:[./-]?[A-Z0-9]){6})|(?=(?:[A-Z./-]{0,40}\d){2})(?=(?:[./-]?[A-Z0-9]){8}))"
     r"[A-Z0-9]+(?:[-./][A-Z0-9]+)*(?![\w-]|[./][A-Z0-9])"
 )
@@ -400,11 +402,47 @@ _FACILITIES = (
 # What `identifier` leaves in the clear whatever its shape: references to bugs, issues and tickets, alone or in lists
 # ("Closes: #1035654, #1029751", "LP: #2012345", "ticket 48213"), a time with its zone offset ("16:11:37 +0200"),
 # and the names of algorithms, encodings and standards (AES-256, SHA-512, UTF-8, ISO-8859-1, RFC 5322).
-_REFERENCE = (r"(?i:\b(?:closes|fixes|fixed|resolves|bugs?|issues?|tickets?|lp|pr|gh|cve|debian[ \t]+bug)\b[ \t]*:?[ \t]*)"
-              r"#?\d+(?:[ \t]*(?:,|and)[ \t]*#?\d+)*")
+_REFERENCE = (r"(?i:\b(?:closes|fixes|fixed|resolves|bugs?|issues?|tickets?|lp|pr|gh|cve|debian[ \t]+bug"
+              r"|rt|rhbz|bz|bugzilla|red[ \t]?hat|debian|ubuntu|fedora|gentoo|sv|rt\.cpan\.org)\b[ \t]*:?[ \t]*)"
+              r"#?[ \t]?\d+(?:[ \t]*(?:,|and)[ \t]*#?\d+)*")
+# Other references of software text: a GCC-style `PR component/number`, a tracker's `b/number`, a CVE, two or more
+# `#number`s in a row ("(#2614 #2630, ...)", "#9494, #9456"), a list item that starts with one ("* #10125: autodoc:
+# ..."), one in parentheses at a line's end ("- Fix logging (#1540507)"; "your order (#1540507) shipped" is no
+# reference) or before its link ("`#11740 <https://...>`_").
+_MORE_REFERENCES = (r"\bPR[ \t]+[\w+.-]+/\d+|(?<![\w/])b/\d+|\bCVE-\d{4}-\d+"
+                    r"|(?<![\w#&])#\d+(?:(?:[ \t]*,[ \t]*|[ \t]+(?:and[ \t]+)?)#\d+)+"
+                    r"|(?m:^[ \t]*(?:[*+-][ \t]+)?#\d+(?=:)|\(#\d+\)(?=[.,;]?[ \t]*$))|`#\d+(?=[ \t]+<https?://)")
+# A version, alone or leading a release line with dates, times and more versions ("0.35 2013-09-05 13:26:54",
+# "[0.11.0] - 2022-10-12", "6.03 2011-09-20", "2.24.51.20140814-2", "9.0.0045"); a package revision around a date
+# ("10-20200312-1", "(20230710~deb12u1)", a line of its own "20160918"); a date with its time and zone ("2007-11-09
+# 20:28", "2004-08-08 16:54-0600", "2001-11-13 14:28GMT+0200").
+# A version is a number of one to three digits not led by a zero, a dot, a second of one or two digits not led by a
+# zero, and more parts after dots or dashes; no date ("14.11.1962", "12.03.2024") and no phone number
+# ("1.800.555.0199", "06.12.34.56.78") is one. A date alone is not one (a date of birth keeps its cue's span). Nor are the numbers of a
+# web address (`general` leaves URLs in the clear).
+_VERSION = rf"v?(?!{_DAY}\.{_MONTH_NUM}\.\d{{2,4}}(?![\w.]))(?:0|[1-9]\d{{0,2}})\.(?:0|[1-9]\d?)(?:[.-][0-9A-Za-z]+)*"
+_COMPACT_DATE = r"(?:19|20)\d\d(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])"
+_RELEASE_PART = (rf"[\[(]?(?:{_VERSION}|(?:19|20)\d\d-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])"
+                 r"|\d{1,2}:\d{2}(?::\d{2})?)[\])]?")
+_URL_CLEAR = r"\bhttps?://[^\s<>\"')@]+"  # up to an `@`: an address in a web address is still an address
+_ISO_DATE = r"(?:19|20)\d\d-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])"
+_RELEASE = (rf"(?<![\w.+-])(?:[\[(]?(?:{_VERSION}|\d{{1,3}}\.\d\d(?=[ \t]+(?:[-–][ \t]+)?{_ISO_DATE}))[\])]?"
+            rf"(?:[ \t]+(?:[-–][ \t]+)?{_RELEASE_PART})*"
+            rf"|\d{{1,3}}-{_COMPACT_DATE}-\d{{1,3}}|{_ISO_DATE}[ T-]\d{{1,2}}:\d{{2}}(?::\d{{2}}(?:\.\d+)?)?"
+            r"(?:Z|[ \t]*(?:GMT|UTC)?[+-](?:[01]\d|2[0-3]):?[0-5]\d|[ \t]*(?:GMT|UTC))?"
+            rf"|\((?:\d+:)?{_COMPACT_DATE}(?:[~+.][\w.~+]*)?\)|(?m:^{_COMPACT_DATE}$))(?![\w-])")
+# A Unicode code point or range (U+1F0A0-U+1F0DF).
+_CODE_POINT = r"\bU\+[0-9A-F]{4,6}(?:-U\+[0-9A-F]{4,6})?\b"
 _ZONE_OFFSET = r"\b\d{1,2}:\d{2}(?::\d{2})?(?:[ \t]+\d{4})?[ \t]*[+-](?:[01]\d|2[0-3])[0-5]\d\b"
 _STANDARD = r"\b(?:AES|SHA|MD|RSA|DSA|ECDSA|ED|ISO|IEC|IEEE|UTF|RFC|PEP|IPv|CRC|DES|HMAC|PBKDF)[-_ ]?\d+(?:[-:]\d+)*\b"
-IDENTIFIER_CLEAR = (_REFERENCE, _ZONE_OFFSET, _STANDARD)
+# A Message-ID (RFC 5322 §3.6.4: `<15090.61304.110929.45684@beluga.mojam.com>`) names a message, not a person: the
+# values of the headers that carry one and a citation's "In article <...>" stay in the clear, so its digits are
+# neither a phone number nor an identifier and its `@` no address.
+_MESSAGE_ID = (r"(?im:^(?:Message-ID|In-Reply-To|References|Resent-Message-ID|Content-ID)[ \t]*:"
+               r"(?:[ \t]*(?:\n[ \t]+)?<[^<>\s]+>)+"
+               r"|\bIn[ \t]+(?:article|message|mail)[ \t]+<[^<>\s]+@[^<>\s]+>)")
+IDENTIFIER_CLEAR = (_REFERENCE, _MORE_REFERENCES, _RELEASE, _URL_CLEAR, _CODE_POINT, _ZONE_OFFSET, _STANDARD,
+                    _MESSAGE_ID)
 
 # What the `strict` policy adds to `general` (HIPAA Safe Harbor, 45 CFR 164.514(b)(2)): every date but a year
 # alone, numeric or with a month name of five languages; a fragment of a card or account number ("card ending 4821",
@@ -423,12 +461,26 @@ _CARD_FRAGMENT = (r"(?i:\b(?:ending(?:[ \t]+(?:in|with))?|last[ \t]+(?:4|four)(?
                   r"|se[ \t]+termine[ \t]+par|terminada[ \t]+en|che[ \t]+termina[ \t]+con|endet[ \t]+auf)[ \t:]*)"
                   r"(?P<secret>\d{2,6})\b")
 # An organisation by its legal form: "Müller GmbH", "Dizdar j.d.o.o.", "Hermanos Marín S.L.N.E", "Kennedy, Moore and
-# Gregory Ltd", "Nowak Sp. z o.o.".
-_LEGAL_FORM = (r"(?:GmbH(?:[ \t]+&[ \t]+Co\.?[ \t]+KG)?|AG|KG|OHG|e\.V\.|S\.?A\.?S?|S\.?L\.?(?:N\.?E\.?|U\.?)?|SARL|S\.?p\.?A\.?"
-               r"|S\.?r\.?l\.?|S\.?N\.?C\.?|Ltda?\.?|LLC|LLP|Inc\.?|PLC|plc|Corp\.?|[jd]\.?o\.?o\.?|d\.d\.|s\.?r\.?o\.?|a\.s\.|k\.s\."
-               r"|v\.o\.s\.|Sp\.[ \t]+z[ \t]+o\.o\.|S\.A\.|A\.Ş\.|AB|ASA?|Oy|Oyj|B\.V\.|N\.V\.|BV|NV|CV|ApS|A/S|Kft\.?|Zrt\.?|Bt\.)")
-_ORGANISATION = (rf"(?<![\w-]){UPPER}[^\W\d_]*(?:['’-][^\W\d_]+)*(?:,?[ \t]+(?:(?:and|und|et|y|e|&)[ \t]+)?"
-                 rf"{UPPER}[^\W\d_]*(?:['’-][^\W\d_]+)*){{0,4}}[ \t]+{_LEGAL_FORM}(?![\w])")
+# Gregory Ltd", "Nowak Sp. z o.o.", "Horváth és társa Kft.", "Edwards and Sons"; the forms are those of the ISO 20275
+# entity legal forms list for the countries of Europe and the Americas most often written, with or without their dots.
+_LEGAL_FORM = (r"(?:(?:GmbH|AG|Stiftung)(?:[ \t]+&[ \t]+Co\.?[ \t]+(?:KG|OHG|KGaA))?|mbH|KG|KGaA|OHG|GbR|UG|e\.[ \t]?V\.|e\.G\.|SE"
+               r"|S\.?A\.?[SU]?\.?|S\.?Coop\.?|-[ \t]+(?:ME|EI)|EIRELI|[Ss]\.?[Pp]\.?[Aa]\.?|S\.?L\.?(?:N\.?E\.?|U\.?)?|S(?:ARL|àrl|arl)\.?|S\.A\.R\.L\.|EURL|SNC|S\.?p\.?A\.?|S/A"
+               r"|S\.?r\.?l\.?|S\.?N\.?C\.?|Ltda?\.?|Lda\.?|LLC|LLP|Inc\.?|PLC|plc|Corp\.?|Pvt\.?[ \t]+Ltd\.?"
+               r"|Ltd\.?[ \t]+Şti\.?|j\.d\.o\.o\.|[jd]\.?o\.?o\.?|d\.d\.|s\.?r\.?o\.?|a\.s\.|k\.s\.|v\.o\.s\."
+               r"|[Ss]p\.[ \t]+z[ \t]+o\.[ \t]?o\.|[Ss]p\.[ \t]?[jk]\.|S\.A\.|A\.Ş\.|AB|HB|KB|ASA?|Oyj?|B\.V\.|N\.V\."
+               r"|BV|NV|CV|VOF|OG|ApS|A/S|I/S|K/S|ehf\.?|hf\.?|Kft\.?|Zrt\.?|Nyrt\.?|Bt\.?|SRL|S\.R\.L\.)")
+_FAMILY_FIRM = (r"(?:and|&|und|og|och|e|y|et|en)[ \t]+(?:[Ss]ons|Söhne|Sønner|Söner|[Ff]ilhos|[Hh]ijos|[Ff]igli"
+                r"|[Ff]ils|Zonen|Partners?|Co\.)")
+_ORG_WORD = rf"{UPPER}[^\W\d_]*(?:['’-][^\W\d_]+)*"
+_ORG_JOIN = r"(?:and|und|et|y|e|és|en|og|och|ve|i|&)"
+_ORGANISATION = (
+    rf"(?<![\w-]){_ORG_WORD}(?:,?[ \t]+(?:{_ORG_JOIN}[ \t]+)?{_ORG_WORD}){{0,4}}(?:[ \t]+és[ \t]+[Tt]ársa)?"
+    rf"[ \t]+(?:{_LEGAL_FORM}(?![\w/])|{_FAMILY_FIRM}\b)",
+    # a partnership named by three or more surnames ("Kennedy, Moore and Gregory"), or two joined by "&"
+    rf"(?<![\w-]){_ORG_WORD}[ \t]+&[ \t]+{_ORG_WORD}(?![\w-])",
+    # a partnership named by three or more surnames: "Kennedy, Moore and Gregory"
+    rf"(?<![\w-]){_ORG_WORD}(?:,[ \t]+{_ORG_WORD})+,?[ \t]+(?:and|&|und|et|y|e|en|og|és)[ \t]+{_ORG_WORD}(?![\w-])",
+)
 _URL = r"\b(?:https?://|www\.)[^\s<>\"')]+"
 _IP = r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)(?![\w.])"
 
@@ -437,7 +489,7 @@ BUILTIN_PATTERNS: dict[str, PatternSpec] = {
     "phone": PatternSpec(
         (rf"(?<![\w+-])(?:(?:\+1|001)[-.\s]?)?(?:\(\d{{3}}\)\s?|\d{{3}}[-.\s])\d{{3}}[-.\s]\d{{4}}{_EXTENSION}{_R}",)
     ),
-    "email": PatternSpec((_EMAIL,)),
+    "email": PatternSpec((EMAIL,), clear=(_MESSAGE_ID,)),
     "ssn": PatternSpec((rf"{_L}(?!000|666|9\d\d)\d{{3}}(?P<sep>[- ])(?!00)\d{{2}}(?P=sep)(?!0000)\d{{4}}{_R}",)),
     "credit_card": PatternSpec((rf"{_L}\d(?:[ -]?\d){{12,18}}{_R}",), luhn_valid),
     "order_number": PatternSpec((rf"{_L}\d{{3}}-\d{{5}}-\d{{4}}{_R}",)),
@@ -450,7 +502,7 @@ BUILTIN_PATTERNS: dict[str, PatternSpec] = {
     "id": PatternSpec((r"(?<![\w.,])\d{6,}(?!\w|[.,]\d)",)),
     "address": PatternSpec(_US_ADDRESSES),
     "username": PatternSpec(_USERNAMES),
-    "strict_extra": PatternSpec((*_STRICT_DATES, _CARD_FRAGMENT, _ORGANISATION, _URL, _IP)),
+    "strict_extra": PatternSpec((*_STRICT_DATES, _CARD_FRAGMENT, *_ORGANISATION, _URL, _IP)),
     "facility": PatternSpec(_FACILITIES),
     "identifier": PatternSpec(
         (
@@ -458,7 +510,7 @@ BUILTIN_PATTERNS: dict[str, PatternSpec] = {
             _CODE,
             _SPACED_CODE,
             *_PHONES,
-            _EMAIL,
+            EMAIL,
             *_US_ADDRESSES,
             *_ADDRESSES,
             _UK_POSTCODE,

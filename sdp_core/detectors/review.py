@@ -10,7 +10,11 @@ At each record the reviewer answers, one line at a time:
                         occurrence in the record is labelled)
     -2                  detected span 2 is no secret
     (empty line)        the record is done: the next one
-    q                   the record is done, and the review stops (as at the end of the input)
+    q                   the review stops; the record on screen is not saved
+
+Only records the reviewer finished with an empty line are saved: `q` or the end of the input leaves the open record
+unreviewed (a record nobody answered is no evidence of recall), and `sdp-sweep detect --review` refuses to start
+without a terminal on its standard input, where no person can answer.
 
 The record's gold spans are the detected spans not named as no secret, typed by their detector label (`PERSON` is
 a `name`, `credit_card` a `card`, `identifier` stays `identifier`), and the missed secrets typed.
@@ -146,7 +150,7 @@ def _show(console: "Console", position: str, text: str, shown: list[Span]) -> No
 def review(records: Sequence[Record], detected: Sequence[Sequence[Span]], n: int, labels: Labels, policy_key: str,
            answers: TextIO, console: "Console", seed: int = 0) -> Labels:
     """Show up to `n` sampled records not yet reviewed, read the reviewer's answers (module docstring), and return
-    the labels with the new ones added."""
+    the labels with the records the reviewer finished added (not the one open at `q` or the end of `answers`)."""
     todo: dict[str, int] = {}
     for i, r in enumerate(records):
         digest = text_digest(r.text)
@@ -155,19 +159,22 @@ def review(records: Sequence[Record], detected: Sequence[Sequence[Span]], n: int
     chosen = random.Random(seed).sample(sorted(todo.values()), min(n, len(todo)))
     spans, policy = dict(labels.spans), dict(labels.policy)
     console.print(f"{len(chosen)} records to review ({len(todo)} not reviewed yet). Per record: `TYPE: text` for a "
-                  "missed secret, `-K` when span K is no secret, an empty line for the next record, `q` to stop.")
+                  "missed secret, `-K` when span K is no secret, an empty line when the record is done, `q` to stop "
+                  "(the record on screen is then not saved).")
     for number, i in enumerate(chosen, 1):
         text = records[i].text
         shown = runs(detected[i])
         _show(console, f"record {number} of {len(chosen)}", text, shown)
         rejected: set[int] = set()
         missed: list[Span] = []
-        stop = False
         while True:
             line = answers.readline()
             answer = line.strip()
-            stop = not line or answer.lower() == "q"
-            if stop or not answer:
+            if not line or answer.lower() == "q":
+                console.print(f"{'end of input' if not line else 'stopped'}: record {number} is not saved; "
+                              f"{number - 1} record(s) reviewed")
+                return Labels(spans, policy)
+            if not answer:
                 break
             if m := _REJECT.fullmatch(answer):
                 k = int(m.group("k"))
@@ -192,8 +199,6 @@ def review(records: Sequence[Record], detected: Sequence[Sequence[Span]], n: int
         digest = text_digest(text)
         spans[digest] = tuple(sorted({*kept, *missed}))
         policy[digest] = policy_key
-        if stop:
-            break
     return Labels(spans, policy)
 
 

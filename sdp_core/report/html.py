@@ -32,6 +32,7 @@ from sdp_core.report.tables import (
     DETECTOR_TABLES,
     EPSILON_COLUMN,
     MODEL_COLUMN,
+    POLICY_COLUMN,
     REPLACE_ONE_COLUMN,
     SEARCH_COLUMN,
     Table,
@@ -114,8 +115,12 @@ def short_epsilon(t: Trial) -> str:
 
 
 def _cell(column: str, value: str) -> str:
-    """A cell's HTML: a kept model links to its folder (the report is OUT/report/)."""
+    """A cell's HTML: a kept model links to its folder (the report is OUT/report/); a policy's name may break after
+    each comma of a union (`address_tagger,credit_card,...` has no other place to break and would widen its table
+    past the page)."""
     e = html.escape
+    if column == POLICY_COLUMN:
+        return ",<wbr>".join(e(part) for part in value.split(","))
     return f'<a href="../{e(value)}/">{e(value)}</a>' if column == MODEL_COLUMN and value != DASH else e(value)
 
 
@@ -279,13 +284,18 @@ def recall_estimate_section(a: Analysis) -> Section | None:
     table = recall_estimate_table(a)
     if not table.rows:
         return None
-    method = next((t.detector["recall_estimate"].get("method", "") for t in a.sweep.trials
-                   if isinstance((t.detector or {}).get("recall_estimate"), dict)), "")
+    estimate: dict = next((t.detector["recall_estimate"] for t in a.sweep.trials
+                           if isinstance((t.detector or {}).get("recall_estimate"), dict)), {})
+    cost = estimate.get("cost") if isinstance(estimate.get("cost"), dict) else {}
+    spent = (f" It cost {cost.get('inserted', DASH)} inserted secrets, each a detection ({cost.get('seconds', DASH)} s)."
+             if cost else "")
     return Section("recall-estimate", "Detector recall without gold spans", _table(table),
-                   f"The data has no gold spans, so recall per secret type is estimated ({html.escape(method)}). It "
-                   "cannot see secrets in formats the generators lack, types the policy does not claim, or secrets "
-                   "that are no value of a type: a person's review of sampled records (sdp-sweep detect --review) "
-                   "is the measure to trust.")
+                   f"The data has no gold spans, so recall per secret type is estimated "
+                   f"({html.escape(str(estimate.get('method', '')))}).{html.escape(spent)} The bar is the recall the "
+                   "policy is held to for each type it claims; an interval across it cannot tell. It cannot see "
+                   "secrets in formats the generators lack, types the policy does not claim, or secrets that are no "
+                   "value of a type: a person's review of sampled records (sdp-sweep detect --review) is the measure "
+                   "to trust. Counts from the training data's records, which no trial's ε covers.")
 
 
 def cost_section(a: Analysis, cost: SweepCost) -> Section:

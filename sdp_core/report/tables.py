@@ -237,6 +237,8 @@ def family_table(a: Analysis) -> Table | None:
 
 MODEL_COLUMN = "model"
 """The front table's column of saved models: paths inside the sweep folder (`models/<trial>/model`)."""
+POLICY_COLUMN = "policy"
+"""The detector tables' column of policy names (a union's is its members' names joined by commas)."""
 
 
 def saved_model(a: Analysis, t: Trial) -> str:
@@ -354,7 +356,7 @@ def detector_table(a: Analysis) -> Table:
         rows.append([policy, str(len(trials)), fmt(sum(fractions) / len(fractions)) if fractions else DASH,
                      _split_shares(d.get("masked_char_share")), _split_shares(d.get("gold_char_share")),
                      fmt_rate(d.get("recall")), fmt_rate(d.get("missing_rate"))])
-    return Table(["policy", "trials", "redacted tokens", "masked chars: train / val / test",
+    return Table([POLICY_COLUMN, "trials", "redacted tokens", "masked chars: train / val / test",
                   "gold chars: train / val / test", "recall [95% CI]", "missing rate [95% CI]"],
                  rows, numeric={"trials", "redacted tokens", "recall [95% CI]", "missing rate [95% CI]"})
 
@@ -363,7 +365,7 @@ def recall_by_label_table(a: Analysis) -> Table:
     """Token recall of each policy per gold label, with 95 % intervals (data with labelled gold spans only)."""
     rows = [[policy, str(label), fmt_rate(rate)] for policy, trials in _policies(a).items()
             for label, rate in (trials[0].detector.get("recall_per_label") or {}).items()]
-    return Table(["policy", "gold label", "recall [95% CI]"], rows, numeric={"recall [95% CI]"},
+    return Table([POLICY_COLUMN, "gold label", "recall [95% CI]"], rows, numeric={"recall [95% CI]"},
                  note="Recall per gold label: the share of each label's gold tokens the policy masks.")
 
 
@@ -382,11 +384,22 @@ def recall_estimate_table(a: Analysis) -> Table:
         if not isinstance(est, dict) or policy in seen:
             continue
         seen.add(policy)
+        bar = number(est.get("warn_below"))
         for kind, r in (est.get("per_type") or {}).items():
-            rows.append([policy, str(kind), fmt_rate(r), f"{r.get('k', DASH)}/{r.get('n', DASH)}",
-                         "below 0.95" if r.get("warn") else ""])
-    return Table(["policy", "type", "estimated recall [95% CI]", "found", "warning"], rows,
-                 numeric={"estimated recall [95% CI]", "found"})
+            low, high = number(r.get("low")), number(r.get("high"))
+            half = None if low is None or high is None else (high - low) / 2
+            rows.append([policy, str(kind), fmt_rate(r), DASH if half is None else f"±{half:.3f}",
+                         f"{r.get('k', DASH)}/{r.get('n', DASH)}", DASH if bar is None else f"≥ {bar:g}",
+                         _against(low, high, bar)])
+    return Table([POLICY_COLUMN, "type", "estimated recall [95% CI]", "±", "found", "bar", "against the bar"], rows,
+                 numeric={"estimated recall [95% CI]", "±", "found", "bar"})
+
+
+def _against(low: float | None, high: float | None, bar: float | None) -> str:
+    """Where a recall's 95 % interval lies against the bar: above it, below it, or across it (cannot tell)."""
+    if low is None or high is None or bar is None:
+        return DASH
+    return "meets it" if low >= bar else "below it" if high < bar else "cannot tell"
 
 
 def review_recall_table(a: Analysis) -> Table:
@@ -404,7 +417,7 @@ def review_recall_table(a: Analysis) -> Table:
             r = r if isinstance(r, dict) else {}
             rows.append([policy, str(review.get("records", DASH)), str(kind), fmt_rate(r),
                          f"{r.get('k', DASH)}/{r.get('n', DASH)}"])
-    return Table(["policy", "reviewed records", "type", "recall [95% CI]", "found"], rows,
+    return Table([POLICY_COLUMN, "reviewed records", "type", "recall [95% CI]", "found"], rows,
                  numeric={"reviewed records", "recall [95% CI]", "found"})
 
 
