@@ -125,7 +125,7 @@ def _audit_facts(t: Trial) -> dict[str, str]:
         # A bound of 0 reads "cannot tell" unless even a perfect attack at the trial's ε would show more.
         perfect = _perfect_attack(round(epsilon, 3), int(audit["canaries"]), float(audit.get("delta", 1e-5)),
                                   float(audit.get("confidence", 0.95)))
-        facts["perfect"] = f"a perfect attack at ε {epsilon_number(epsilon)}: {fmt(perfect)}"
+        facts["perfect"] = f"of {fmt(perfect)}"
     return facts
 
 
@@ -167,7 +167,9 @@ def audit_note(trials: list[Trial]) -> str:
             "neighbours: compare it with a trial's ε for replace-one neighbours (SDP and confidentiality are "
             f"accounted for them; a DP trial's add/remove ε is smaller, so its {REPLACE_ONE_COLUMN} is shown). "
             f"{AUDIT_ABOVE} marks a bound above that ε: a guarantee or an audit assumption (for Redacted's ε = 0, a "
-            "detector that finds every canary) failed.")
+            "detector that finds every canary) failed. \"of b\": b is the bound the best attack on a Gaussian "
+            "mechanism at the trial's replace-one ε would show with these canaries (a perfect attack); a bound "
+            "below it reads \"cannot tell\", not \"private\".")
 
 
 def _trial_table(a: Analysis, trials: list[Trial], first: list[str], first_cells: Callable[[Trial], list[str]]

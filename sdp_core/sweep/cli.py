@@ -89,6 +89,10 @@ def _sweep(store: SweepStore, cfg: SweepConfig) -> int:
     from sdp_core.sweep.live import LiveView
 
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # the live view is the output: Tune's reporter stays quiet
+    # Ctrl-C is a KeyboardInterrupt until Tune's run installs its graceful stop (which it leaves installed when its
+    # run ends: restored here, for a caller that runs several sweeps in one process); SIGTERM does what Ctrl-C does.
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, stop_as_on_ctrl_c)
     try:
         with LiveView(store, cfg.trial_count) as view:
@@ -98,6 +102,8 @@ def _sweep(store: SweepStore, cfg: SweepConfig) -> int:
         return 130
     finally:
         ray.shutdown()
+        signal.signal(signal.SIGINT, handlers[0])
+        signal.signal(signal.SIGTERM, handlers[1])
     summary, last, code = closing_lines(rows, cfg.trial_count, store.root)
     print("\n".join(summary))
     if rows:  # stopped before any trial finished: nothing to report

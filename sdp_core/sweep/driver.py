@@ -35,7 +35,7 @@ import sys
 import time
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import optuna
 import ray
@@ -268,7 +268,8 @@ class SweepSearch(TrialSearch):
     """
 
     def __init__(self, cfg: SweepConfig, space: SearchSpace, store: SweepStore, studies: dict[str, optuna.Study],
-                 orphans: dict[str, list[FrozenTrial]], stopped_by_scheduler: set[str], control: list[dict]):
+                 orphans: dict[str, list[FrozenTrial]], stopped_by_scheduler: set[str],
+                 control: Sequence[dict] = ()):
         super().__init__(store, stopped_by_scheduler)
         self._cfg, self._space, self._studies = cfg, space, studies
         self._control = list(control)  # the positive control's config while it has no row: handed out first
