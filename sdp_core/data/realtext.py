@@ -365,8 +365,13 @@ def changelog_drafts(files: Iterable[Path], max_chars: int = MAX_CHARS, per_file
 def build_changelogs(debian_doc: Path | None = DEBIAN_DOC, max_chars: int = MAX_CHARS) -> list[Record]:
     """Every record of the Debian changelogs under `debian_doc` (none when absent), deduplicated, sorted by origin."""
     files = sorted(debian_doc.glob("*/changelog.Debian.gz")) if debian_doc and debian_doc.is_dir() else []
+    return unique_records(changelog_drafts(files, max_chars))
+
+
+def unique_records(drafts: Iterable[_Draft]) -> list[Record]:
+    """The records of `drafts` (a draft without gold gives none), the first of each text, sorted by origin."""
     out: dict[str, Record] = {}
-    for draft in changelog_drafts(files, max_chars):
+    for draft in drafts:
         record = draft.record()
         if record is not None and record.text not in out:
             out[record.text] = record
@@ -413,12 +418,7 @@ def build_release_notes(kind: str, debian_doc: Path | None = DEBIAN_DOC, max_cha
     sorted by origin."""
     files = sorted(p for name in RELEASE_NOTE_FILES[kind] for p in debian_doc.glob(f"*/{name}")) if (
         debian_doc and debian_doc.is_dir()) else []
-    out: dict[str, Record] = {}
-    for draft in release_note_drafts(files, max_chars):
-        record = draft.record()
-        if record is not None and record.text not in out:
-            out[record.text] = record
-    return sorted(out.values(), key=lambda r: r.meta["origin"])
+    return unique_records(release_note_drafts(files, max_chars))
 
 
 # -- translators' credits: the headers of installed message catalogues -------------------------------------------
@@ -479,9 +479,4 @@ def build_translations(split: str, locale_dir: Path | None = LOCALE_DIR) -> list
     """Every translator's header of the catalogues under `locale_dir` (none when absent) whose text domain is in
     `split` (`translation_split`), deduplicated, sorted by origin. `meta["origin"]` starts with the language."""
     files = sorted(locale_dir.glob("*/LC_MESSAGES/*.mo")) if locale_dir and locale_dir.is_dir() else []
-    out: dict[str, Record] = {}
-    for draft in translation_drafts(f for f in files if translation_split(f.stem) == split):
-        record = draft.record()
-        if record is not None and record.text not in out:
-            out[record.text] = record
-    return sorted(out.values(), key=lambda r: r.meta["origin"])
+    return unique_records(translation_drafts(f for f in files if translation_split(f.stem) == split))
