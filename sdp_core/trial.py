@@ -124,8 +124,8 @@ def run_attacks(model, data: TrialData, canaries: tuple[Canaries, ...], cfg: Tri
     out: dict = {}
     if ev.exposure and canaries:
         for section, family in zip(CANARY_ATTACKS, canaries):
-            out[section] = canary_exposures(model, data.tokenizer, family,
-                                                                  method=ev.exposure_method, limit=ev.exposure_limit)
+            out[section] = canary_exposures(model, data.tokenizer, family, method=ev.exposure_method,
+                                            limit=ev.exposure_limit)
         out["empirical_epsilon"] = empirical_epsilon(out["exposure"]["exposures"], out["exposure"]["held_out_exposures"],
                                                      delta=p.delta, group_size=canaries[0].repeats)
     train = data.records.train[: ev.max_eval_records]
@@ -227,13 +227,13 @@ def attack_metrics(attacks: dict) -> dict[str, float]:
     """The attacks' numbers a trial row holds as metrics: each canary family's mean exposure with its 95 % interval
     and random-rank floor, and its rank test's AUC, p-value and true-positive rate at a low false-positive rate."""
     metrics = {metric: attacks[name][key] for name, key, metric in ATTACK_METRICS if name in attacks}
-    for section, prefix in (("exposure", ""), ("exposure_missed", "missed_")):
+    for section, prefix in zip(CANARY_ATTACKS, ("", "missed_")):
         exposure = attacks.get(section) or {}
-        if section != "exposure" and exposure.get("exposure_mean") is not None:
-            metrics["missed_exposure_mean"] = exposure["exposure_mean"]
+        if exposure.get("exposure_mean") is not None:
+            metrics[f"{prefix}exposure_mean"] = exposure["exposure_mean"]
         if exposure.get("interval"):
             metrics[f"{prefix}exposure_mean_low"], metrics[f"{prefix}exposure_mean_high"] = exposure["interval"]
-            metrics["exposure_floor" if section == "exposure" else "missed_exposure_floor"] = exposure["floor"]
+            metrics[f"{prefix}exposure_floor"] = exposure["floor"]
         if exposure.get("rank_test"):
             test = exposure["rank_test"]
             metrics.update({f"{prefix}exposure_auc": test["auc"], f"{prefix}exposure_p_value": test["p_value"],

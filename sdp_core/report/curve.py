@@ -51,7 +51,7 @@ class CurvePoint:
     @property
     def notion(self) -> str:
         """The notion its trials' ε states (one mechanism at one ε states one)."""
-        return str(self.trials[0].privacy.get("notion"))
+        return self.trials[0].notion
 
     @property
     def best(self) -> float:

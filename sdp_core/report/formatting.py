@@ -109,13 +109,13 @@ def covers(t: Trial) -> str:
     if t.epsilon is None:
         return "nothing"
     policy = (t.config.get("detector") or {}).get("policy") or t.detector.get("policy", "?")
-    notion = str(t.privacy.get("notion"))
+    notion = t.notion
     return COVERS.get(notion, f"what {notion} protects").format(policy=policy)
 
 
 def epsilon_meaning(trials: list[Trial], notions: bool = True) -> str:
     """What the trials' ε numbers mean together: `DP / SDP, δ = 1e-5, RDP` (their notions, δ and accountants)."""
-    names = sorted({str(t.privacy.get("notion")) for t in trials}) if notions else []
+    names = sorted({t.notion for t in trials}) if notions else []
     deltas = sorted({fmt_delta(t.privacy.get("delta")) for t in trials})
     accountants = sorted({fmt_accountant(t.privacy.get("accountant")) for t in trials})
     return ", ".join([*([" / ".join(names)] if names else []), f"δ = {' / '.join(deltas)}", " / ".join(accountants)])
@@ -123,7 +123,7 @@ def epsilon_meaning(trials: list[Trial], notions: bool = True) -> str:
 
 def with_notion(mechanism: str, trials: list[Trial]) -> str:
     """`JFT (SDP)`: a mechanism's display name with the notions of its trials' ε (several joined by `/`)."""
-    notions = sorted({str(t.privacy.get("notion")) for t in trials if t.mechanism == mechanism and t.privacy})
+    notions = sorted({t.notion for t in trials if t.mechanism == mechanism and t.privacy})
     return f"{mechanism_name(mechanism)} ({' / '.join(notions) or '?'})"
 
 

@@ -101,6 +101,11 @@ class Trial:
         return self.epsilon
 
     @property
+    def notion(self) -> str:
+        """The notion its ε states (`DP`, `SDP`, `confidentiality`, `none`): reports rank and compare within one."""
+        return str(self.privacy.get("notion"))
+
+    @property
     def guaranteed(self) -> bool:
         """A formal guarantee: a finite ε from at least one noised step, not an empirical estimate (JFT's light
         noise), and not one that does not hold (`holds: false`: noise reproducible from the published seed).

@@ -151,6 +151,5 @@ def fronts_by_notion(trials: list[Trial], objectives: list[Objective]) -> list[T
     """The Pareto front of each notion's trials (`pareto_front`), together: a trial is on it when no trial whose ε
     states the same notion dominates it. An ε of one notion is not a point on another's axis (DP's covers every
     record, SDP's the detected secrets), so no trial is taken off the front by one of another notion."""
-    notions = dict.fromkeys(str(t.privacy.get("notion")) for t in trials)
-    return [t for n in notions for t in pareto_front([t for t in trials if str(t.privacy.get("notion")) == n],
-                                                     objectives)]
+    notions = dict.fromkeys(t.notion for t in trials)
+    return [t for n in notions for t in pareto_front([t for t in trials if t.notion == n], objectives)]

@@ -34,19 +34,14 @@ def by_notion(trials: list[Trial], mechanisms: list[str]) -> dict[str, list[str]
     different things."""
     finished = [t for t in trials if t.state == "finished"]
     groups: dict[str, list[str]] = {}
-    for notion in sorted({notion_of(t) for t in finished} - {"none"}, key=notion_rank):
-        groups[notion] = [m for m in mechanisms if any(t.mechanism == m and notion_of(t) == notion for t in finished)]
+    for notion in sorted({t.notion for t in finished} - {"none"}, key=notion_rank):
+        groups[notion] = [m for m in mechanisms if any(t.mechanism == m and t.notion == notion for t in finished)]
     return groups
-
-
-def notion_of(t: Trial) -> str:
-    """The notion a trial's ε states (`?` for a row that names none)."""
-    return str(t.privacy.get("notion") or "?")
 
 
 def rankings_by_notion(a: Analysis, trials: list[Trial]) -> dict[str, Ranking | None]:
     """`rank_mechanisms` within each notion (`by_notion`) over `trials`: None where one mechanism states it."""
-    return {notion: rank_mechanisms({m: utilities(a, m, [t for t in trials if notion_of(t) == notion])
+    return {notion: rank_mechanisms({m: utilities(a, m, [t for t in trials if t.notion == notion])
                                      for m in ms}, a.utility.mode)
             for notion, ms in by_notion(trials, a.sweep.config.mechanisms).items()}
 

@@ -198,9 +198,9 @@ def _trial_table(a: Analysis, trials: list[Trial], first: list[str], first_cells
                  note=audit_note(trials))
 
 
-CANARY_FAMILIES = (("exposure", "", "format"), ("missed_exposure", "missed_", "missed"))
-"""Each canary family's metric prefix and where a trial's `canaries` describe it: `data.canaries.format`'s
-family (flagged or missed, as the policy treats it), and `missed_format`'s."""
+CANARY_FAMILIES = (("exposure", ""), ("missed_exposure", "missed_"))
+"""Each canary family's metric and the prefix of its rank test's metrics: `data.canaries.format`'s family (flagged
+or missed, as the policy treats it), and `missed_format`'s."""
 
 
 def family_table(a: Analysis) -> Table | None:
@@ -210,7 +210,7 @@ def family_table(a: Analysis) -> Table | None:
     best = [t for m in dict.fromkeys(t.mechanism for t in a.sweep.trials)
             if (t := a.best_of([u for u in a.sweep.trials if u.mechanism == m])) is not None]
     trials = [t for t in (a.power.control, *best) if t is not None]
-    families = [(metric, prefix) for metric, prefix, _ in CANARY_FAMILIES
+    families = [(metric, prefix) for metric, prefix in CANARY_FAMILIES
                 if any(t.metric(f"{metric}_mean") is not None for t in trials)]
     if not families:
         return None
