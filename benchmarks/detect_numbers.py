@@ -4,12 +4,15 @@ gold names and addresses.
 
 Two sets of upstream release notes that Debian ships (`sdp_core.data.realtext.build_release_notes`): `changelog`
 (ChangeLog files: the development set, the one rules are written against) and `news` (NEWS files: held out, only
-its totals are printed). A digit run (`\\d+`) counts as outside every secret when no gold span touches it (versions,
+its totals are printed); and `commits`, held out too: a seeded sample of the commits of the git repository
+`--repo` as `git log` prints them (`build_commit_log`: authors' and trailers' names and addresses among hashes,
+dates, time-zone offsets, pull-request and issue numbers). A digit run (`\\d+`) counts as outside every secret when no gold span touches it (versions,
 dates, bug and pull-request numbers, hardware model names); it is masked when any of its characters is. A token
 (a run of non-space characters) outside the gold that starts with a capital may be a name the gold does not
 annotate, so token precision leaves those out.
 
     python -m benchmarks.detect_numbers [--n 1000] [--seed 0] [--policies general] [--examples 40]
+    python -m benchmarks.detect_numbers --sets commits --repo ../curl   # a clone of github.com/curl/curl
 """
 
 from __future__ import annotations
@@ -17,11 +20,12 @@ from __future__ import annotations
 import argparse
 import re
 from collections import Counter
+from pathlib import Path
 from dataclasses import dataclass
 
 from benchmarks.detect_general import rate, timed_detect
 from benchmarks.detect_real import sample
-from sdp_core.data.realtext import build_release_notes
+from sdp_core.data.realtext import build_commit_log, build_release_notes
 from sdp_core.data.records import Record, Span
 from sdp_core.detectors import evaluate, get_policy, load_spacy
 from sdp_core.detectors.evaluation import Rate
@@ -71,13 +75,18 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=1000, help="records per set at most (a seeded sample)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--policies", default="general", help="policies, separated by ';'")
-    parser.add_argument("--sets", default="changelog;news", help="sets, separated by ';' (news is held out)")
+    parser.add_argument("--sets", default="changelog;news",
+                        help="sets, separated by ';': changelog, news, commits (news and commits are held out)")
+    parser.add_argument("--repo", type=Path, help="the git repository whose commits the `commits` set samples")
     parser.add_argument("--examples", type=int, default=0,
                         help="print the N most common masked non-secret tokens of the development set")
     args = parser.parse_args()
     load_spacy("en_core_web_sm")
     for kind in args.sets.split(";"):
-        records = sample(build_release_notes(kind), args.n, args.seed)
+        if kind == "commits" and args.repo is None:
+            parser.error("the commits set needs --repo")
+        records = (build_commit_log(args.repo, args.n, args.seed) if kind == "commits"
+                   else sample(build_release_notes(kind), args.n, args.seed))
         for name in args.policies.split(";"):
             detected, cpu, _ = timed_detect(get_policy(name), [r.text for r in records])
             stats = number_stats(records, detected)
