@@ -121,6 +121,15 @@ def test_general_on_held_out_translators_credits():
     ("PO-Revision-Date: 2001-11-13 14:28GMT+0200\n", "2001-11-13 14:28GMT+0200"),
     ("X-Generator: Weblate 4.8-dev\n", "Weblate 4.8-dev"),
     ("X-Generator: Lokalize 1.5\n", "Lokalize 1.5"),
+    ("on new installations (closes:\n    #897264).  It will", "897264"),
+    ("\t* unix/tclXtNotify.c: Bug [817249]: bring it up to date", "817249"),
+    ("- Remove buildout support in favour of tox.  [bug=922605]", "922605"),
+    ("- gh-issue-100649: Update the native_thread_id field", "100649"),
+    ("* Added a version number to the conflict. (See #941998.)", "941998"),
+    ("Patch by Adam Turner (refs: #10551).", "10551"),
+    ("\t* Fix off-by-one overflow in pstree SF# 2832375", "2832375"),
+    ("b2bc8093 bump version to 1.2.1\ne542fc7a update AUTHORS\n", "e542fc7a update AUTHORS"),
+    ("platforms.  Commit 19982393 introduced sanity", "19982393"),
 ])
 def test_offsets_bug_numbers_and_standards_stay_clear(text, clear):
     """Versions, release lines, bug and pull-request references, hardware model names and commit hashes: no character
@@ -142,6 +151,9 @@ def test_offsets_bug_numbers_and_standards_stay_clear(text, clear):
     ("Ruf an: 030 1234567", "030 1234567"),
     ("see https://lists.example.org/archive?from=ann.lee@example.com today", "ann.lee@example.com"),
     ("Your order (#12345678) has shipped.", "12345678"),
+    ("See account #12345678 for the refund.", "12345678"),
+    ("Closes the account of Ann Lee, IBAN DE89370400440532013000", "DE89370400440532013000"),
+    ("4481234 John Smith\n4481235 Ann Lee\n", "4481234"),
 ])
 def test_secrets_beside_the_shapes_of_versions_and_references_are_still_masked(text, secret):
     """What looks like a version, a date or a reference but is a secret (dates of birth with their cue, dotted

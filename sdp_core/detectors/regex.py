@@ -400,16 +400,23 @@ _FACILITIES = (
 )
 
 # What `identifier` leaves in the clear whatever its shape: references to bugs, issues and tickets, alone or in lists
-# ("Closes: #1035654, #1029751", "LP: #2012345", "ticket 48213"), a time with its zone offset ("16:11:37 +0200"),
+# ("Closes: #1035654, #1029751", "closes:⏎ #897264", "LP: #2012345", "ticket 48213", "Bug [817249]", "[bug=922605]",
+# "gh-issue-100649", "See #941998"), a time with its zone offset ("16:11:37 +0200"),
 # and the names of algorithms, encodings and standards (AES-256, SHA-512, UTF-8, ISO-8859-1, RFC 5322).
-_REFERENCE = (r"(?i:\b(?:closes|fixes|fixed|resolves|bugs?|issues?|tickets?|lp|pr|gh|cve|debian[ \t]+bug"
-              r"|rt|rhbz|bz|bugzilla|red[ \t]?hat|debian|ubuntu|fedora|gentoo|sv|rt\.cpan\.org)\b[ \t]*:?[ \t]*)"
-              r"#?[ \t]?\d+(?:[ \t]*(?:,|and)[ \t]*#?\d+)*")
-# Other references of software text: a GCC-style `PR component/number`, a tracker's `b/number`, a CVE, two or more
+_REFERENCE = (r"(?i:\b(?:closes|fixes|fixed|resolves|bugs?|issues?|tickets?|lp|pr|gh|gh-issue|cve|debian[ \t]+bug"
+              r"|rt|rhbz|bz|bugzilla|red[ \t]?hat|debian|ubuntu|fedora|gentoo|sv|sf|rt\.cpan\.org)\b"
+              r"[ \t]*[:=-]?[ \t]*(?:\n[ \t]*)?)"
+              r"(?:#[ \t]?|\[)?\d+\]?(?:[ \t]*(?:,|and)[ \t]*#?\d+)*"
+              # a `#number` a cross-reference points at ("See #941998.", "refs: #10251")
+              r"|(?i:\b(?:see|refs?)[ \t]*:?[ \t]*)#\d+")
+# Other references of software text: a git commit's hash after "commit" or leading a line of a one-line log
+# (`e542fc7a update AUTHORS`: seven to twelve hexadecimal digits with a letter among them), a GCC-style `PR
+# component/number`, a tracker's `b/number`, a CVE, two or more
 # `#number`s in a row ("(#2614 #2630, ...)", "#9494, #9456"), a list item that starts with one ("* #10125: autodoc:
 # ..."), one in parentheses at a line's end ("- Fix logging (#1540507)"; "your order (#1540507) shipped" is no
 # reference) or before its link ("`#11740 <https://...>`_").
-_MORE_REFERENCES = (r"\bPR[ \t]+[\w+.-]+/\d+|(?<![\w/])b/\d+|\bCVE-\d{4}-\d+"
+_MORE_REFERENCES = (r"(?i:\bcommits?[ \t]+)[0-9a-f]{7,40}\b|(?m:^(?=[0-9]*[a-f])(?=[a-f]*\d)[0-9a-f]{7,12}(?=[ \t]+\S))"
+                    r"|\bPR[ \t]+[\w+.-]+/\d+|(?<![\w/])b/\d+|\bCVE-\d{4}-\d+"
                     r"|(?<![\w#&])#\d+(?:(?:[ \t]*,[ \t]*|[ \t]+(?:and[ \t]+)?)#\d+)+"
                     r"|(?m:^[ \t]*(?:[*+-][ \t]+)?#\d+(?=:)|\(#\d+\)(?=[.,;]?[ \t]*$))|`#\d+(?=[ \t]+<https?://)")
 # A version, alone or leading a release line with dates, times and more versions ("0.35 2013-09-05 13:26:54",
