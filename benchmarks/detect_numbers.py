@@ -13,11 +13,13 @@ annotate, so token precision leaves those out.
 
     python -m benchmarks.detect_numbers [--n 1000] [--seed 0] [--policies general] [--examples 40]
     python -m benchmarks.detect_numbers --sets commits --repo ../curl   # a clone of github.com/curl/curl
+    python -m benchmarks.detect_numbers --repo ../curl --write-fixture tests/fixtures/commits_heldout.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from collections import Counter
 from pathlib import Path
@@ -70,6 +72,18 @@ def number_stats(records: list[Record], detected: list[list[Span]]) -> NumberSta
                        examples)
 
 
+# Commits in the frozen test sample of the held-out commit log; seed 1003, a stream apart from the other fixtures'.
+FIXTURE_SIZE = 200
+
+
+def write_fixture(repo: Path, path: Path) -> None:
+    rows = [{"text": r.text, "spans": [s.to_dict() for s in r.spans or ()], **r.meta}
+            for r in build_commit_log(repo, FIXTURE_SIZE, 1003)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+    print(f"wrote {len(rows)} records to {path}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=1000, help="records per set at most (a seeded sample)")
@@ -80,7 +94,14 @@ def main() -> None:
     parser.add_argument("--repo", type=Path, help="the git repository whose commits the `commits` set samples")
     parser.add_argument("--examples", type=int, default=0,
                         help="print the N most common masked non-secret tokens of the development set")
+    parser.add_argument("--write-fixture", type=Path, metavar="PATH",
+                        help="write the test sample of the commits of --repo and stop")
     args = parser.parse_args()
+    if args.write_fixture:
+        if args.repo is None:
+            parser.error("--write-fixture needs --repo")
+        write_fixture(args.repo, args.write_fixture)
+        return
     load_spacy("en_core_web_sm")
     for kind in args.sets.split(";"):
         if kind == "commits" and args.repo is None:

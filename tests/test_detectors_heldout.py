@@ -72,6 +72,23 @@ def test_general_on_held_out_changelogs():
     assert ev.precision >= 0.7, ev.precision  # time-zone offsets and bug numbers stay in the clear
 
 
+def test_general_on_held_out_commit_log():
+    """Commits of a real project's history as `git log` prints them (`python -m benchmarks.detect_numbers --repo
+    <clone of curl> --write-fixture tests/fixtures/commits_heldout.jsonl`), a kind of text no rule was written on:
+    authors' and trailers' names and addresses found, the numbers around them (hashes, dates, zone offsets, pull
+    request and issue numbers) left in the clear."""
+    from benchmarks.detect_numbers import number_stats
+
+    records = load_jsonl(FIXTURES / "commits_heldout.jsonl")
+    detected = get_policy("general").detect([r.text for r in records])
+    ev = evaluate(records, detected)
+    assert ev.per_label["name"].secrets.value >= 0.99, ev.per_label["name"].secrets
+    assert ev.per_label["email"].secrets.value >= 0.99, ev.per_label["email"].secrets
+    stats = number_stats(records, detected)
+    assert stats.digit_runs_masked.value <= 0.05, stats.digit_runs_masked
+    assert stats.token_precision >= 0.9, stats.token_precision
+
+
 def test_general_on_held_out_translators_credits():
     """Translators' names with their addresses, in 36 languages and their scripts (Latin with diacritics,
     Cyrillic), in a catalogue's header and in a PO file's opening comment: `python -m benchmarks.detect_languages
@@ -130,6 +147,9 @@ def test_general_on_held_out_translators_credits():
     ("\t* Fix off-by-one overflow in pstree SF# 2832375", "2832375"),
     ("b2bc8093 bump version to 1.2.1\ne542fc7a update AUTHORS\n", "e542fc7a update AUTHORS"),
     ("platforms.  Commit 19982393 introduced sanity", "19982393"),
+    ("298d26ea Merge changes I593adf92,If20675e7,Ifac68eac into main", "I593adf92,If20675e7,Ifac68eac"),
+    ("* Fix the width of U+2161-2163, U+216A-216B", "U+2161-2163, U+216A-216B"),
+    ("2.97001 2017-12-21\n    - updated backportPP", "2.97001 2017-12-21"),
 ])
 def test_offsets_bug_numbers_and_standards_stay_clear(text, clear):
     """Versions, release lines, bug and pull-request references, hardware model names and commit hashes: no character
