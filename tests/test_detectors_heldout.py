@@ -150,6 +150,7 @@ def test_general_on_held_out_translators_credits():
     ("298d26ea Merge changes I593adf92,If20675e7,Ifac68eac into main", "I593adf92,If20675e7,Ifac68eac"),
     ("* Fix the width of U+2161-2163, U+216A-216B", "U+2161-2163, U+216A-216B"),
     ("2.97001 2017-12-21\n    - updated backportPP", "2.97001 2017-12-21"),
+    ("o LANG-1636: Add missing boolean[] join method.", "LANG-1636"),
 ])
 def test_offsets_bug_numbers_and_standards_stay_clear(text, clear):
     """Versions, release lines, bug and pull-request references, hardware model names and commit hashes: no character
@@ -174,6 +175,7 @@ def test_offsets_bug_numbers_and_standards_stay_clear(text, clear):
     ("See account #12345678 for the refund.", "12345678"),
     ("Closes the account of Ann Lee, IBAN DE89370400440532013000", "DE89370400440532013000"),
     ("4481234 John Smith\n4481235 Ann Lee\n", "4481234"),
+    ("Policy POL-123456789 of Ann Lee renews today.", "123456789"),
 ])
 def test_secrets_beside_the_shapes_of_versions_and_references_are_still_masked(text, secret):
     """What looks like a version, a date or a reference but is a secret (dates of birth with their cue, dotted

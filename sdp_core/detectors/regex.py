@@ -413,13 +413,16 @@ _REFERENCE = (r"(?i:\b(?:closes|fixes|fixed|resolves|bugs?|issues?|tickets?|lp|p
 # (`e542fc7a update AUTHORS`: seven to twelve hexadecimal digits with a letter among them), a Gerrit change's
 # `I` and hexadecimal digits ("Merge changes I593adf92,If20675e7"), a GCC-style `PR
 # component/number`, a tracker's `b/number`, a CVE, two or more
-# `#number`s in a row ("(#2614 #2630, ...)", "#9494, #9456"), a list item that starts with one ("* #10125: autodoc:
-# ..."), one in parentheses at a line's end ("- Fix logging (#1540507)"; "your order (#1540507) shipped" is no
+# `#number`s in a row ("(#2614 #2630, ...)", "#9494, #9456"), a list item that starts with one or with an issue
+# key ("* #10125: autodoc: ...", "o LANG-1636: Add ..."), one in parentheses at a line's end ("- Fix logging (#1540507)"; "your order (#1540507) shipped" is no
 # reference) or before its link ("`#11740 <https://...>`_").
-_MORE_REFERENCES = (r"(?i:\bcommits?[ \t]+)[0-9a-f]{7,40}\b|\bI(?=[0-9]*[a-f])(?=[a-f]*\d)[0-9a-f]{7,40}\b|(?m:^(?=[0-9]*[a-f])(?=[a-f]*\d)[0-9a-f]{7,12}(?=[ \t]+\S))"
+_MORE_REFERENCES = (r"(?i:\bcommits?[ \t]+)[0-9a-f]{7,40}\b"
+                    r"|(?m:^(?=[0-9]*[a-f])(?=[a-f]*\d)[0-9a-f]{7,12}(?=[ \t]+\S))"
+                    r"|\bI(?=[0-9]*[a-f])(?=[a-f]*\d)[0-9a-f]{7,40}\b"
                     r"|\bPR[ \t]+[\w+.-]+/\d+|(?<![\w/])b/\d+|\bCVE-\d{4}-\d+"
                     r"|(?<![\w#&])#\d+(?:(?:[ \t]*,[ \t]*|[ \t]+(?:and[ \t]+)?)#\d+)+"
-                    r"|(?m:^[ \t]*(?:[*+-][ \t]+)?#\d+(?=:)|\(#\d+\)(?=[.,;]?[ \t]*$))|`#\d+(?=[ \t]+<https?://)")
+                    r"|(?m:^[ \t]*(?:[*+o-][ \t]+)?(?:#|[A-Z][A-Z0-9]*-)\d+(?=:)|\(#\d+\)(?=[.,;]?[ \t]*$))"
+                    r"|`#\d+(?=[ \t]+<https?://)")
 # A version, alone or leading a release line with dates, times and more versions ("0.35 2013-09-05 13:26:54",
 # "2.97001 2017-12-21",
 # "[0.11.0] - 2022-10-12", "6.03 2011-09-20", "2.24.51.20140814-2", "9.0.0045"); a package revision around a date
