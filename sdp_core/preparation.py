@@ -188,7 +188,8 @@ def detector_summary(policy: Policy, splits: Splits, policy_spans: dict[str, lis
     """Counts and rates only: records per split, secrets detected in train, redacted fraction (of the training rows'
     tokens), the share of each split's non-space characters the policy masks (what Redacted, JFT's phase 1 and CRT's
     public set lose) beside the share gold spans cover, and recall per label with 95 % intervals where gold exists;
-    the types policy `policy_name` masks and leaves in the clear, where it declares them; without gold, the recall
+    the types policy `policy_name` masks, masks without claiming them and leaves in the clear, where it
+    declares them; without gold, the recall
     estimate per type; and recall on the records a person reviewed (`labels`, `sdp-sweep detect --review`)."""
     records, spans = splits.train, policy_spans["train"]
     types = policy_types(policy_name)
@@ -208,9 +209,9 @@ def detector_summary(policy: Policy, splits: Splits, policy_spans: dict[str, lis
                        recall_per_label={k: rate(v.tokens) for k, v in ev.per_label.items()})
     elif records:  # no gold: the policy's recall per type, estimated by inserting secrets into copies of the data
         summary["recall_estimate"] = estimate_summary(records, policy,
-                                                      types=estimable_types(types[0] if types else None))
+                                                      types=estimable_types(types.masks if types else None))
     if types:
-        summary["types"] = {"policy": policy_name, "masks": list(types[0]), "clear": list(types[1])}
+        summary["types"] = types.to_dict(policy_name)
     if labels is not None:  # every split's reviewed records: the policy's recall on what a person labelled
         on_reviewed = review_recall([r for part in parts.values() for r in part],
                                     [s for name in parts for s in policy_spans[name]], labels)

@@ -17,6 +17,7 @@ import struct
 
 from sdp_core.data.realtext import (
     authors_drafts,
+    build_commit_log,
     debian_drafts,
     is_person_name,
     licence_drafts,
@@ -160,3 +161,34 @@ def test_translators_credits(tmp_path):
     assert gold(comment) == expected
     assert comment.text.splitlines()[3] == ("# Мирослав Николић (Miroslav Nikolić) <miroslavnikolic@rocketmail.com>, "
                                             "2022.")
+
+
+def test_commit_log(tmp_path):
+    """Commits as `git log` prints them, from a repository made here: the author's and the trailers' names and
+    addresses are gold, a handle and a bot are not, and merges are left out."""
+    import subprocess
+
+    def git(*args: str, who: str = "Ann Lee <ann@example.org>") -> None:
+        name, address = who[: who.index(" <")], who[who.index("<") + 1 : -1]
+        env = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": address, "GIT_COMMITTER_NAME": name,
+               "GIT_COMMITTER_EMAIL": address, "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True, env=env)
+
+    git("init", "-q", "-b", "main")
+    git("commit", "-q", "--allow-empty", "-m", "lib: fix the 1024 byte limit\n\nReported-by: Bo Chen\n"
+        "Reported-by: octo on github\nSigned-off-by: Jean-loup Gailly <jl@example.net>\nCloses #22638")
+    git("commit", "-q", "--allow-empty", "-m", "GHA: bump", who="renovate[bot] <29139614+bot@example.com>")
+    git("checkout", "-q", "-b", "side", "HEAD~1")
+    git("commit", "-q", "--allow-empty", "-m", "side")
+    git("checkout", "-q", "main")
+    git("merge", "-q", "--no-ff", "-m", "Merge branch side", "side")
+    records = build_commit_log(tmp_path, 10)
+    assert len(records) == 3 and not any(r.text.splitlines()[4].strip().startswith("Merge") for r in records)
+    spans = {r.text.splitlines()[4].strip(): [(r.text[s.start : s.end], s.label) for s in r.spans or ()]
+             for r in records}
+    assert spans["lib: fix the 1024 byte limit"] == [("Ann Lee", "name"), ("ann@example.org", "email"),
+                                                     ("Bo Chen", "name"), ("Jean-loup Gailly", "name"),
+                                                     ("jl@example.net", "email")]
+    assert spans["GHA: bump"] == [("29139614+bot@example.com", "email")]
+    assert all(r.text.startswith("commit ") and "\nAuthor: " in r.text for r in records)
+    assert build_commit_log(tmp_path / "none", 10) == []

@@ -345,7 +345,8 @@ def test_data_without_gold_reports_the_recall_estimate_and_the_recall_on_reviewe
     """A file without gold spans, with a review's labels beside it: the trial's detector summary holds the recall
     estimate per type and the recall on the reviewed records, counted here from the labels (the regexes find
     every phone, order and tracking number of CustomerSim and no name or address); the report shows both, and the
-    types a declared policy masks and leaves in the clear, but no reviewed text."""
+    types a declared policy masks, masks without claiming them (`strict`'s cities and organisations) and leaves in
+    the clear, but no reviewed text."""
     from sdp_core.config import parse_model
     from sdp_core.config.trial import TrialConfig
     from sdp_core.data.customersim import generate_customersim
@@ -373,14 +374,14 @@ def test_data_without_gold_reports_the_recall_estimate_and_the_recall_on_reviewe
     sweep = write_synthetic_sweep(tmp_path / "sweep", 6)
     for f in (sweep / "trials").glob("*.json"):
         row = json.loads(f.read_text())
-        masks, clear = POLICY_TYPES["general"]
-        row["detector"] = {**prepared.detector, "types": {"policy": "general", "masks": masks, "clear": clear}}
+        row["detector"] = {**prepared.detector, "types": POLICY_TYPES["strict"].to_dict("strict")}
         f.write_text(json.dumps(row))
     html = (build_report(sweep, tmp_path / "report") / "index.html").read_text()
     assert "Detector recall on reviewed records" in html and f"{found}/{review['secrets']['n']}" in html
     assert "Detector recall without gold spans" in html and "≥ 0.95" in html and "below it" in html
     assert f"It cost {prepared.detector['recall_estimate']['cost']['inserted']} inserted secrets" in html
-    assert "general masks name, email, phone" in html and "leaves in the clear date, city" in html
+    assert "strict masks name, email, phone" in html and "ip_address; it masks city, organisation where" in html
+    assert "does not claim them (recall below 0.95 on held-out data); it leaves in the clear nothing" in html
     assert not any(s in html for r in reviewed for s in r.secrets())
 
 

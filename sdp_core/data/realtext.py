@@ -480,3 +480,44 @@ def build_translations(split: str, locale_dir: Path | None = LOCALE_DIR) -> list
     `split` (`translation_split`), deduplicated, sorted by origin. `meta["origin"]` starts with the language."""
     files = sorted(locale_dir.glob("*/LC_MESSAGES/*.mo")) if locale_dir and locale_dir.is_dir() else []
     return unique_records(translation_drafts(f for f in files if translation_split(f.stem) == split))
+
+
+# -- commit logs: `git log` of a repository ------------------------------------------------------------------------
+
+_COMMIT_HEAD = re.compile(r"^commit [0-9a-f]{40}\b", re.M)
+_AUTHOR = re.compile(r"^Author:[ \t]*(?P<who>.+)$", re.M)
+_TRAILER = re.compile(r"^[ \t]*(?P<key>[A-Z][A-Za-z]*(?:-[A-Za-z]+)*-by):[ \t]*(?P<who>\S.*?)[ \t]*$", re.M)
+
+
+def commit_drafts(log: str, max_chars: int = MAX_CHARS) -> Iterator[_Draft]:
+    """Each commit of `git log`'s default (medium) output: `commit <hash>`, `Author: Name <address>`, the date and the
+    indented message. Gold: the author's address and name (`_addresses`), and those of trailers that credit a person
+    (`Signed-off-by:`, `Reported-by:`, `Co-authored-by:`, any `…-by:`): an address list, or a bare value that reads
+    as a person. A commit longer than `max_chars` keeps its first lines. Names elsewhere in a message (people
+    thanked in running text) and handles are not gold. The origin is the commit's hash."""
+    starts = [m.start() for m in _COMMIT_HEAD.finditer(log)]
+    for i, start in enumerate(starts):
+        commit = log[start : starts[i + 1] if i + 1 < len(starts) else len(log)].strip("\n")
+        author = _AUTHOR.search(commit)
+        values = _addresses(author.group("who")) if author else {}
+        for m in _TRAILER.finditer(commit):
+            who = m.group("who")
+            values.update(_addresses(who) if "@" in who else {who: "name"} if is_person_name(_untitled(who)) else {})
+        text = next(_chunks(commit.splitlines(), max_chars), "")
+        yield _Draft("commit", commit.split(None, 2)[1], text, values)
+
+
+def build_commit_log(repo: Path, n: int, seed: int = 0, max_chars: int = MAX_CHARS) -> list[Record]:
+    """A seeded sample of `n` commits (merges left out) of the git repository at `repo`, as `git log` prints them
+    (`commit_drafts`), deduplicated, sorted by hash; none when `repo` is no repository."""
+    import random
+    import subprocess
+
+    git = ["git", "-C", str(repo)]
+    listed = subprocess.run([*git, "rev-list", "--no-merges", "HEAD"], capture_output=True, text=True)
+    if listed.returncode != 0:
+        return []
+    hashes = sorted(random.Random(seed).sample(listed.stdout.split(), min(n, len(listed.stdout.split()))))
+    log = subprocess.run([*git, "show", "-s", "--format=medium", "--no-color", "--encoding=UTF-8", *hashes],
+                         capture_output=True, check=True).stdout.decode("utf-8", errors="replace")
+    return unique_records(commit_drafts(log, max_chars))

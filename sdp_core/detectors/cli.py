@@ -75,7 +75,7 @@ def run_detect(args: argparse.Namespace) -> int:
     from sdp_core.detectors.cache import detect_records
     from sdp_core.detectors.estimate import estimable_types, estimate_summary
     from sdp_core.detectors.evaluation import detection_stats, evaluate
-    from sdp_core.detectors.registry import get_policy, policy_types
+    from sdp_core.detectors.registry import CLAIM_RECALL, get_policy, policy_types
     from sdp_core.detectors.review import Labels, labels_path, recall_lines, review, review_recall
     from sdp_core.io import atomic_write_text
     from sdp_core.text.redaction import redact
@@ -104,8 +104,11 @@ def run_detect(args: argparse.Namespace) -> int:
     print(f"policy {policy.key}")
     types = policy_types(config.policy)
     if types:
-        print(f"  masks {', '.join(types[0])}")
-        print(f"  leaves in the clear {', '.join(types[1]) or 'nothing it knows of'}")
+        print(f"  masks {', '.join(types.masks)}")
+        if types.partly:
+            print(f"  masks where it finds them, but does not claim (recall below {CLAIM_RECALL} on held-out data) "
+                  f"{', '.join(types.partly)}")
+        print(f"  leaves in the clear {', '.join(types.clear) or 'nothing it knows of'}")
     else:
         print(f"  secret types: {config.policy!r} declares none (general, strict and conservative do)")
     print(f"records {stats.records}  tokens {stats.tokens}  redacted tokens {stats.redacted_tokens} "
@@ -124,7 +127,7 @@ def run_detect(args: argparse.Namespace) -> int:
         for lr in ev.per_label.values():
             print(f"  recall {lr.label:<16} tokens {lr.tokens}  secrets {lr.secrets}")
     elif records:
-        estimate = estimate_summary(records, policy, types=estimable_types(types[0] if types else None),
+        estimate = estimate_summary(records, policy, types=estimable_types(types.masks if types else None),
                                     per_type=args.estimate_per_type)
         print(f"no gold spans: recall per type estimated by {estimate['method']} (95% Wilson intervals)")
         for kind, r in estimate["per_type"].items():

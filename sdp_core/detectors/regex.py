@@ -400,19 +400,31 @@ _FACILITIES = (
 )
 
 # What `identifier` leaves in the clear whatever its shape: references to bugs, issues and tickets, alone or in lists
-# ("Closes: #1035654, #1029751", "LP: #2012345", "ticket 48213"), a time with its zone offset ("16:11:37 +0200"),
+# ("Closes: #1035654, #1029751", "closes:⏎ #897264", "LP: #2012345", "ticket 48213", "Bug [817249]", "[bug=922605]",
+# "gh-issue-100649", "See #941998"), a time with its zone offset ("16:11:37 +0200"),
 # and the names of algorithms, encodings and standards (AES-256, SHA-512, UTF-8, ISO-8859-1, RFC 5322).
-_REFERENCE = (r"(?i:\b(?:closes|fixes|fixed|resolves|bugs?|issues?|tickets?|lp|pr|gh|cve|debian[ \t]+bug"
-              r"|rt|rhbz|bz|bugzilla|red[ \t]?hat|debian|ubuntu|fedora|gentoo|sv|rt\.cpan\.org)\b[ \t]*:?[ \t]*)"
-              r"#?[ \t]?\d+(?:[ \t]*(?:,|and)[ \t]*#?\d+)*")
-# Other references of software text: a GCC-style `PR component/number`, a tracker's `b/number`, a CVE, two or more
-# `#number`s in a row ("(#2614 #2630, ...)", "#9494, #9456"), a list item that starts with one ("* #10125: autodoc:
-# ..."), one in parentheses at a line's end ("- Fix logging (#1540507)"; "your order (#1540507) shipped" is no
+_REFERENCE = (r"(?i:\b(?:closes|fixes|fixed|resolves|bugs?|issues?|tickets?|lp|pr|gh|gh-issue|cve|debian[ \t]+bug"
+              r"|rt|rhbz|bz|bugzilla|red[ \t]?hat|debian|ubuntu|fedora|gentoo|sv|sf|rt\.cpan\.org)\b"
+              r"[ \t]*[:=-]?[ \t]*(?:\n[ \t]*)?)"
+              r"(?:#[ \t]?|\[)?\d+\]?(?:[ \t]*(?:,|and)[ \t]*#?\d+)*"
+              # a `#number` a cross-reference points at ("See #941998.", "refs: #10251")
+              r"|(?i:\b(?:see|refs?)[ \t]*:?[ \t]*)#\d+")
+# Other references of software text: a git commit's hash after "commit" or leading a line of a one-line log
+# (`e542fc7a update AUTHORS`: seven to twelve hexadecimal digits with a letter among them), a Gerrit change's
+# `I` and hexadecimal digits ("Merge changes I593adf92,If20675e7"), a GCC-style `PR
+# component/number`, a tracker's `b/number`, a CVE, two or more
+# `#number`s in a row ("(#2614 #2630, ...)", "#9494, #9456"), a list item that starts with one or with an issue
+# key ("* #10125: autodoc: ...", "o LANG-1636: Add ..."), one in parentheses at a line's end ("- Fix logging (#1540507)"; "your order (#1540507) shipped" is no
 # reference) or before its link ("`#11740 <https://...>`_").
-_MORE_REFERENCES = (r"\bPR[ \t]+[\w+.-]+/\d+|(?<![\w/])b/\d+|\bCVE-\d{4}-\d+"
+_MORE_REFERENCES = (r"(?i:\bcommits?[ \t]+)[0-9a-f]{7,40}\b"
+                    r"|(?m:^(?=[0-9]*[a-f])(?=[a-f]*\d)[0-9a-f]{7,12}(?=[ \t]+\S))"
+                    r"|\bI(?=[0-9]*[a-f])(?=[a-f]*\d)[0-9a-f]{7,40}\b"
+                    r"|\bPR[ \t]+[\w+.-]+/\d+|(?<![\w/])b/\d+|\bCVE-\d{4}-\d+"
                     r"|(?<![\w#&])#\d+(?:(?:[ \t]*,[ \t]*|[ \t]+(?:and[ \t]+)?)#\d+)+"
-                    r"|(?m:^[ \t]*(?:[*+-][ \t]+)?#\d+(?=:)|\(#\d+\)(?=[.,;]?[ \t]*$))|`#\d+(?=[ \t]+<https?://)")
+                    r"|(?m:^[ \t]*(?:[*+o-][ \t]+)?(?:#|[A-Z][A-Z0-9]*-)\d+(?=:)|\(#\d+\)(?=[.,;]?[ \t]*$))"
+                    r"|`#\d+(?=[ \t]+<https?://)")
 # A version, alone or leading a release line with dates, times and more versions ("0.35 2013-09-05 13:26:54",
+# "2.97001 2017-12-21",
 # "[0.11.0] - 2022-10-12", "6.03 2011-09-20", "2.24.51.20140814-2", "9.0.0045"); a package revision around a date
 # ("10-20200312-1", "(20230710~deb12u1)", a line of its own "20160918"); a date with its time and zone ("2007-11-09
 # 20:28", "2004-08-08 16:54-0600", "2001-11-13 14:28GMT+0200").
@@ -426,13 +438,13 @@ _RELEASE_PART = (rf"[\[(]?(?:{_VERSION}|(?:19|20)\d\d-(?:0[1-9]|1[0-2])-(?:0[1-9
                  r"|\d{1,2}:\d{2}(?::\d{2})?)[\])]?")
 _URL_CLEAR = r"\bhttps?://[^\s<>\"')@]+"  # up to an `@`: an address in a web address is still an address
 _ISO_DATE = r"(?:19|20)\d\d-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])"
-_RELEASE = (rf"(?<![\w.+-])(?:[\[(]?(?:{_VERSION}|\d{{1,3}}\.\d\d(?=[ \t]+(?:[-–][ \t]+)?{_ISO_DATE}))[\])]?"
+_RELEASE = (rf"(?<![\w.+-])(?:[\[(]?(?:{_VERSION}|\d{{1,3}}\.\d{{2,6}}(?=[ \t]+(?:[-–][ \t]+)?{_ISO_DATE}))[\])]?"
             rf"(?:[ \t]+(?:[-–][ \t]+)?{_RELEASE_PART})*"
             rf"|\d{{1,3}}-{_COMPACT_DATE}-\d{{1,3}}|{_ISO_DATE}[ T-]\d{{1,2}}:\d{{2}}(?::\d{{2}}(?:\.\d+)?)?"
             r"(?:Z|[ \t]*(?:GMT|UTC)?[+-](?:[01]\d|2[0-3]):?[0-5]\d|[ \t]*(?:GMT|UTC))?"
             rf"|\((?:\d+:)?{_COMPACT_DATE}(?:[~+.][\w.~+]*)?\)|(?m:^{_COMPACT_DATE}$))(?![\w-])")
-# A Unicode code point or range (U+1F0A0-U+1F0DF).
-_CODE_POINT = r"\bU\+[0-9A-F]{4,6}(?:-U\+[0-9A-F]{4,6})?\b"
+# A Unicode code point or range (U+1F0A0-U+1F0DF, U+2161-2163).
+_CODE_POINT = r"\bU\+[0-9A-F]{4,6}(?:-(?:U\+)?[0-9A-F]{4,6})?\b"
 _ZONE_OFFSET = r"\b\d{1,2}:\d{2}(?::\d{2})?(?:[ \t]+\d{4})?[ \t]*[+-](?:[01]\d|2[0-3])[0-5]\d\b"
 _STANDARD = r"\b(?:AES|SHA|MD|RSA|DSA|ECDSA|ED|ISO|IEC|IEEE|UTF|RFC|PEP|IPv|CRC|DES|HMAC|PBKDF)[-_ ]?\d+(?:[-:]\d+)*\b"
 # A Message-ID (RFC 5322 §3.6.4: `<15090.61304.110929.45684@beluga.mojam.com>`) names a message, not a person: the

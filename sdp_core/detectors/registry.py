@@ -18,7 +18,8 @@ Named policies:
   name recall is 1.0 at precision 0.96 (`benchmarks/detect_real.py`, `docs/detection.md`);
 - `strict`: `general` ∪ `strict_extra` (dates with a day, card endings, URLs, IP addresses) ∪ `general_entity`
   (NER's PERSON, ORG, DATE, GPE, LOC, FAC entities): HIPAA Safe Harbor's identifiers (45 CFR 164.514(b)(2)),
-  for data that must meet it; it masks far more than `general` (places, organisations and dates as such);
+  for data that must meet it; it masks far more than `general` (places, organisations and dates as such), but
+  claims neither cities nor organisations: it finds fewer than 95 % of them on held-out data (`POLICY_TYPES`);
 - `conservative`: π_c of Zhao et al. 2022 (CRT, §3.2 and A.4), high recall at the price of false positives; it
   flags a superset of every other named policy except the contextual tiers (which flag nearly every sentence and
   would leave CRT no public set): `high_entity` ∪ `proper_nouns` ∪ `person_name` ∪ every built-in regex
@@ -30,6 +31,7 @@ built-in of the same name; they are compiled up front, so a bad one fails before
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 from sdp_core.config import DetectorConfig
@@ -47,23 +49,45 @@ CUSTOMERSIM_POLICY = "phone,email,order_number,tracking_number,address,low_entit
 GENERAL_POLICY = "identifier,library_id,credit_card,username,facility,person_name,address_tagger"
 STRICT_POLICY = f"{GENERAL_POLICY},strict_extra,general_entity"
 
-# The secret types each named policy claims to mask and the types it leaves in the clear (gold labels of the
-# evaluation sets and the types of the recall estimate). `general`: direct identifiers; `strict`: HIPAA Safe
-# Harbor's identifiers too (45 CFR 164.514(b)(2): every date tied to a person but the year, places smaller than a
-# state, organisations a person belongs to, fragments of card and account numbers, URLs and IP addresses).
+# The secret types each named policy claims to mask, those it masks where it finds them without claiming them, and
+# those it leaves in the clear (gold labels of the evaluation sets and the types of the recall estimate). `general`:
+# direct identifiers; `strict`: HIPAA Safe Harbor's identifiers too (45 CFR 164.514(b)(2): every date tied to a
+# person but the year, places smaller than a state, organisations a person belongs to, fragments of card and account
+# numbers, URLs and IP addresses). A type is claimed only where the policy finds at least `CLAIM_RECALL` of its
+# secrets on held-out data (`docs/detection.md`): `strict` and `conservative` find cities (0.898, 0.949) and
+# organisations (0.789, 0.855) below that on the held-out business messages, so they mask them but claim neither.
+CLAIM_RECALL = 0.95
 DIRECT_TYPES = ("name", "email", "phone", "address", "username", "card", "iban", "account_number", "national_id",
                 "vat", "mrn", "date_of_birth", "order_number", "tracking_number", "doctor", "hospital")
 SAFE_HARBOR_TYPES = ("date", "city", "organisation", "card_fragment", "url", "ip_address")
-POLICY_TYPES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "general": (DIRECT_TYPES, SAFE_HARBOR_TYPES),
-    "strict": (DIRECT_TYPES + SAFE_HARBOR_TYPES, ()),
-    "conservative": (DIRECT_TYPES + SAFE_HARBOR_TYPES, ()),  # a superset of strict's detectors
+UNMET_TYPES = ("city", "organisation")  # Safe Harbor types no named policy finds at `CLAIM_RECALL`
+
+
+@dataclass(frozen=True)
+class PolicyTypes:
+    """What a named policy says of each secret type: it `masks` it (claimed: users may trust it), masks it only
+    `partly` (where it finds it, measured below `CLAIM_RECALL`: not claimed), or leaves it in the `clear`."""
+
+    masks: tuple[str, ...]
+    partly: tuple[str, ...]
+    clear: tuple[str, ...]
+
+    def to_dict(self, policy: str) -> dict:
+        return {"policy": policy, "masks": list(self.masks), "partly": list(self.partly), "clear": list(self.clear),
+                "claim_recall": CLAIM_RECALL}
+
+
+_SAFE_HARBOR_MET = tuple(t for t in SAFE_HARBOR_TYPES if t not in UNMET_TYPES)
+POLICY_TYPES: dict[str, PolicyTypes] = {
+    "general": PolicyTypes(DIRECT_TYPES, (), SAFE_HARBOR_TYPES),
+    "strict": PolicyTypes(DIRECT_TYPES + _SAFE_HARBOR_MET, UNMET_TYPES, ()),
+    "conservative": PolicyTypes(DIRECT_TYPES + _SAFE_HARBOR_MET, UNMET_TYPES, ()),  # a superset of strict's detectors
 }
 
 
-def policy_types(name: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-    """The types policy `name` masks and those it leaves in the clear; None for a policy that declares none (a
-    single detector, a union, a user pattern, `customersim`)."""
+def policy_types(name: str) -> PolicyTypes | None:
+    """What policy `name` says of each type; None for a policy that declares none (a single detector, a union, a
+    user pattern, `customersim`)."""
     return POLICY_TYPES.get(name.strip())
 
 

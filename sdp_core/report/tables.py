@@ -424,7 +424,8 @@ def review_recall_table(a: Analysis) -> Table:
 
 
 def policy_types_notes(a: Analysis) -> list[str]:
-    """One line per detector policy that declares its types: what it masks and what it leaves in the clear."""
+    """One line per detector policy that declares its types: what it masks, what it masks without claiming it, and
+    what it leaves in the clear."""
     notes, seen = [], set()
     for t in a.sweep.trials:
         types = (t.detector or {}).get("types")
@@ -432,8 +433,11 @@ def policy_types_notes(a: Analysis) -> list[str]:
             continue
         seen.add(types.get("policy"))
         clear = ", ".join(map(str, types.get("clear") or ())) or "nothing it knows of"
+        partly = ", ".join(map(str, types.get("partly") or ()))
+        unclaimed = (f"it masks {partly} where it finds them but does not claim them (recall below "
+                     f"{types.get('claim_recall')} on held-out data); ") if partly else ""
         notes.append(f"{types.get('policy')} masks {', '.join(map(str, types.get('masks') or ()))}; "
-                     f"it leaves in the clear {clear}.")
+                     f"{unclaimed}it leaves in the clear {clear}.")
     return notes
 
 
