@@ -9,7 +9,7 @@ from typing import Callable
 
 from scipy.stats import mannwhitneyu
 
-from sdp_core.power import RANKING_ALPHA, smallest_p_value, trials_to_separate
+from sdp_core.separation import RANKING_ALPHA, smallest_p_value, trials_to_separate
 from sdp_core.privacy.sweep_cost import NOTION_ORDER
 from sdp_core.report.formatting import AUDIT_METRICS, fmt, mechanism_name, metric_label
 from sdp_core.report.load import Trial

@@ -17,7 +17,7 @@ from types import FrameType
 
 from sdp_core.config.sweep import SweepConfig
 from sdp_core.errors import UserError
-from sdp_core.power import budget_line
+from sdp_core.separation import budget_line
 from sdp_core.row import TRIAL_STATES
 from sdp_core.sweep.preflight import preflight, resolve_sweep
 from sdp_core.sweep.store import SweepStore

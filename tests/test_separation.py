@@ -10,7 +10,7 @@ import pytest
 from scipy.stats import mannwhitneyu
 
 from sdp_core.config.loading import load_sweep_config
-from sdp_core.power import RANKING_ALPHA, budget_line, rankings, reversed_pairs_allowed, smallest_p_value
+from sdp_core.separation import RANKING_ALPHA, budget_line, rankings, reversed_pairs_allowed, smallest_p_value
 from tests.conftest import REPO, run_main
 
 
