@@ -226,12 +226,21 @@ def trials_due(cfg: SweepConfig, rows: dict[str, dict]) -> int:
     return sum(due_trials(cfg, rows).values()) + (cfg.control is not None)
 
 
+def cap_trials(cfg: SweepConfig) -> dict[Cell, int]:
+    """The most trials each cell can run: its planned `per_cell`, or the cap for a cell of a ranked family (two or
+    more mechanisms) under an adaptive budget."""
+    cap = {c: cfg.per_cell for c in cfg.cells}
+    for cells in families(cfg).values():
+        if len(cells) > 1:
+            cap.update(dict.fromkeys(cells, cfg.looks[-1]))
+    return cap
+
+
 def most_trials(cfg: SweepConfig) -> int:
-    """The worst-case trial count: every ranked family (two or more mechanisms) taken to the cap."""
-    if cfg.adaptive is None:
+    """The worst-case trial count: every ranked family taken to the cap (`cap_trials`), and the control."""
+    if cfg.adaptive is None or cfg.experiments is not None:
         return cfg.trial_count
-    extra = cfg.looks[-1] - cfg.per_cell
-    return cfg.trial_count + sum(extra * len(cells) for cells in families(cfg).values() if len(cells) > 1)
+    return sum(cap_trials(cfg).values()) + (cfg.control is not None)
 
 
 def check_looks(cfg: SweepConfig, where: str) -> None:

@@ -169,3 +169,27 @@ def test_trials_of_different_notions_are_composed_under_the_weakest(tmp_path):
     # Every trial touched the same records: the bound charges both, more than either trial alone.
     assert math.isfinite(everything["epsilon"])
     assert everything["epsilon"] > max(cost.charges[t]["epsilon"] for t in cost.charges)
+
+
+def test_an_adaptive_budget_stopped_below_its_cap_is_charged_every_trial_its_cap_allowed(tmp_path):
+    """How many trials an adaptive budget runs depends on their results, so the sweep's own ε is the bound fixed
+    before it ran: per notion, every trial the cap allows at its target ε and δ (DP-SGD and ATDP ranked, 9 each at
+    ε 1 and 3; JFT alone, its 5 planned), never the composition of the trials that happened to run."""
+    from pathlib import Path
+
+    from sdp_core.report.load import Sweep
+    from sdp_core.report.statement import SweepCost, cap_bounds, sweep_epsilon
+
+    base = small_trial_dict(privacy={"target_epsilon": [1, 3], "delta": DELTA})
+    cfg = parse_model(SweepConfig, {"name": "a", "base": base, "mechanisms": ["dpsgd", "atdp", "jft"],
+                                    "search_space": {"parameters": {"training.learning_rate": {
+                                        "type": "loguniform", "low": 1e-3, "high": 5e-3}}},
+                                    "trials_per_mechanism": 5, "adaptive": {"max_trials_per_mechanism": 9, "step": 2}})
+    bounds = cap_bounds(Sweep(Path(tmp_path), cfg, [], None))
+    dp, sdp = bounds["basic composition at the adaptive cap (DP trials)"], bounds[
+        "basic composition at the adaptive cap (SDP trials)"]
+    assert (dp["epsilon"], dp["trials"]) == (pytest.approx(9 * 2 * (1 + 3)), 36)
+    assert dp["delta"] == pytest.approx(36 * DELTA)
+    assert (sdp["epsilon"], sdp["trials"]) == (pytest.approx(5 * (1 + 3)), 10)
+    said = sweep_epsilon(SweepCost({ALL_TRIALS: {**dp, "epsilon": 5.0}, **bounds}, "computed", [], adaptive=True))
+    assert "ε = 72" in said and "ε = 20" in said and "ε = 5 " not in said
