@@ -413,8 +413,8 @@ def run_sweep(cfg: SweepConfig, space: SearchSpace | str | None, store: SweepSto
         done = store.rows()
         pending = [c for c in grid_configs(cfg) if c["trial_id"] not in done]
         if pending:
-            prepared = prepare_once([c["trial"] for c in pending], cfg.prepare_processes)
-            tune_run(cfg, store, GridSearch(pending, store), None, len(pending), callbacks, prepared)
+            tune_run(cfg, store, GridSearch(pending, store), None, len(pending), callbacks,
+                     prepare_once([c["trial"] for c in pending], cfg.prepare_processes))
         return store.rows()
     assert isinstance(space, SearchSpace), "resolve the sweep first (its search space inlined)"
     optuna.logging.set_verbosity(optuna.logging.WARNING)
