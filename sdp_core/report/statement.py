@@ -199,8 +199,11 @@ def sweep_cost(sweep: Sweep) -> SweepCost:
         return SweepCost(bounds, "written by the sweep (sweep_cost.json)", notes, unguarded=compared)
     bounds, conditional = computed_cost(counted, sweep)
     adaptive = sweep.config.adaptive is not None and len(sweep.trials) < most_trials(sweep.config)
-    if adaptive:
-        bounds.update(cap_bounds(sweep))
+    if adaptive:  # composing the trials that ran is an odometer here: only the bounds fixed at the cap hold
+        bounds = cap_bounds(sweep)
+        notes.append(f"How many trials ran ({len(sweep.trials)} of at most {most_trials(sweep.config)}) depended on "
+                     "their results (an adaptive budget), so a composition of the trials that ran is not a bound "
+                     "fixed in advance: the bounds above charge every trial the cap allowed.")
     return SweepCost(bounds, "computed by the report from the trials' ledgers (no sweep_cost.json)", notes, counted,
                      conditional, compared, adaptive)
 
