@@ -602,15 +602,6 @@ class RegexPolicy(Policy):
         return [self._spans(t) for t in texts]
 
 
-class BuiltinRegexPolicy(RegexPolicy):
-    """A built-in policy (`BUILTIN_PATTERNS`), pickled as its name: its patterns are this module's (`identifier`'s
-    lexicons pickle to about 200 KB), and a small pickle is what Ray passes inline to the detection actors it may
-    restart, rather than through the object store, which Ray's core worker warns about on every sweep."""
-
-    def __reduce__(self) -> tuple[Callable[[str], RegexPolicy], tuple[str]]:
-        return builtin_regex_policy, (self.name,)
-
-
 def builtin_regex_policy(name: str) -> RegexPolicy:
     spec = BUILTIN_PATTERNS[name]
-    return BuiltinRegexPolicy(name, spec.patterns, spec.validator, spec.clear, spec.anchors)
+    return RegexPolicy(name, spec.patterns, spec.validator, spec.clear, spec.anchors)
