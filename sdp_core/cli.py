@@ -40,7 +40,7 @@ def _validate_args(p: argparse.ArgumentParser) -> None:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from sdp_core.power import budget_line
+    from sdp_core.separation import budget_line
     from sdp_core.sweep.preflight import resolve_sweep, validate_file  # the sweep layer: sampling rules, data sizes
 
     failed = 0

@@ -22,7 +22,8 @@ from sdp_core.report.formatting import sigma_text
 from sdp_core.report.load import Sweep, Trial, load_sweep
 from sdp_core.report.pareto import analyse
 from sdp_core.report.statement import sweep_cost, sweep_epsilon
-from sdp_core.report.ranking import holm_passes, rank_mechanisms, ranking_note, separation_note
+from sdp_core.report.ranking import ranking_note, separation_note
+from sdp_core.separation import holm_passes, rank_mechanisms
 from sdp_core.report.tables import (
     AUDIT_COLUMN,
     REPLACE_ONE_COLUMN,

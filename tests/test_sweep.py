@@ -245,6 +245,43 @@ def test_an_epsilon_ladder_gives_every_mechanism_and_epsilon_the_same_budget_and
     assert sorted(studies) == ["dpsgd@eps1", "dpsgd@eps3", "dpsgd@eps8", "jft@eps1", "jft@eps3", "jft@eps8", "nodp"]
 
 
+@pytest.mark.parametrize("gap,per_mechanism", [(0.0, 9), (100.0, 5)])
+def test_an_adaptive_budget_adds_trials_to_a_tied_ranking_until_the_cap_and_survives_a_resume(
+        tmp_path, monkeypatch, gap, per_mechanism):
+    """DP-SGD and ATDP (both DP) with 5 planned trials, 2 more while tied, cap 9. Tied utilities get 2 more each
+    twice and stop at the cap; separated ones stop after the first look. The first run stops mid-round (as on
+    Ctrl-C, one trial left running): the resume knows the round from the stored trials and ends where an
+    uninterrupted run does. Tune is replaced by a loop over the search that scores each trial by its number."""
+    cfg = tiny_sweep(mechanisms=["dpsgd", "atdp"], trials_per_mechanism=5, num_trials=None,
+                     adaptive={"max_trials_per_mechanism": 9, "step": 2})
+    store = SweepStore(tmp_path)
+    store.create(cfg)
+    left = {"trials": 12}  # the first run's: round one's 10, then 2 of round two's
+
+    def fake_tune_run(cfg, store, search, scheduler, num_samples, callbacks, prepared):
+        for i in range(num_samples):
+            tune_id = f"{len(store.rows())}-{i}"
+            config = search.suggest(tune_id)
+            if not left["trials"]:
+                return  # interrupted: that trial stays running in its study, without a row
+            left["trials"] -= 1
+            number = int(config["trial_id"].removeprefix("trial_")) // len(cfg.cells)  # its study's trial number
+            value = number + (gap if config["trial"]["mechanism"]["name"] == "atdp" else 0.0)
+            search.on_trial_complete(tune_id, _final(config, val_perplexity=value, val_private_perplexity=value))
+
+    monkeypatch.setattr(driver, "tune_run", fake_tune_run)
+    monkeypatch.setattr(driver, "prepare_once", lambda configs, processes: {})
+    driver.run_sweep(cfg, cfg.search_space, store)
+    assert len(store.rows()) == min(12, 2 * per_mechanism)
+    left["trials"] = 100
+    rows = driver.run_sweep(cfg, cfg.search_space, store)
+    mechanisms = [r["config"]["mechanism"]["name"] for r in rows.values()]
+    assert {m: mechanisms.count(m) for m in cfg.mechanisms} == dict.fromkeys(cfg.mechanisms, per_mechanism)
+    assert sorted(rows) == [f"trial_{i:04d}" for i in range(2 * per_mechanism)]
+    studies = open_studies(cfg, store)
+    assert [len(studies[m].trials) for m in cfg.mechanisms] == [per_mechanism] * 2
+
+
 def test_a_ladder_is_not_searched_and_needs_targets():
     base = small_trial_dict(privacy={"target_epsilon": [1, 3]})
     cfg = tiny_sweep(base=base, search_space={"parameters": {"privacy.target_epsilon": {

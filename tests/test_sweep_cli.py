@@ -240,7 +240,7 @@ def test_without_a_terminal_the_live_view_prints_a_line_per_trial_started(tmp_pa
     from sdp_core.sweep.live import LiveView
     from sdp_core.sweep.store import SweepStore
 
-    view = LiveView(SweepStore(tmp_path / "out"), 4, console=Console(file=io.StringIO()))
+    view = LiveView(SweepStore(tmp_path / "out"), lambda rows: 4, console=Console(file=io.StringIO()))
     trial = SimpleNamespace(config={"trial_id": "trial_0001", "trial": {"mechanism": {"name": "jft"}},
                                     "params": {"mechanism.name": "jft", "training.learning_rate": 0.00241}})
     with view:

@@ -169,3 +169,28 @@ def test_trials_of_different_notions_are_composed_under_the_weakest(tmp_path):
     # Every trial touched the same records: the bound charges both, more than either trial alone.
     assert math.isfinite(everything["epsilon"])
     assert everything["epsilon"] > max(cost.charges[t]["epsilon"] for t in cost.charges)
+
+
+def test_an_adaptive_budget_stopped_below_its_cap_is_charged_every_trial_its_cap_allowed(tmp_path):
+    """How many trials an adaptive budget runs depends on their results, so the sweep's own ε is the bound fixed
+    before it ran: per notion, every trial the cap allows at its target ε and δ (DP-SGD and ATDP ranked, 9 each at
+    ε 1 and 3; JFT alone, its 5 planned), never a composition of the trials that happened to run (here 5 each)."""
+    import yaml
+
+    from sdp_core.report.statement import sweep_epsilon
+    from tests.synthetic_sweep import write_ladder_sweep
+
+    folder = write_ladder_sweep(tmp_path, ladder=(1.0, 3.0), per_cell=5, mechanisms=("dpsgd", "atdp", "jft"))
+    data = yaml.safe_load((folder / "sweep.yaml").read_text())
+    data.pop("num_trials")
+    (folder / "sweep.yaml").write_text(yaml.safe_dump({**data, "adaptive": {"max_trials_per_mechanism": 9,
+                                                                             "step": 2}}))
+    cost = sweep_cost(load_sweep(folder))
+    dp = cost.bounds["basic composition at the adaptive cap (DP trials)"]
+    sdp = cost.bounds["basic composition at the adaptive cap (SDP trials)"]
+    assert len(cost.bounds) == 2  # the compositions of the 30 trials that ran are no bounds here
+    assert (dp["epsilon"], dp["trials"], dp["delta"]) == (pytest.approx(9 * 2 * (1 + 3)), 36, pytest.approx(36e-5))
+    assert (sdp["epsilon"], sdp["trials"]) == (pytest.approx(5 * (1 + 3)), 10)
+    said = sweep_epsilon(cost)
+    assert "ε = 72" in said and "ε = 20" in said
+    assert any("30 of at most 46" in note for note in cost.notes)

@@ -63,6 +63,17 @@ class Objective(Strict):
     mode: Literal["min", "max"]
 
 
+PRIVACY_OR_COST = ("exposure", "mia", "epsilon", "empirical_epsilon", "train_seconds", "wall_seconds", "steps",
+                   "tokens")
+"""Metric-name prefixes that are not utility: the report's y axis is the first objective that is utility."""
+
+
+def utility_objective(objectives: list[Objective]) -> Objective:
+    """The objective mechanisms are ranked by: the first that is utility (not privacy or cost)."""
+    return next((o for o in objectives if not o.metric.startswith(PRIVACY_OR_COST)),
+                Objective(metric="val_perplexity", mode="min"))
+
+
 def _distinct_seeds(v: list[int] | None) -> list[int] | None:
     if v is not None and (not v or len(set(v)) != len(v)):
         raise ValueError("seeds must be a non-empty list of distinct seeds")
@@ -180,6 +191,16 @@ def _cell_count(data: dict) -> int:
     return sum(rungs if getattr(MECHANISM_SETTINGS.get(m), "calibrated", True) else 1 for m in names)
 
 
+class AdaptiveBudget(Strict):
+    """More trials for a ranking its planned trials cannot tell: after each look, every ranking family (the
+    mechanisms of one notion at one ε, `separation.families`) whose rank tests pass no step gets `step` more trials
+    per mechanism, until one passes or each has `max_trials_per_mechanism` (the cap, the last look). The looks'
+    levels are corrected for their number (`separation.look_level`)."""
+
+    max_trials_per_mechanism: int = Field(ge=2, description="the cap: a ranked mechanism's trials at its last look")
+    step: int = Field(1, ge=1, description="trials added per mechanism of a tied family at each further look")
+
+
 class ResourcesConfig(Strict):
     cpu: float = Field(1.0, gt=0)
     gpu: float = Field(0.0, ge=0)
@@ -206,6 +227,8 @@ class SweepConfig(Strict):
         None, description="an ε ladder: the search runs at every target, each (mechanism, ε) with its own study and "
         "the same number of trials (No-DP and Redacted, calibrated to no ε, once); written "
         "`privacy.target_epsilon: [1, 3, 8]` in `base`, whose own target is then the first")
+    adaptive: AdaptiveBudget | None = Field(
+        None, description="add trials to a ranking its planned trials do not separate, up to a cap (a search only)")
     concurrency: int = Field(1, ge=1)
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
     early_stopping: bool = Field(False, description="ASHA on the held-out validation loss")
@@ -288,6 +311,15 @@ class SweepConfig(Strict):
         """Trials of each cell (each mechanism, at each ε of a ladder) in a search."""
         return self.num_trials // len(self.cells)
 
+    @property
+    def looks(self) -> list[int]:
+        """The trials per ranked mechanism at each planned look of its rank tests: the planned `per_cell`, then every
+        `adaptive.step` more up to the cap (the last look, which a shorter step reaches); one look without `adaptive`."""
+        if self.adaptive is None:
+            return [self.per_cell]
+        cap, step = self.adaptive.max_trials_per_mechanism, self.adaptive.step
+        return [*range(self.per_cell, cap, step), cap]
+
     @field_validator("target_epsilons")
     @classmethod
     def _rungs(cls, v: list[float] | None) -> list[float] | None:
@@ -316,6 +348,11 @@ class SweepConfig(Strict):
             raise ValueError("target_epsilons: a grid sets each arm's ε in its `set:`, not with a ladder")
         if self.experiments is not None and self.trials_per_mechanism is not None:
             raise ValueError("trials_per_mechanism: not used with `experiments` (a grid sweep runs every arm × seed)")
+        if self.adaptive is not None and self.experiments is not None:
+            raise ValueError("adaptive: a grid runs its arms × seeds; only a search adds trials")
+        if self.adaptive is not None and self.adaptive.max_trials_per_mechanism <= self.per_cell:
+            raise ValueError(f"adaptive.max_trials_per_mechanism: {self.adaptive.max_trials_per_mechanism} adds "
+                             f"nothing to the {self.per_cell} planned trials per mechanism (the cap is above them)")
         if self.control is not None and not (self.base.data.canaries and self.base.evaluation.exposure):
             raise ValueError("control: a positive control is measured by canary exposure; set base.data.canaries "
                              "(and keep base.evaluation.exposure)")

@@ -25,7 +25,8 @@ from sdp_core.report.formatting import (
 )
 from sdp_core.report.load import Trial
 from sdp_core.report.pareto import Analysis, ranked
-from sdp_core.report.ranking import Ranking, notion_rank, rank_mechanisms, verdict
+from sdp_core.report.ranking import cap, notion_rank, verdict
+from sdp_core.separation import Ranking, look_level, rank_mechanisms
 from sdp_core.report.tables import Table
 
 REFERENCE = "nodp"
@@ -139,7 +140,8 @@ def by_notion(points: list[CurvePoint]) -> dict[str, list[CurvePoint]]:
 
 def rankings(a: Analysis, points: list[CurvePoint]) -> dict[tuple[float, str], Ranking | None]:
     """The rank tests of the mechanisms' trials at each ε, within each notion (`rank_mechanisms`)."""
-    return {(e, notion): rank_mechanisms({p.mechanism: p.values for p in group if p.epsilon == e}, a.utility.mode)
+    return {(e, notion): rank_mechanisms({p.mechanism: p.values for p in group if p.epsilon == e}, a.utility.mode,
+                                         look_level(a.sweep.config))
             for notion, group in by_notion(points).items() for e in a.ladder}
 
 
@@ -148,7 +150,7 @@ def ladder_verdicts(a: Analysis, points: list[CurvePoint]) -> str:
     by_verdict: dict[str, list[float]] = {}
     for (epsilon, _), ranking in rankings(a, points).items():
         if ranking is not None:
-            by_verdict.setdefault(verdict(ranking), []).append(epsilon)
+            by_verdict.setdefault(verdict(ranking, cap=cap(a)), []).append(epsilon)
     return "; ".join(f"at ε = {', '.join(f'{e:g}' for e in rungs)}: {text}" for text, rungs in by_verdict.items())
 
 
@@ -313,8 +315,9 @@ def ranking_table(a: Analysis) -> Table:
             continue
         order = mechanism_name(ranking.order[0]) + "".join(
             f" {'>' if ok else '≈'} {mechanism_name(lower)}" for (_, lower), ok in zip(ranking.steps, ranking.passes))
-        rows.append([f"ε = {epsilon_number(epsilon)}", notion, order, verdict(ranking)])
+        rows.append([f"ε = {epsilon_number(epsilon)}", notion, order, verdict(ranking, cap=cap(a))])
     return Table(["ε", "notion", "mechanisms by their best trial", "verdict"], rows,
                  note="Two-sided exact Mann–Whitney tests of neighbouring mechanisms' trials, Holm-corrected at "
-                      "family-wise level 0.05 at each ε within each notion: > where the step passes, ≈ where it "
-                      "does not. Mechanisms of different notions are not ranked against each other.")
+                      f"family-wise level {look_level(a.sweep.config):.3g} at each ε within each notion: > where the "
+                      "step passes, ≈ where it does not. Mechanisms of different notions are not ranked against each "
+                      "other.")

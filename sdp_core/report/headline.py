@@ -12,7 +12,7 @@ from sdp_core.report.formatting import covers, fmt, format_epsilon, mechanism_na
 from sdp_core.report.load import Trial
 from sdp_core.report.pareto import Analysis
 from sdp_core.report.power import NO_POWER
-from sdp_core.report.ranking import ranking_note, rankings_by_notion, separation_note, verdict
+from sdp_core.report.ranking import cap, looks_note, ranking_note, rankings_by_notion, separation_note, verdict
 
 
 def best_per_notion(a: Analysis) -> dict[str, Trial]:
@@ -61,7 +61,7 @@ def one_epsilon_headline(a: Analysis) -> str:
     parts = [f"{format_epsilon(t.privacy)}, which covers {covers(t)}: {mechanism_name(t.mechanism)} (trial "
              f"{t.trial_id}), {metric_label(a.utility.metric)} {fmt(t.metric(a.utility.metric))}" for t in trials]
     text = "The best model of each guarantee: at " + "; at ".join(parts) + "."
-    verdicts = [f"Within {notion}, {verdict(ranking)}" for notion, ranking in
+    verdicts = [f"Within {notion}, {verdict(ranking, cap=cap(a))}" for notion, ranking in
                 rankings_by_notion(a, [t for t in a.sweep.trials if t.guaranteed]).items() if ranking is not None]
     across = (" Guarantees of different notions cover different things and are not ranked against each other: "
               "choose the guarantee, then the mechanism within it." if len(best) > 1 else "")
@@ -121,6 +121,6 @@ def reading_notes(a: Analysis) -> list[str]:
     """How to read the answer: the evaluation unit, the mechanisms' ranking against noise (at one ε; a ladder ranks
     them at each ε in its curve's section), privacy separation, and at one ε the ladder as the next step."""
     if a.ladder:
-        return [n for n in (evaluation_unit(a), separation_note(a)) if n]
+        return [n for n in (evaluation_unit(a), looks_note(a), separation_note(a)) if n]
     next_step = LADDER_NEXT.format(epsilon=epsilon_number(a.sweep.config.base.privacy.target_epsilon))
-    return [n for n in (evaluation_unit(a), ranking_note(a), separation_note(a), next_step) if n]
+    return [n for n in (evaluation_unit(a), ranking_note(a), looks_note(a), separation_note(a), next_step) if n]

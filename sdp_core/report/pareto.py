@@ -11,7 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
-from sdp_core.config.sweep import CONTROL_TRIAL, Objective
+from sdp_core.config.sweep import CONTROL_TRIAL, Objective, utility_objective
 from sdp_core.errors import UserError
 from sdp_core.learning import learned_nothing
 from sdp_core.report.load import Sweep, Trial
@@ -47,16 +47,6 @@ def non_dominated_beyond_noise(low: np.ndarray, high: np.ndarray, modes: Sequenc
         better = (hi < lo[i]).any(axis=1)
         front[i] = not (no_worse & better).any()
     return front
-
-
-PRIVACY_OR_COST = ("exposure", "mia", "epsilon", "empirical_epsilon", "train_seconds", "wall_seconds", "steps",
-                   "tokens")
-"""Metric-name prefixes that are not utility: the report's y axis is the first objective that is utility."""
-
-
-def utility_objective(objectives: list[Objective]) -> Objective:
-    return next((o for o in objectives if not o.metric.startswith(PRIVACY_OR_COST)),
-                Objective(metric="val_perplexity", mode="min"))
 
 
 def pareto_front(trials: list[Trial], objectives: list[Objective]) -> list[Trial]:

@@ -4,12 +4,10 @@ Mann–Whitney U tests, Holm-corrected), and whether a privacy objective separat
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
-from scipy.stats import mannwhitneyu
-
-from sdp_core.power import RANKING_ALPHA, smallest_p_value, trials_to_separate
+from sdp_core.separation import (RANKING_ALPHA, Ranking, look_level, rank_mechanisms, reversed_pairs_allowed,
+                                 sequential_looks, smallest_p_value)
 from sdp_core.privacy.sweep_cost import NOTION_ORDER
 from sdp_core.report.formatting import AUDIT_METRICS, fmt, mechanism_name, metric_label
 from sdp_core.report.load import Trial
@@ -42,79 +40,62 @@ def by_notion(trials: list[Trial], mechanisms: list[str]) -> dict[str, list[str]
 def rankings_by_notion(a: Analysis, trials: list[Trial]) -> dict[str, Ranking | None]:
     """`rank_mechanisms` within each notion (`by_notion`) over `trials`: None where one mechanism states it."""
     return {notion: rank_mechanisms({m: utilities(a, m, [t for t in trials if t.notion == notion])
-                                     for m in ms}, a.utility.mode)
+                                     for m in ms}, a.utility.mode, look_level(a.sweep.config))
             for notion, ms in by_notion(trials, a.sweep.config.mechanisms).items()}
 
 
-def holm_passes(pvalues: list[float], alpha: float) -> list[bool]:
-    """Holm's step-down procedure (Holm 1979, "A simple sequentially rejective multiple test procedure"): the
-    hypotheses rejected with family-wise error ≤ alpha. The i-th smallest p-value (0-based) is compared with
-    alpha / (m − i) for m hypotheses, and the first that fails stops the procedure."""
-    passes = [False] * len(pvalues)
-    for i, k in enumerate(sorted(range(len(pvalues)), key=pvalues.__getitem__)):
-        if pvalues[k] > alpha / (len(pvalues) - i):
-            break
-        passes[k] = True
-    return passes
+def cap(a: Analysis) -> int | None:
+    """The trials per mechanism an adaptive budget stops at (`SweepConfig.adaptive`); None without one."""
+    adaptive = a.sweep.config.adaptive
+    return adaptive.max_trials_per_mechanism if adaptive is not None else None
 
 
-@dataclass(frozen=True)
-class Ranking:
-    """Mechanisms in order of their best trial, and for each step of that order (a mechanism above the next)
-    its two-sided p-value and whether it passed."""
-
-    order: list[str]
-    pvalues: list[float]
-    passes: list[bool]
-    trials: dict[str, int]  # finished trials with the utility, per mechanism
-
-    @property
-    def steps(self) -> list[tuple[str, str]]:
-        return list(zip(self.order, self.order[1:]))
-
-    @property
-    def separated(self) -> bool:
-        return all(self.passes)
-
-    def more_trials(self) -> int:
-        """How many more trials per mechanism it takes before every step can pass (0: enough already)."""
-        return max(0, trials_to_separate(len(self.steps)) - min(self.trials.values()))
+def could_pass(n: int, level: float) -> str:
+    """The smallest difference a step's rank test at `level` could see with n trials a side, in the only terms it
+    has: how many of the n × n pairs of the two mechanisms' trials may be reversed."""
+    allowed = reversed_pairs_allowed(n, level)
+    if allowed is None:
+        return f"no split of {n} against {n} trials passes at {level:.3g}"
+    return (f"a step could pass only where at most {allowed} of the {n * n} pairs of the two mechanisms' trials "
+            f"{'was' if allowed == 1 else 'were'} reversed (p ≤ {level:.3g})")
 
 
-def rank_mechanisms(values: dict[str, list[float]], mode: str, alpha: float = RANKING_ALPHA) -> Ranking | None:
-    """Rank mechanisms by their best utility (`values`: every finished trial's, any order; `mode` min or max).
-
-    A best trial is one draw of a random search, so mechanism A ranks above the next one, B, only when A's trials
-    are better than B's by an exact two-sided Mann–Whitney U test, the k − 1 steps of k mechanisms corrected
-    together by Holm's procedure at family-wise level `alpha`, and the U statistic points the same way as the
-    best trials. The test is two-sided because the order it checks was chosen from the same trials: a one-sided
-    test in the direction the data picked has twice its nominal level (about 0.10 for two mechanisms of 5 trials).
-    None with fewer than two mechanisms.
-    """
-    sign = 1.0 if mode == "min" else -1.0
-    scored = {m: sorted(sign * v for v in vs) for m, vs in values.items() if vs}
-    if len(scored) < 2:
-        return None
-    order = sorted(scored, key=lambda m: scored[m][0])
-    pvalues, agree = [], []
-    for upper, lower in zip(order, order[1:]):
-        test = mannwhitneyu(scored[upper], scored[lower], alternative="two-sided", method="exact")
-        pvalues.append(float(test.pvalue))
-        agree.append(test.statistic < len(scored[upper]) * len(scored[lower]) / 2)  # upper's values mostly lower
-    passes = [ok and same for ok, same in zip(holm_passes(pvalues, alpha), agree)]
-    return Ranking(order, pvalues, passes, {m: len(v) for m, v in scored.items()})
-
-
-def verdict(ranking: Ranking, label: Callable[[str], str] = mechanism_name) -> str:
+def verdict(ranking: Ranking, label: Callable[[str], str] = mechanism_name, cap: int | None = None) -> str:
     """Which mechanism is best: the leader is named best only where the rank tests separate it from the next, else
-    `JFT leads but is not separated from ATDP with 3 trials each; run 2 more each`."""
+    `JFT leads but is not separated from ATDP with 3 trials each; run 2 more each`, or, at an adaptive budget's
+    `cap`, `tied at the cap (9 per mechanism)` with what the test could have seen (`could_pass`)."""
     top, second = ranking.order[0], ranking.order[1]
     if ranking.passes[0]:
         return f"{label(top)} is best, beyond the spread of its trials"
-    more = ranking.more_trials()
     n = min(ranking.trials[top], ranking.trials[second])
+    if cap is not None and n >= cap:
+        return (f"{label(top)} leads but is tied with {mechanism_name(second)} at the cap ({cap} per mechanism): "
+                + could_pass(n, ranking.alpha / len(ranking.steps)))
+    more = ranking.more_trials()
     return (f"{label(top)} leads but is not separated from {mechanism_name(second)} with {n} trial{'s' * (n != 1)} "
             f"each; {f'run {more} more each' if more else 'more trials may separate them'}")
+
+
+def looks_note(a: Analysis) -> str:
+    """An adaptive budget's looks (`separation.sequential_looks`): their level, and for each ranking how many were
+    taken and how it ended; "" without one."""
+    cfg = a.sweep.config
+    if cfg.adaptive is None:
+        return ""
+    outcomes = {t.trial_id: t.metric(a.utility.metric) if t.state == "finished" else None for t in a.sweep.trials}
+    parts = []
+    for (epsilon, notion), family in sequential_looks(cfg, outcomes).items():
+        where = f"{notion} at ε = {epsilon:g}" if epsilon is not None else notion
+        looks = f"{family.taken} look{'s' * (family.taken != 1)}"
+        if family.passed:
+            parts.append(f"{where}: separated at look {family.taken} ({family.due} per mechanism)")
+        elif family.taken == len(cfg.looks):
+            parts.append(f"{where}: {looks}, tied at the cap ({family.due} per mechanism)")
+        else:
+            parts.append(f"{where}: {looks} taken, {family.due} per mechanism due")
+    return (f"Adaptive budget: each ranking was looked at after {', '.join(map(str, cfg.looks))} trials per mechanism "
+            f"until a step passed (cap {cfg.looks[-1]}), every look at family-wise {RANKING_ALPHA:g}/{len(cfg.looks)} "
+            f"= {look_level(cfg):.3g} (Bonferroni over the planned looks, Holm within one). {'; '.join(parts)}.")
 
 
 def ranking_note(a: Analysis) -> str:
@@ -133,13 +114,13 @@ def ranking_note(a: Analysis) -> str:
             text = "every step is beyond the trials' spread"
         else:
             text = (f"within noise where marked ≈ (the better mechanism's trials do not beat the other's by "
-                    f"two-sided rank tests at family-wise level {RANKING_ALPHA:g}, Holm-corrected over "
+                    f"two-sided rank tests at family-wise level {ranking.alpha:.3g}, Holm-corrected over "
                     f"{len(ranking.steps)} step{'s' * (len(ranking.steps) != 1)})")
             more = ranking.more_trials()
             if more:
                 smallest = min(smallest_p_value(ranking.trials[u], ranking.trials[w]) for u, w in ranking.steps)
                 text += (f"; with these trials per mechanism no step can pass (the smallest attainable p-value, "
-                         f"{smallest:.3g}, is above {RANKING_ALPHA:g}/{len(ranking.steps)}): run {more} more per "
+                         f"{smallest:.3g}, is above {ranking.alpha:.3g}/{len(ranking.steps)}): run {more} more per "
                          "mechanism")
         notes.append(f"{notion}: {', '.join(steps)}; {text}")
     if not notes:

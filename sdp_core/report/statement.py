@@ -10,6 +10,7 @@ trial touched the same data, one bound composing all trials under the weakest of
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,14 +18,15 @@ from typing import Any
 from sdp_core.config.mechanism import MECHANISM_SETTINGS
 from sdp_core.privacy import NOTIONS, basic_composition, counted_events, events_from_dicts, random_search_cost
 from sdp_core.privacy.relations import ADD_REMOVE, RELATIONS
-from sdp_core.privacy.report import EVALUATION_NOT_COVERED
-from sdp_core.privacy.sweep_cost import WHOLE_PLAN, all_trials_cost
+from sdp_core.privacy.report import EVALUATION_NOT_COVERED, privacy_report
+from sdp_core.privacy.sweep_cost import NOTION_ORDER, WHOLE_PLAN, all_trials_cost
 from sdp_core.report.formatting import covers, fmt, format_epsilon, mechanism_name, metric_label
 from sdp_core.report.headline import front_note, headline, sweep_title
 from sdp_core.report.load import Sweep, Trial, number
 from sdp_core.report.pareto import Analysis
 from sdp_core.report.power import NO_POWER, power_statement
 from sdp_core.report.tables import charges_table, cost_table, trial_charges
+from sdp_core.separation import cap_trials, cell_notion, most_trials
 
 
 def caveat(mechanism: str) -> str:
@@ -51,6 +53,7 @@ class SweepCost:
     charges: dict[str, dict] = field(default_factory=dict)
     conditional: dict[str, dict] = field(default_factory=dict)
     unguarded: str = ""  # the trials compared without a formal guarantee (`_ids`), none: ""
+    adaptive: bool = False  # an adaptive budget stopped below its cap: the trials that ran were not fixed in advance
 
 
 ALL_TRIALS = "all trials on the same data (weakest notion)"
@@ -58,6 +61,9 @@ ALL_TRIALS = "all trials on the same data (weakest notion)"
 
 
 def _trial_count_note(sweep: Sweep) -> str:
+    if sweep.config.adaptive is not None:
+        return (f" This sweep ran a number of trials its results decided (an adaptive budget, at most "
+                f"{most_trials(sweep.config)}), not a random one drawn in advance, so it does not meet these conditions.")
     return (f" This sweep ran a fixed number of trials (num_trials = {sweep.config.num_trials}), not a random one, so "
             "it does not meet these conditions.")
 
@@ -102,6 +108,36 @@ def computed_cost(charges: dict[str, dict], sweep: Sweep) -> tuple[dict[str, dic
     return bounds, conditional
 
 
+AT_CAP = "basic composition at the adaptive cap"
+"""The bounds of an adaptive budget fixed before it ran: every trial it could run, each at its target ε."""
+
+
+def cap_bounds(sweep: Sweep) -> dict[str, dict]:
+    """Per notion, basic composition of every trial an adaptive budget could run (`separation.cap_trials`), each
+    charged its cell's target (ε, δ), which its calibration never exceeds: a bound fixed before the sweep ran,
+    whichever trials its looks added. That is what lets a data-dependent number of trials be charged: a privacy
+    filter (Rogers, Roth, Ullman & Vadhan 2016, "Privacy Odometers and Filters", basic composition filter), whereas
+    composing only the trials that ran is an odometer, not a bound. Empty without an adaptive budget, or when a
+    calibrated cell has no target."""
+    cfg = sweep.config
+    if cfg.adaptive is None:
+        return {}
+    sums: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for cell, n in cap_trials(cfg).items():
+        notion = cell_notion(cfg, cell.mechanism)
+        target = cell.epsilon if cell.epsilon is not None else cfg.base.privacy.target_epsilon
+        if notion == "none" or not MECHANISM_SETTINGS[cell.mechanism].calibrated:
+            continue
+        if target is None:
+            return {}
+        sums[notion] += [(target, cfg.base.privacy.delta)] * n
+    return {f"{AT_CAP} ({notion} trials)": privacy_report(
+        math.fsum(e for e, _ in charges), math.fsum(d for _, d in charges), notion, "basic_composition", [],
+        trials=len(charges), conditions="fixed before the sweep ran: every trial its adaptive budget could run, each "
+        "at its target ε and δ, whichever its looks added (basic composition filter, Rogers et al. 2016)")
+        for notion, charges in sorted(sums.items(), key=lambda item: NOTION_ORDER.index(item[0]))}
+
+
 WOULD_HOLD = ("What would hold if the sweep had run a random number of trials and released only the best "
               "(Papernot & Steinke 2022); it did not, so these bounds do not apply to it:")
 
@@ -109,10 +145,16 @@ WOULD_HOLD = ("What would hold if the sweep had run a random number of trials an
 def sweep_epsilon(cost: SweepCost) -> str:
     """The sweep's own ε, one sentence that the statement, the summary and the page all print: none when the sweep
     ran a trial without a formal guarantee (what it releases, its front and its choice, depends on that trial),
-    else the composition of every charged trial (`ALL_TRIALS`), else none spent."""
+    else the composition of every charged trial (`ALL_TRIALS`; for an adaptive budget stopped below its cap, the
+    bounds fixed at the cap, `cap_bounds`), else none spent."""
     whole = cost.bounds.get(ALL_TRIALS)
     composed = whole and (f"{format_epsilon(whole)}, composing its {whole.get('trials', len(cost.charges))} charged "
                           "trials (every one touched the same data) under the weakest of their notions")
+    if cost.adaptive:  # the trials that ran were chosen by their results: only the bound fixed at the cap holds
+        at_cap = "; ".join(format_epsilon(b) for k, b in cost.bounds.items() if k.startswith(AT_CAP))
+        composed = at_cap and (f"{at_cap}, per notion the basic composition of every trial its adaptive budget "
+                               "allowed (how many ran depended on their results, so composing those that ran is no "
+                               "bound)")
     if cost.unguarded:
         return (f"The sweep's own ε: none. It ran {cost.unguarded} without a formal guarantee on the same data, and "
                 "what it releases depends on them (a compared trial's numbers decide its front and its best model; "
@@ -156,8 +198,14 @@ def sweep_cost(sweep: Sweep) -> SweepCost:
         bounds = {k: v for k, v in sweep.cost.items() if isinstance(v, dict) and "epsilon" in v}
         return SweepCost(bounds, "written by the sweep (sweep_cost.json)", notes, unguarded=compared)
     bounds, conditional = computed_cost(counted, sweep)
+    adaptive = sweep.config.adaptive is not None and len(sweep.trials) < most_trials(sweep.config)
+    if adaptive:  # composing the trials that ran is an odometer here: only the bounds fixed at the cap hold
+        bounds = cap_bounds(sweep)
+        notes.append(f"How many trials ran ({len(sweep.trials)} of at most {most_trials(sweep.config)}) depended on "
+                     "their results (an adaptive budget), so a composition of the trials that ran is not a bound "
+                     "fixed in advance: the bounds above charge every trial the cap allowed.")
     return SweepCost(bounds, "computed by the report from the trials' ledgers (no sweep_cost.json)", notes, counted,
-                     conditional, compared)
+                     conditional, compared, adaptive)
 
 
 # ------------------------------------------------------------------------------------------ statement

@@ -12,12 +12,13 @@ import shutil
 import signal
 import sys
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from types import FrameType
 
 from sdp_core.config.sweep import SweepConfig
 from sdp_core.errors import UserError
-from sdp_core.power import budget_line
+from sdp_core.separation import budget_line, trials_due
 from sdp_core.row import TRIAL_STATES
 from sdp_core.sweep.preflight import preflight, resolve_sweep
 from sdp_core.sweep.store import SweepStore
@@ -95,7 +96,7 @@ def _sweep(store: SweepStore, cfg: SweepConfig) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, stop_as_on_ctrl_c)
     try:
-        with LiveView(store, cfg.trial_count) as view:
+        with LiveView(store, partial(trials_due, cfg)) as view:
             rows = run_sweep(cfg, cfg.search_space, store, callbacks=[view])
     except KeyboardInterrupt:
         print(f"interrupted; continue the sweep with: sdp-sweep resume {store.root}", file=sys.stderr)
@@ -104,7 +105,7 @@ def _sweep(store: SweepStore, cfg: SweepConfig) -> int:
         ray.shutdown()
         signal.signal(signal.SIGINT, handlers[0])
         signal.signal(signal.SIGTERM, handlers[1])
-    summary, last, code = closing_lines(rows, cfg.trial_count, store.root)
+    summary, last, code = closing_lines(rows, trials_due(cfg, rows), store.root)
     print("\n".join(summary))
     if rows:  # stopped before any trial finished: nothing to report
         print(_report(store, cfg.keep_models))
@@ -160,6 +161,7 @@ def run_resume(args: argparse.Namespace) -> int:
         raise UserError("sweep.yaml has no inline search space (not written by `sdp-sweep run`)", str(store.config_file))
     from sdp_core.sweep.jobs import connect_ray
 
-    if len(store.rows()) < cfg.trial_count:  # a finished sweep only gets its report rebuilt
+    rows = store.rows()
+    if len(rows) < trials_due(cfg, rows):  # a finished sweep only gets its report rebuilt
         connect_ray(args.address)
     return _sweep(store, cfg)

@@ -18,9 +18,14 @@ settings.
   results. Trial number n of cell i (of C) is sweep trial n·C + i: its id and seed follow from it.
 - Early stopping (optional) is ASHA on the held-out validation loss (never a private batch's loss), with the
   cumulative optimizer step as its clock.
+- Adaptive budget (`SweepConfig.adaptive`): once a round's trials are stored, each ranking family whose rank tests
+  pass no step is due more trials per mechanism (`separation.due_trials`), which a further Tune run hands out,
+  each cell continuing its own study, until a step passes or the cap is reached. The round is a function of the
+  stored trials alone, so a resumed sweep continues the round it was in.
 - Resume is rebuilt from the studies' journal and the trial files, not from Tune's snapshot: a trial with a
   row is done; a trial Optuna still lists as running without a row is re-run with the same parameters, id and
-  seed; new trials fill up to exactly `num_trials`. Nothing is lost or counted twice whenever the driver died.
+  seed; new trials fill each cell up to exactly its due trials. Nothing is lost or counted twice whenever the
+  driver died.
 - Each sweep's studies are named `<sweep name>-<hash of its resolved config>-<cell>` in `OUT/optuna.journal`
   (`Cell.name`: the mechanism, `dpsgd@eps3` at a rung of a ladder).
 """
@@ -52,6 +57,7 @@ from sdp_core.config.sweep import CONTROL_TRIAL, ResourcesConfig, SearchSpace, S
 from sdp_core.config.trial import TrialConfig
 from sdp_core.errors import PrivacyError, UserError
 from sdp_core.logs import configure_logging
+from sdp_core.separation import due_trials
 from sdp_core.sweep.prepare import prepare_once
 from sdp_core.sweep.space import MECHANISM_PARAM, sample, sweep_number, trial_config_dict, trial_id
 from sdp_core.sweep.store import SweepStore
@@ -260,7 +266,8 @@ class SweepSearch(TrialSearch):
     """Ray Tune's searcher over one Optuna study per cell (a mechanism, at each ε of a ladder), each with the same
     trial budget.
 
-    `suggest` takes the cell with the fewest trials so far (in `cfg.cells` order on ties), asks its study for a
+    `suggest` takes the cell with the fewest trials so far among those below their `due` trials (by cell name;
+    default each `per_cell`), in `cfg.cells` order on ties, asks its study for a
     trial, samples that mechanism's space into it (`space.sample`) and hands Tune the trial's id, parameters and
     full trial config; a stored row is told to that study. Trials left running by a crash (`orphans`, per cell
     name) are handed out again, with their stored values, before new ones are asked. Only public Ray Tune
@@ -269,9 +276,10 @@ class SweepSearch(TrialSearch):
 
     def __init__(self, cfg: SweepConfig, space: SearchSpace, store: SweepStore, studies: dict[str, optuna.Study],
                  orphans: dict[str, list[FrozenTrial]], stopped_by_scheduler: set[str],
-                 control: Sequence[dict] = ()):
+                 control: Sequence[dict] = (), due: dict[str, int] | None = None):
         super().__init__(store, stopped_by_scheduler)
         self._cfg, self._space, self._studies = cfg, space, studies
+        self._due = due or {c.name: cfg.per_cell for c in cfg.cells}
         self._control = list(control)  # the positive control's config while it has no row: handed out first
         self._objectives = [o.metric for o in cfg.objectives]
         self._orphans = {c.name: list(orphans.get(c.name, [])) for c in cfg.cells}
@@ -286,7 +294,7 @@ class SweepSearch(TrialSearch):
         if cell is not None:
             ot_trial = reopen_trial(self._studies[cell.name], self._orphans[cell.name].pop(0))
         else:
-            open_ = [c for c in self._cfg.cells if self._taken[c.name] < self._cfg.per_cell]
+            open_ = [c for c in self._cfg.cells if self._taken[c.name] < self._due[c.name]]
             if not open_:
                 return None
             cell = min(open_, key=lambda c: self._taken[c.name])
@@ -396,7 +404,8 @@ def grace_period(cfg: SweepConfig) -> int:
 
 def run_sweep(cfg: SweepConfig, space: SearchSpace | str | None, store: SweepStore, callbacks: list | None = None
               ) -> dict[str, dict]:
-    """Run (or continue) the sweep in `store` until it holds exactly `num_trials` rows; Ray must be up.
+    """Run (or continue) the sweep in `store` until every cell holds its due trials (`separation.due_trials`: its
+    planned ones, and with an adaptive budget those its family's looks add), one Tune run per round; Ray must be up.
 
     Returns every row by trial id.
     """
@@ -404,30 +413,37 @@ def run_sweep(cfg: SweepConfig, space: SearchSpace | str | None, store: SweepSto
         done = store.rows()
         pending = [c for c in grid_configs(cfg) if c["trial_id"] not in done]
         if pending:
-            prepared = prepare_once([c["trial"] for c in pending], cfg.prepare_processes)
-            tune_run(cfg, store, GridSearch(pending, store), None, len(pending), callbacks, prepared)
+            tune_run(cfg, store, GridSearch(pending, store), None, len(pending), callbacks,
+                     prepare_once([c["trial"] for c in pending], cfg.prepare_processes))
         return store.rows()
+    assert isinstance(space, SearchSpace), "resolve the sweep first (its search space inlined)"
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     studies = open_studies(cfg, store)
     orphans = reconcile(cfg, studies, store)
-    rows = store.rows()
-    control = [c for c in control_configs(cfg) if c["trial_id"] not in rows]
-    remaining = cfg.num_trials - len(set(rows) - {CONTROL_TRIAL}) + len(control)
-    if remaining <= 0:
-        return rows
-    stopped: set[str] = set()
-    scheduler = (StopRecordingASHA(stopped, time_attr="step", metric="val_loss", mode="min",
-                                   grace_period=grace_period(cfg), reduction_factor=2, max_t=ASHA_MAX_T)
-                 if cfg.early_stopping else None)
-    prepared = prepare_once([trial_config_dict(cfg, {MECHANISM_PARAM: m}, 0) for m in cfg.mechanisms],
-                            cfg.prepare_processes)
-    # Each cell's TPE seeded apart from the others' and with the trials already in its study: a resumed sweep does
-    # not replay the first run's random draws.
-    for i, study in enumerate(studies.values()):
-        study.sampler = optuna.samplers.TPESampler(seed=cfg.seed + 10_000 * i + len(study.trials))
-    assert isinstance(space, SearchSpace), "resolve the sweep first (its search space inlined)"
-    search = SweepSearch(cfg, space, store, studies, orphans, stopped, control)
-    tune_run(cfg, store, search, scheduler, remaining, callbacks, prepared)
+    prepared: dict[str, ray.ObjectRef] | None = None
+    for _ in cfg.looks:  # a round per look at most: each adds trials only to families its look left tied
+        rows = store.rows()
+        due = due_trials(cfg, rows)
+        control = [c for c in control_configs(cfg) if c["trial_id"] not in rows]
+        remaining = sum(due.values()) - len(set(rows) - {CONTROL_TRIAL}) + len(control)
+        if remaining <= 0:
+            break
+        if prepared is None:
+            prepared = prepare_once([trial_config_dict(cfg, {MECHANISM_PARAM: m}, 0) for m in cfg.mechanisms],
+                                    cfg.prepare_processes)
+        stopped: set[str] = set()
+        scheduler = (StopRecordingASHA(stopped, time_attr="step", metric="val_loss", mode="min",
+                                       grace_period=grace_period(cfg), reduction_factor=2, max_t=ASHA_MAX_T)
+                     if cfg.early_stopping else None)
+        # Each cell's TPE seeded apart from the others' and with the trials already in its study: a resumed sweep
+        # (or a later round) does not replay earlier random draws.
+        for i, study in enumerate(studies.values()):
+            study.sampler = optuna.samplers.TPESampler(seed=cfg.seed + 10_000 * i + len(study.trials))
+        search = SweepSearch(cfg, space, store, studies, orphans, stopped, control, due)
+        tune_run(cfg, store, search, scheduler, remaining, callbacks, prepared)
+        orphans = {}
+        if len(store.rows()) < sum(due.values()) + (cfg.control is not None):
+            break  # stopped before its round ended (Ctrl-C): resume continues it
     return store.rows()
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from typing import Any, Callable
 
 from ray.tune import Callback
 from rich.console import Console, Group
@@ -77,18 +77,19 @@ def row_line(row: dict) -> str:
 
 
 class LiveView(Callback):
-    """Tune callback and context manager: `with LiveView(store, total) as view: Tuner(..., callbacks=[view])`."""
+    """Tune callback and context manager: `with LiveView(store, total) as view: Tuner(..., callbacks=[view])`, where
+    `total(rows)` is the sweep's trial count as its stored rows stand (an adaptive budget adds trials)."""
 
     COLUMNS = ("trial", "state", "mechanism", "hyper-parameters", "σ", "ε", "val ppl", "exposure", "elapsed")
 
-    def __init__(self, store: SweepStore, total: int, console: Console | None = None):
-        self.store = store
+    def __init__(self, store: SweepStore, total: Callable[[dict[str, dict]], int], console: Console | None = None):
+        self.store, self.total = store, total
         self.console = console or Console()
         self.rows = store.rows()  # trials finished before this run (resume)
         self.running: dict[str, dict] = {}  # trial id -> config, start time, step, loss
         self.progress = Progress(TextColumn("trials"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                                  console=self.console, auto_refresh=False)
-        self.task = self.progress.add_task("trials", total=total, completed=len(self.rows))
+        self.task = self.progress.add_task("trials", total=total(self.rows), completed=len(self.rows))
         self.live = Live(self._render(), console=self.console, refresh_per_second=2) if self.console.is_terminal else None
 
     def __getstate__(self) -> dict:
@@ -141,7 +142,7 @@ class LiveView(Callback):
         row = self.store.read_row(tid)  # written by the search algorithm just before this callback
         if row is not None:
             self.rows[tid] = row
-            self.progress.update(self.task, completed=len(self.rows))
+            self.progress.update(self.task, completed=len(self.rows), total=self.total(self.rows))
             if self.live is None:
                 print(row_line(row), flush=True)
         self._refresh()

@@ -1,7 +1,8 @@
 """Pre-flight: what no trial of a sweep could get past, found before Ray starts (`sdp-sweep run`, `validate`).
 
 `resolve_sweep` loads a sweep file (`config.loading`) and checks it against the sweep layer's sampling rules
-(`space.check_space`); `preflight` then checks its trials against the data's sizes; `validate_file` runs what
+(`space.check_space`) and an adaptive budget's first look against its corrected level (`separation.check_looks`);
+`preflight` then checks its trials against the data's sizes; `validate_file` runs what
 applies to any config file.
 
 A sweep's trials lie between the extremes of its search space (`space.end_configs`) or are its grid's arms. For each
@@ -28,6 +29,7 @@ from sdp_core.data.loaders import hf_local_path
 from sdp_core.data.splits import load_splits
 from sdp_core.errors import ConfigError, DataError
 from sdp_core.io import read_yaml
+from sdp_core.separation import check_looks
 from sdp_core.sweep.space import check_space, end_configs, for_mechanisms
 
 GENERATED = ("customersim", "clinic", "synthetic_classification")
@@ -70,6 +72,7 @@ def resolve_sweep(path: str | Path, overrides: Sequence[str] = ()) -> SweepConfi
     if any(parse_override(o)[0] == ["mechanisms"] for o in overrides):
         space = for_mechanisms(space, cfg.mechanisms)
     check_space(cfg, space, str(path))
+    check_looks(cfg, str(path))
     return cfg.model_copy(update={"search_space": space})
 
 

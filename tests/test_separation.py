@@ -10,7 +10,11 @@ import pytest
 from scipy.stats import mannwhitneyu
 
 from sdp_core.config.loading import load_sweep_config
-from sdp_core.power import RANKING_ALPHA, budget_line, rankings, reversed_pairs_allowed, smallest_p_value
+from sdp_core.errors import ConfigError
+from sdp_core.separation import (RANKING_ALPHA, budget_line, look_level, rankings, reversed_pairs_allowed,
+                                 sequential_looks, smallest_p_value)
+from sdp_core.sweep.preflight import resolve_sweep
+from sdp_core.sweep.space import sweep_number, trial_id
 from tests.conftest import REPO, run_main
 
 
@@ -56,7 +60,7 @@ def test_the_shipped_sweeps_budgets_can_separate_every_step_of_their_rankings(na
     assert ranked, name  # a shipped sweep ranks something
     for mechanisms in ranked:
         steps = len(mechanisms) - 1
-        assert smallest_p_value(cfg.per_cell, cfg.per_cell) <= RANKING_ALPHA / steps, (name, mechanisms)
+        assert smallest_p_value(cfg.per_cell, cfg.per_cell) <= look_level(cfg) / steps, (name, mechanisms)
     assert "cannot separate" not in budget_line(cfg)
 
 
@@ -94,3 +98,58 @@ def test_run_states_the_budget_before_it_starts_ray(tmp_path):
     assert result.returncode == 2 and "no Ray cluster answers" in result.stderr
     assert result.stdout.startswith("budget: 4 trials per mechanism; the report orders the 2 DP mechanisms (DP-SGD, "
                                     "ATDP) at ε = 3")
+
+
+# ------------------------------------------------------------------------------------- adaptive looks
+
+
+def _adaptive(extra: tuple[str, ...] = ()):
+    return load_sweep_config(REPO / "sweeps" / "quickstart.yaml", ["mechanisms=[dpsgd,atdp]", "trials_per_mechanism=5",
+                                                                  "adaptive={max_trials_per_mechanism: 9, step: 2}",
+                                                                  *extra])
+
+
+# DP-SGD's and ATDP's utilities, trial by trial (the first 5, then 2 more at each later look; lower is better).
+SPLITS = {
+    # 2 of 25 pairs reversed at 5: p = 0.032 passes 0.05 but not 0.05/3; a clean 7 against 7 then passes
+    "second look": ([1, 2, 3, 4, 6.5, 0.5, 0.6, 20, 21], [5, 6, 7, 8, 9, 10, 11, 0, 0]),
+    "first look": ([1, 2, 3, 4, 5, 10, 10, 10, 10], [6, 7, 8, 9, 10.5, 1, 1, 1, 1]),
+    "tied": ([1, 4, 5, 8, 9, 12, 13, 16, 17], [2, 3, 6, 7, 10, 11, 14, 15, 18]),
+}
+
+
+@pytest.mark.parametrize("case", SPLITS)
+def test_the_looks_stop_where_scipys_exact_test_first_passes_at_alpha_over_the_looks(case):
+    """The sequential rule against a hand computation: look j tests each mechanism's first n_j trials with scipy's
+    exact two-sided Mann–Whitney at 0.05/3 (3 planned looks: 5, 7 and 9 trials); the first look that passes stops,
+    and with none the family is tied at the cap."""
+    cfg = _adaptive()
+    assert cfg.looks == [5, 7, 9] and look_level(cfg) == pytest.approx(0.05 / 3)
+    dpsgd, atdp = SPLITS[case]
+    cells = {c.mechanism: c for c in cfg.cells}
+    outcomes = {trial_id(sweep_number(cfg, cells[m], i)): v for m, vs in (("dpsgd", dpsgd), ("atdp", atdp))
+                for i, v in enumerate(vs)}
+    expected_taken, expected_pass = 3, False
+    for j, n in enumerate([5, 7, 9]):
+        p = mannwhitneyu(dpsgd[:n], atdp[:n], alternative="two-sided", method="exact").pvalue
+        if p <= 0.05 / 3:
+            expected_taken, expected_pass = j + 1, True
+            break
+    (family,) = sequential_looks(cfg, outcomes).values()
+    assert (family.taken, family.passed, family.due) == (expected_taken, expected_pass, [5, 7, 9][expected_taken - 1])
+    assert {"second look": 2, "first look": 1, "tied": 3}[case] == family.taken  # each case is the one it says
+
+    # Before a look's trials are all stored, the family waits for them: it is due that look's trials.
+    partial = {t: v for t, v in outcomes.items() if t != trial_id(sweep_number(cfg, cells["atdp"], 4))}
+    (waiting,) = sequential_looks(cfg, partial).values()
+    assert (waiting.taken, waiting.due, waiting.ranking) == (0, 5, None)
+
+
+def test_an_adaptive_budget_whose_first_look_cannot_pass_is_refused():
+    """4 against 4 trials reach at best p = 2/C(8, 4) = 0.029, above 0.05 over 3 looks: refused before any trial."""
+    path = REPO / "sweeps" / "quickstart.yaml"
+    with pytest.raises(ConfigError, match="plan at least 5 trials per mechanism"):
+        resolve_sweep(path, ["mechanisms=[dpsgd,atdp]", "adaptive={max_trials_per_mechanism: 8, step: 2}"])
+    line = budget_line(_adaptive())
+    assert "looks at 5, 7, 9 trials per mechanism (cap 9), each at family-wise 0.05/3 = 0.0167" in line
+    assert "11 trials planned, at most 19" in line  # 2 × 5 and the control; each mechanism 4 more at the cap
