@@ -293,3 +293,33 @@ def test_an_epsilon_of_001_trial_is_flagged_its_noise_outweighing_its_signal():
     assert learned_nothing(metrics) and "LEARNED NOTHING" in result.summary_line()
     metrics["untrained_val_loss"] = None  # the noise alone flags it, whatever its loss
     assert "noise outweighs" in (learned_nothing(metrics) or "")
+
+
+def test_every_trial_of_a_sweep_evaluates_on_the_same_seeded_held_out_records(tmp_path, monkeypatch):
+    """Trials that differ in seed and mechanism share their data, so they evaluate every metric on the same
+    `evaluation.held_out_records` validation and test records."""
+    import sdp_core.trial
+    from sdp_core.sweep.prepare import prepare_shared
+
+    seen: list[tuple[str, frozenset]] = []
+    real = sdp_core.trial.utility_metrics
+
+    def spy(model, data, prefix):
+        seen.append((prefix, frozenset(data.record_index.tolist())))
+        return real(model, data, prefix)
+
+    monkeypatch.setattr(sdp_core.trial, "utility_metrics", spy)
+    cfgs = [parse_model(TrialConfig, small_trial_dict(seed=seed, mechanism={"name": name},
+                                                      evaluation={"held_out_records": 10},
+                                                      training={"max_steps": 2}))
+            for seed, name in ((0, "nodp"), (1, "dpsgd"))]
+    shared = prepare_shared(cfgs)
+    rows = [run_trial(cfg, prepared=shared[data_key(cfg)]) for cfg in cfgs]
+    by_split = {prefix: {records for p, records in seen if p == prefix} for prefix in ("val", "test")}
+    assert len(seen) == 6 and all(len(sets) == 1 for sets in by_split.values())  # one subset per split, all trials
+    (validation,), (test,) = by_split["val"], by_split["test"]
+    data = shared[data_key(cfgs[0])].data
+    assert len(validation) == len(test) == 10 < data.validation.records
+    assert validation <= set(data.validation.record_index.tolist()) and test <= set(data.test.record_index.tolist())
+    assert all(r.metrics["val_perplexity_low"] < r.metrics["val_perplexity"] < r.metrics["val_perplexity_high"]
+               for r in rows)
