@@ -12,6 +12,7 @@ from sdp_core.config import parse_model
 from sdp_core.config.trial import TrialConfig
 from sdp_core.privacy import assert_no_bare_epsilon, epsilon_from_ledger
 from sdp_core.preparation import data_key, prepare_trial_data
+from sdp_core.text.encode import encode
 from sdp_core.trial import run_trial
 from tests.conftest import run_main, small_trial_dict
 
@@ -120,6 +121,29 @@ def test_tokenizer_vocabulary_holds_no_gold_secret():
     secret_only = {w.strip(".,") for s in secrets for w in s.split()} - public_words
     leaked = [t for t in vocab if len(t) >= 4 and (t in secrets or t in secret_only)]
     assert secrets and not leaked, f"{len(leaked)} vocabulary entries are secrets"
+
+
+def test_the_tokenizer_learns_from_the_seeded_sample_of_tokenizer_train_records_and_the_rows_follow_it():
+    """With more training records than `tokenizer.train_records`, the BPE is the one trained on exactly the records
+    `random.Random(data.seed).sample` draws, their known secrets redacted; with as many, it is the whole data's."""
+    import random
+
+    from sdp_core.text.redaction import redact
+    from sdp_core.text.tokenizer import train_bpe_tokenizer
+
+    prepare = lambda **tokenizer: prepare_trial_data(parse_model(TrialConfig, small_trial_dict(  # noqa: E731
+        data={"seed": 3}, tokenizer={"vocab_size": 400, **tokenizer}))).data
+    sampled, whole = prepare(train_records=60), prepare(train_records=200)
+    records, spans = whole.records.train, whole.train_spans
+    chosen = sorted(random.Random(3).sample(range(len(records)), 60))
+    texts = [redact(records[i].text, sorted({*spans[i], *(records[i].spans or ())})) for i in chosen]
+    assert sampled.tokenizer.get_vocab() == train_bpe_tokenizer(texts, 400).get_vocab()
+    assert sampled.tokenizer.get_vocab() != whole.tokenizer.get_vocab()
+    assert torch.equal(whole.train.input_ids, prepare(train_records=None).train.input_ids)
+    assert torch.equal(sampled.validation.input_ids,
+                       encode([r.text for r in sampled.records.validation],
+                              [list(r.spans or ()) for r in sampled.records.validation], sampled.tokenizer,
+                              128).input_ids)
 
 
 @pytest.mark.parametrize("args,problem", [
