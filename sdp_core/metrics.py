@@ -1,6 +1,6 @@
 """Utility metrics: perplexity (all / private-only / public-only tokens) and top-1 next-token accuracy for a
 language model; cross-entropy loss and accuracy for a classifier (`{prefix}_accuracy` in both cases), each with its
-95 % interval (`{prefix}_..._low`, `{prefix}_..._high`).
+95 % interval over its records (`{prefix}_..._ci_low`, `{prefix}_..._ci_high`).
 
 All metrics are computed on the *original* (unredacted) text over every real token, so mechanisms that train
 on redacted data are judged on what users will feed them. A trial computes them on a seeded subset of the held-out
@@ -53,13 +53,13 @@ def ratio_interval(numerator: np.ndarray, denominator: np.ndarray, seed: int = 0
 
 def with_interval(name: str, numerator: np.ndarray, denominator: np.ndarray,
                   transform: Callable[[float], float] = float) -> dict[str, float | None]:
-    """`name`: Σ numerator / Σ denominator through `transform` (increasing), with `name_low`, `name_high` its
+    """`name`: Σ numerator / Σ denominator through `transform` (increasing), with `name_ci_low`, `name_ci_high` its
     interval (`ratio_interval`; a percentile interval goes through an increasing transform unchanged)."""
     total = denominator.sum()
     interval = ratio_interval(numerator, denominator)
     return {name: transform(numerator.sum() / total) if total else None,
-            f"{name}_low": transform(interval[0]) if interval else None,
-            f"{name}_high": transform(interval[1]) if interval else None}
+            f"{name}_ci_low": transform(interval[0]) if interval else None,
+            f"{name}_ci_high": transform(interval[1]) if interval else None}
 
 
 def _exp(mean_nll: float) -> float:

@@ -65,7 +65,7 @@ def test_metrics_are_those_of_exactly_the_seeded_records_and_the_whole_set_is_on
     metrics = language_model_metrics(model, subset, "val")
     for name, value in _direct(model, data, chosen).items():
         assert math.isclose(metrics[name], value, rel_tol=1e-4), name
-        assert metrics[f"{name}_low"] < metrics[name] < metrics[f"{name}_high"], name
+        assert metrics[f"{name}_ci_low"] < metrics[name] < metrics[f"{name}_ci_high"], name
     whole = language_model_metrics(model, evaluation_rows(data, None, seed=5), "val")
     assert math.isclose(whole["val_perplexity"], _direct(model, data, set(data.record_index.tolist()))["val_perplexity"],
                         rel_tol=1e-4)

@@ -345,5 +345,5 @@ def test_every_trial_of_a_sweep_evaluates_on_the_same_seeded_held_out_records(tm
     data = shared[data_key(cfgs[0])].data
     assert len(validation) == len(test) == 10 < data.validation.records
     assert validation <= set(data.validation.record_index.tolist()) and test <= set(data.test.record_index.tolist())
-    assert all(r.metrics["val_perplexity_low"] < r.metrics["val_perplexity"] < r.metrics["val_perplexity_high"]
+    assert all(r.metrics["val_perplexity_ci_low"] < r.metrics["val_perplexity"] < r.metrics["val_perplexity_ci_high"]
                for r in rows)
