@@ -317,7 +317,8 @@ class Peaks:
             k = kinds.setdefault(entry["kind"], {"peak_mb": 0.0, "first": entry["first"], "last": entry["last"]})
             k.update(peak_mb=max(k["peak_mb"], entry["peak_mb"]), first=min(k["first"], entry["first"]),
                      last=max(k["last"], entry["last"]))
-        self.seen = {pid: e for pid, e in self.seen.items() if self.peak_rss_mb(pid)}
+        # Processes still alive (Ray's own) count from here for the next `take`: their peak is their lifetime's.
+        self.seen = {pid: {**e, "first": e["last"]} for pid, e in self.seen.items() if self.peak_rss_mb(pid)}
         self.named.clear()
         return {kind: {"peak_mb": v["peak_mb"], "wall_s": v["last"] - v["first"]} for kind, v in kinds.items()}
 
