@@ -14,16 +14,26 @@ canaries, the tokenizer, the rows of every split) in a process of its own, its p
 the rows' bytes, on this checkout and, with `--against DIR`, on DIR's `sdp_core` side by side (detection cached
 first by a pass not counted, so both sides read it from the cache).
 
-`--sweep-prep` measures what a sweep's driver holds through all of it, per size: `prepare_once` (the file's
-detection on the cluster, then the rest of the preparation) in a driver process of its own connected to a Ray head
-started for the run, its peak resident memory and wall time, on this checkout and, with `--against DIR`, on DIR's.
+`--tokenizer-sample` compares a BPE trained on a seeded sample of each size with one trained on the largest
+(`tokenizer.train_records`): the vocabulary they share and the tokens a held-out note becomes.
+
+`--sweep-prep` measures every process of a sweep through its preparation and two trials, per size: `prepare_once`
+(the file's detection on the cluster, then the rest of the preparation) in a driver process of its own connected to a
+Ray head started for the run, then two trials (`run_trial` on the prepared data, two steps each, in Ray tasks side by
+side), on this checkout and, with `--against DIR`, on DIR's. Every process of the run is sampled from /proc while it
+runs, its peak resident memory (VmHWM) kept, and named by what it ran: the driver, the preparation task, the
+detection actors, the trials, and the rest (Ray's own processes, Ray Data's read tasks). `--json FILE` writes one row
+per size and process kind, `{"size", "process", "peak_mb", "wall_s"}` (and `side`), wall time being what that kind
+of process took (the driver: `prepare_once`; a kind of worker: from its first process seen to its last gone; a
+trial: the longer of the two), beside each trial's start-up (reading the prepared data) and evaluation seconds.
 
     python -m benchmarks.prepare_scale [--sizes 10000 100000] [--policy general] [--cpus 2]
     python -m benchmarks.prepare_scale --sizes 1000000 --policy identifier,phone,email --no-two-nodes   # 1 M
     python -m benchmarks.prepare_scale --trial-data --sizes 10000 100000 --policy identifier,phone,email \
         [--against /tmp/before]
+    python -m benchmarks.prepare_scale --tokenizer-sample --sizes 10000 30000 100000
     python -m benchmarks.prepare_scale --sweep-prep --sizes 10000 100000 --policy identifier,phone,email \
-        [--against /tmp/before]
+        [--against /tmp/before] [--json rows.json]
 """
 
 from __future__ import annotations
@@ -38,6 +48,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -114,8 +125,13 @@ def wait_for_cpus(address: str, cpus: int, timeout: float = 120) -> None:
     code = ("import ray, sys, time; ray.init(address=sys.argv[1], log_to_driver=False, logging_level='ERROR');"
             "t = time.time()\nwhile ray.cluster_resources().get('CPU', 0) < int(sys.argv[2]) and time.time() - t < "
             "float(sys.argv[3]): time.sleep(0.5)\nprint(ray.cluster_resources().get('CPU', 0))")
-    out = subprocess.run([sys.executable, "-c", code, address, str(cpus), str(timeout)], capture_output=True,
-                         text=True, timeout=timeout + 60)
+    deadline = time.monotonic() + timeout
+    while True:  # a head still starting on a busy machine refuses the first connections
+        out = subprocess.run([sys.executable, "-c", code, address, str(cpus), str(timeout)], capture_output=True,
+                             text=True, timeout=timeout + 60)
+        if out.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(2)
     if float((out.stdout.strip() or "0").splitlines()[-1]) < cpus:
         raise SystemExit(f"the cluster at {address} did not reach {cpus} CPUs: {out.stderr[-2000:]}")
 
@@ -180,10 +196,11 @@ def trial_data(path: Path, policy: str, max_length: int) -> dict:
             "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def sweep_prep(path: Path, policy: str, max_length: int, address: str) -> dict:
+def sweep_prep(path: Path, policy: str, max_length: int, address: str, trials: int) -> dict:
     """In this process (started as `--sweep-prep-drive`): what a sweep's driver does before its trials start,
     `prepare_once` on the file (detection on the cluster, then splits, tokenizer, rows and plans), connected to the
-    head at `address`; the driver's peak memory and wall time."""
+    head at `address`, then `trials` trials side by side; the driver's peak memory and wall time, and the trials'
+    times."""
     import ray
 
     from sdp_core.sweep.driver import prepare_once  # where earlier checkouts have it too
@@ -191,32 +208,132 @@ def sweep_prep(path: Path, policy: str, max_length: int, address: str) -> dict:
     # The job's workers run the same checkout as this driver.
     ray.init(address=address, log_to_driver=False, logging_level="ERROR",
              runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}})
-    trial = {"data": {"source": "file", "path": str(path), "max_length": max_length}, "detector": {"policy": policy}}
+    trial = {"data": {"source": "file", "path": str(path), "max_length": max_length}, "detector": {"policy": policy},
+             "training": {"max_steps": 2}, "evaluation": {"exposure": False, "mia": False}}
     start = time.perf_counter()
     prepared = prepare_once([trial], None)
-    return {"wall_s": time.perf_counter() - start, "settings": len(prepared),
-            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    wall = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    (ref,) = prepared.values()
+    task = ray.remote(num_cpus=1, max_calls=1)(_trial_task)
+    ran = ray.get([task.remote({**trial, "seed": seed}, [ref]) for seed in range(trials)])
+    return {"wall_s": wall, "settings": len(prepared), "peak_mb": peak, "trials": ran}
 
 
-def in_checkout(code: Path, flag: str, path: Path, args: list[str]) -> dict:
-    """This file's `flag` mode on `path` in a new process running the `sdp_core` of checkout `code`."""
+def _trial_task(trial: dict, prepared: object) -> dict:
+    """One trial on the prepared data (what a sweep's trial does, without Tune): its start-up (the data in hand,
+    unpickled from the object store), evaluation and whole wall time. `prepared` arrives as the object's reference,
+    inside a list, so that its reading is timed here."""
+    import ray
+
+    from sdp_core.config import parse_model
+    from sdp_core.config.trial import TrialConfig
+    from sdp_core.trial import run_trial
+
+    start = time.perf_counter()
+    data = ray.get(prepared[0])  # type: ignore[index]
+    startup = time.perf_counter() - start
+    row = run_trial(parse_model(TrialConfig, trial), prepared=data)
+    return {"startup_s": startup, "evaluate_s": row.timings["evaluate"], "wall_s": time.perf_counter() - start,
+            **{k: row.metrics.get(k) for k in ("val_perplexity", "val_perplexity_ci_low", "val_perplexity_ci_high")}}
+
+
+def in_checkout(code: Path, flag: str, path: Path, args: list[str], peaks: "Peaks | None" = None) -> dict:
+    """This file's `flag` mode on `path` in a new process running the `sdp_core` of checkout `code` (named the
+    driver in `peaks`, when given)."""
     env = {**os.environ, "PYTHONPATH": str(code)}
-    out = subprocess.run([sys.executable, __file__, flag, str(path), *args], cwd=code, env=env, capture_output=True,
-                         text=True)
-    if out.returncode != 0:
-        raise SystemExit(f"{flag} failed in {code}: {out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    with subprocess.Popen([sys.executable, __file__, flag, str(path), *args], cwd=code, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        if peaks is not None:
+            peaks.name(proc.pid, "driver")
+        stdout, stderr = proc.communicate()
+    if proc.returncode != 0:
+        raise SystemExit(f"{flag} failed in {code}: {stderr[-3000:]}")
+    return json.loads(stdout.strip().splitlines()[-1])
 
 
-def side_by_side(sizes: list[int], against: Path | None, measure: Callable[[Path, Path], dict]) -> list[dict]:
+KINDS = {"_prepare_remotely": "preparation", "PolicyDetector": "detection", "_trial_task": "trial"}
+"""A task or actor a Ray worker runs -> the kind of process it is."""
+
+
+class Peaks:
+    """Every process of some sessions (a Ray cluster's, started for the run) and of those named, sampled from /proc
+    every `interval` s in a thread: each one's peak resident memory (VmHWM: the kernel's own high-water mark, so a
+    peak between two samples is not missed) and kind (`name`, else what its Ray worker log in `logs` says it ran,
+    `KINDS`; `other` for the rest), and when it was first and last seen."""
+
+    def __init__(self, sessions: list[int], logs: Path, interval: float = 0.2):
+        # Here, not at the top: this file also runs on an earlier checkout's path (`in_checkout`), whose
+        # benchmarks package may not have it.
+        from benchmarks.proctree import peak_rss_mb
+
+        self.peak_rss_mb = peak_rss_mb
+        self.sessions, self.logs, self.interval = sessions, logs, interval
+        self.named: dict[int, str] = {}
+        self.seen: dict[int, dict] = {}  # pid -> {"kind", "peak_mb", "first", "last"}
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> "Peaks":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join()
+
+    def name(self, pid: int, kind: str) -> None:
+        self.named[pid] = kind
+
+    def _kind(self, pid: int) -> str:
+        """The process's name, else the first task or actor its worker log names (Ray writes `:task_name:` and
+        `:actor_name:` lines there; a process title can read `ray::IDLE` while a streaming task runs)."""
+        if pid in self.named:
+            return self.named[pid]
+        for log in self.logs.glob(f"worker-*-{pid}.*"):
+            for line in log.read_text(errors="replace").splitlines():
+                if line.startswith((":task_name:", ":actor_name:")):
+                    return next((kind for key, kind in KINDS.items() if key in line), "other")
+        return "other"
+
+    def _sample(self) -> None:
+        while not self.done.wait(self.interval):
+            now = time.perf_counter()
+            for pid in [*self.named, *(p for sid in self.sessions for p in session_pids(sid))]:
+                peak = self.peak_rss_mb(pid)
+                if not peak:
+                    continue  # ended
+                entry = self.seen.setdefault(pid, {"kind": "other", "peak_mb": 0.0, "first": now})
+                kind = self._kind(pid)
+                if entry["kind"] == "other" and kind != "other":  # a worker is named by the first task it ran
+                    entry.update(kind=kind, first=now)
+                entry.update(peak_mb=max(entry["peak_mb"], peak), last=now)
+
+    def take(self) -> dict[str, dict]:
+        """Per kind, since the last `take`: the largest peak of its processes and its wall time (first seen to last
+        seen); then forget the processes that have ended."""
+        kinds: dict[str, dict] = {}
+        for entry in self.seen.values():
+            k = kinds.setdefault(entry["kind"], {"peak_mb": 0.0, "first": entry["first"], "last": entry["last"]})
+            k.update(peak_mb=max(k["peak_mb"], entry["peak_mb"]), first=min(k["first"], entry["first"]),
+                     last=max(k["last"], entry["last"]))
+        # Processes still alive (Ray's own) count from here for the next `take`: their peak is their lifetime's.
+        self.seen = {pid: {**e, "first": e["last"]} for pid, e in self.seen.items() if self.peak_rss_mb(pid)}
+        self.named.clear()
+        return {kind: {"peak_mb": v["peak_mb"], "wall_s": v["last"] - v["first"]} for kind, v in kinds.items()}
+
+
+def side_by_side(sizes: list[int], against: Path | None, measure: Callable[[Path, Path], dict],
+                 warm_up: Callable[[Path], object] | None = None) -> list[dict]:
     """`measure(file, checkout)` per size on this checkout and `against` (when given; then after a first pass on
-    this checkout that is not counted: detection into the cache, so that both sides read it from there)."""
+    this checkout that is not counted, `warm_up(file)` or `measure` itself: detection into the cache, so that both
+    sides read it from there)."""
     sides = {"now": REPO, **({"before": against} if against else {})}
     rows = []
     for n in sizes:
         path = notes_file(n)
         if against:
-            measure(path, REPO)
+            (warm_up or (lambda p: measure(p, REPO)))(path)
         for name, code in sides.items():
             rows.append({"size": n, "side": name, **measure(path, code)})
             print(json.dumps(rows[-1]), flush=True)
@@ -244,22 +361,73 @@ def trial_data_table(sizes: list[int], policy: str, max_length: int, against: Pa
 
 
 def sweep_prep_table(sizes: list[int], policy: str, max_length: int, against: Path | None, cpus: int,
-                     work: Path) -> None:
-    """The sweep driver's peak memory through its preparation per size, on a Ray head of `cpus` CPUs started for
-    the run, this checkout beside `against` (when given)."""
+                     work: Path, json_path: Path | None) -> None:
+    """Every process's peak memory through a sweep's preparation and two trials per size, on a Ray head of `cpus`
+    CPUs started for the run, this checkout beside `against` (when given); the rows to `json_path` (when given)."""
     head = ray_node(cpus, None, work / "ray.log")
+    processes: list[dict] = []
     try:
         address = head.address  # type: ignore[attr-defined]
         wait_for_cpus(address, cpus)
-        rows = side_by_side(sizes, against, lambda path, code: in_checkout(
-            code, "--sweep-prep-drive", path,
-            ["--policy", policy, "--max-length", str(max_length), "--address", address]))
+        with Peaks([head.pid], work / "ray" / "session_latest" / "logs") as peaks:
+            def measure(path: Path, code: Path) -> dict:
+                peaks.take()  # what ran before (a first pass, an earlier side) is not this one's
+                run = in_checkout(code, "--sweep-prep-drive", path,
+                                  ["--policy", policy, "--max-length", str(max_length), "--address", address], peaks)
+                time.sleep(2 * peaks.interval)  # the last samples of the trials' workers
+                kinds = peaks.take()
+                kinds["driver"] = {"peak_mb": run["peak_mb"], "wall_s": run["wall_s"]}  # its own count: exact
+                kinds["trial"]["wall_s"] = max(t["wall_s"] for t in run["trials"])
+                run["processes"] = kinds
+                return run
+
+            rows = side_by_side(sizes, against, measure, lambda path: in_checkout(
+                REPO, "--sweep-prep-drive", path, ["--policy", policy, "--max-length", str(max_length), "--address",
+                                                   address, "--trials", "0"]))
     finally:
         stop([head])
-    print(f"\n{'records':>9} {'side':>6} {'wall s':>7} {'driver peak MB':>14}")
+    print(f"\n{'records':>9} {'side':>6} {'process':>12} {'peak MB':>8} {'wall s':>7}")
     for r in rows:
-        print(f"{r['size']:>9,} {r['side']:>6} {r['wall_s']:>7.1f} {r['peak_mb']:>14.0f}")
-    growth(rows)
+        for kind, p in sorted(r["processes"].items()):
+            processes.append({"size": r["size"], "side": r["side"], "process": kind, "peak_mb": round(p["peak_mb"]),
+                              "wall_s": round(p["wall_s"], 1)})
+            print(f"{r['size']:>9,} {r['side']:>6} {kind:>12} {p['peak_mb']:>8.0f} {p['wall_s']:>7.1f}")
+    print(f"\n{'records':>9} {'side':>6} {'trial start-up s':>16} {'trial evaluation s':>18} {'val perplexity':>14} "
+          f"{'95 % interval':>15}")
+    for r in rows:
+        for t in r["trials"]:
+            interval = (f"{t['val_perplexity_ci_low']:.2f}–{t['val_perplexity_ci_high']:.2f}"
+                        if t.get("val_perplexity_ci_low") is not None else "")
+            print(f"{r['size']:>9,} {r['side']:>6} {t['startup_s']:>16.1f} {t['evaluate_s']:>18.1f} "
+                  f"{t['val_perplexity']:>14.2f} {interval:>15}")
+    if json_path is not None:
+        json_path.write_text(json.dumps(processes, indent=1) + "\n")
+
+
+def tokenizer_sample_table(sizes: list[int], vocab_size: int) -> None:
+    """A BPE trained on a seeded sample of each size against one trained on the largest size (the same generated
+    clinic notes as the other modes, their gold secrets redacted, as the tokenizer reads them): the share of its
+    vocabulary they share, and the tokens a held-out note becomes with each (2,000 notes of a seed of their own)."""
+    import random
+
+    from sdp_core.data.clinic import generate_clinic
+    from sdp_core.text.redaction import redact
+    from sdp_core.text.tokenizer import train_bpe_tokenizer
+
+    largest = max(sizes)
+    texts = [redact(r.text, r.spans) for k in range(0, largest, CHUNK)
+             for r in generate_clinic(min(CHUNK, largest - k), f"scale-{k // CHUNK}")]
+    held_out = [redact(r.text, r.spans) for r in generate_clinic(2_000, "tokenizer-held-out")]
+    print(f"{'sample':>9} {'of':>9} {'train s':>7} {'vocabulary shared':>17} {'tokens a held-out note':>22}")
+    whole = None
+    for n in sorted(sizes, reverse=True):
+        start = time.perf_counter()
+        tokenizer = train_bpe_tokenizer(random.Random(0).sample(texts, n) if n < largest else texts, vocab_size)
+        wall = time.perf_counter() - start
+        whole = whole or tokenizer
+        shared = len(set(tokenizer.get_vocab()) & set(whole.get_vocab())) / len(whole.get_vocab())
+        tokens = sum(map(len, tokenizer(held_out, add_special_tokens=False)["input_ids"])) / len(held_out)
+        print(f"{n:>9,} {largest:>9,} {wall:>7.1f} {shared:>17.1%} {tokens:>22.1f}", flush=True)
 
 
 def cluster_run(path: Path, policy: str, cpus: list[int], cache: Path, work: Path) -> dict:
@@ -298,10 +466,15 @@ def main() -> None:
     parser.add_argument("--against", type=Path, help="an earlier checkout to compare with (--trial-data, --sweep-prep)")
     parser.add_argument("--drive", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--sweep-prep", action="store_true", help="measure the sweep driver through its preparation")
+    parser.add_argument("--tokenizer-sample", action="store_true",
+                        help="a BPE trained on a sample of each size against one on the largest")
+    parser.add_argument("--vocab-size", type=int, default=4000, help="the BPE's vocabulary (--tokenizer-sample)")
+    parser.add_argument("--json", type=Path, help="--sweep-prep: the rows per size and process kind to this file")
     parser.add_argument("--trial-data-drive", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--sweep-prep-drive", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--address", help=argparse.SUPPRESS)
     parser.add_argument("--cache", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--trials", type=int, default=2, help=argparse.SUPPRESS)
     parser.add_argument("--workers", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.drive:
@@ -311,7 +484,10 @@ def main() -> None:
         print(json.dumps(trial_data(args.trial_data_drive, args.policy, args.max_length)))
         return
     if args.sweep_prep_drive:
-        print(json.dumps(sweep_prep(args.sweep_prep_drive, args.policy, args.max_length, args.address)))
+        print(json.dumps(sweep_prep(args.sweep_prep_drive, args.policy, args.max_length, args.address, args.trials)))
+        return
+    if args.tokenizer_sample:
+        tokenizer_sample_table(args.sizes, args.vocab_size)
         return
     if args.trial_data:
         trial_data_table(args.sizes, args.policy, args.max_length, args.against)
@@ -325,7 +501,7 @@ def main() -> None:
     os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token))
     print(f"policy {args.policy}; logs and shards in {work}", flush=True)
     if args.sweep_prep:
-        sweep_prep_table(args.sizes, args.policy, args.max_length, args.against, args.cpus, work)
+        sweep_prep_table(args.sizes, args.policy, args.max_length, args.against, args.cpus, work, args.json)
         return
     rows = []
     for n in args.sizes:

@@ -22,12 +22,22 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def rss_mb(pid: int) -> float:
-    """Resident memory of one process (0 if it has ended)."""
+def _status_mb(pid: int, key: str) -> float:
+    """A memory line (`VmRSS`, `VmHWM`) of one process's /proc status in MB (0 if it has ended)."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{key}:"):
                 return int(line.split()[1]) / 1024
     except OSError:
         pass
     return 0.0
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of one process (0 if it has ended)."""
+    return _status_mb(pid, "VmRSS")
+
+
+def peak_rss_mb(pid: int) -> float:
+    """Peak resident memory of one process so far (the kernel's high-water mark; 0 if it has ended)."""
+    return _status_mb(pid, "VmHWM")

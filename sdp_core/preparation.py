@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import time
 from dataclasses import dataclass
 
@@ -97,16 +98,30 @@ def public_records(cfg: TrialConfig) -> list[Record]:
     raise UserError("tokenizer.corpus public needs tokenizer.public_path (a file of public text)")
 
 
+def tokenizer_sample(records: int, cfg: TrialConfig) -> list[int]:
+    """The indices, in order, of the records of a corpus of `records` the BPE learns from: `tokenizer.train_records`
+    of them drawn by the data seed (`random.Random(data.seed).sample`), or all of them."""
+    limit = cfg.tokenizer.train_records
+    if limit is None or records <= limit:
+        return list(range(records))
+    return sorted(random.Random(cfg.data.seed).sample(range(records), limit))
+
+
 def build_tokenizer(cfg: TrialConfig, train: list[Record], train_spans: list[list[Span]], policy: Policy
                     ) -> PreTrainedTokenizerFast:
     """A pretrained tokenizer, or a BPE trained (once per text, `cached_bpe_tokenizer`) on text with every known
-    secret redacted: the training text (`tokenizer.corpus: training`) or public text (`public`)."""
+    secret redacted: the training text (`tokenizer.corpus: training`) or public text (`public`), or the seeded
+    sample of it that `tokenizer.train_records` allows (`tokenizer_sample`)."""
     if cfg.tokenizer.kind == "pretrained":
         assert cfg.tokenizer.name_or_path is not None, "validated: a pretrained tokenizer is named"
         return load_pretrained_tokenizer(cfg.tokenizer.name_or_path)
     if cfg.tokenizer.corpus == "public":
-        train = public_records(cfg)
+        public = public_records(cfg)
+        train = [public[i] for i in tokenizer_sample(len(public), cfg)]
         train_spans = detect_records(train, policy)
+    else:
+        sample = tokenizer_sample(len(train), cfg)
+        train, train_spans = [train[i] for i in sample], [train_spans[i] for i in sample]
     clean = [redact(r.text, _known_secrets(r, s)) for r, s in zip(train, train_spans)]
     return cached_bpe_tokenizer(clean, cfg.tokenizer.vocab_size)
 

@@ -30,7 +30,7 @@ from sdp_core.io import atomic_write_json
 from sdp_core.learning import noise_to_signal, validation_loss
 from sdp_core.mechanisms import MechanismPlan, TrialData, get_mechanism
 from sdp_core.mechanisms.base import tokens_per_unit
-from sdp_core.metrics import utility_metrics
+from sdp_core.metrics import evaluation_rows, utility_metrics
 from sdp_core.models import build_model, parameter_counts
 from sdp_core.models.checkpoint import save_model
 from sdp_core.preparation import PreparedData, prepare_trial_data
@@ -111,10 +111,11 @@ ATTACK_METRICS = [("exposure", "exposure_mean", "exposure_mean"), ("exposure", "
                   ("empirical_epsilon", "epsilon_lower_bound_per_record", "empirical_epsilon_per_record")]
 
 
-def run_attacks(model, data: TrialData, canaries: tuple[Canaries, ...], cfg: TrialConfig) -> dict:
+def run_attacks(model, data: TrialData, canaries: tuple[Canaries, ...], cfg: TrialConfig, test: LMData) -> dict:
     """Canary exposure of each family with its rank test (`exposure`: `data.canaries.format`'s, flagged or missed
     as the policy treats it; `exposure_missed`: `missed_format`'s), the one-run ε lower bound from the first
-    family's inserted vs held-out canaries, and membership inference on gold secrets.
+    family's inserted vs held-out canaries, and membership inference on gold secrets (the test rows `test` the
+    non-members).
 
     Both attack a language model's token likelihoods; a classifier has none, so it gets no attacks.
     """
@@ -129,10 +130,10 @@ def run_attacks(model, data: TrialData, canaries: tuple[Canaries, ...], cfg: Tri
         out["empirical_epsilon"] = empirical_epsilon(out["exposure"]["exposures"], out["exposure"]["held_out_exposures"],
                                                      delta=p.delta, group_size=canaries[0].repeats)
     train = data.records.train[: ev.max_eval_records]
-    if ev.mia and all(r.spans is not None for r in train) and data.test.sensitive.any():
+    if ev.mia and all(r.spans is not None for r in train) and test.sensitive.any():
         members = encode([r.text for r in train], [list(r.spans or ()) for r in train], data.tokenizer, cfg.data.max_length,
                          on_long=cfg.data.on_long_records)
-        out["membership_inference"] = membership_inference(model, members, data.test)
+        out["membership_inference"] = membership_inference(model, members, test)
     model.train()
     return out
 
@@ -289,13 +290,16 @@ def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool
         on_plan(plan.ledger.to_dict())
     # A GPU when the trial has one (a sweep's `resources.gpu`); batches follow the model (train.loop.model_device).
     model = build_model(cfg.model, len(data.tokenizer), cfg.data.max_length).to(training_device())
-    untrained = validation_loss(utility_metrics(model, data.validation, "val"))  # what training must beat
+    # Every trial of a sweep evaluates on the same held-out records: drawn from its shared data by the data seed.
+    validation, test = (evaluation_rows(rows, cfg.evaluation.held_out_records, cfg.data.seed)
+                        for rows in (data.validation, data.test))
+    untrained = validation_loss(utility_metrics(model, validation, "val"))  # what training must beat
     with timed(timings, "train"):
-        phase_stats = train_phases(model, plan, cfg, data.validation, show_progress, on_step)
+        phase_stats = train_phases(model, plan, cfg, validation, show_progress, on_step)
     with timed(timings, "evaluate"):
-        metrics = {**utility_metrics(model, data.validation, "val"), **utility_metrics(model, data.test, "test")}
+        metrics = {**utility_metrics(model, validation, "val"), **utility_metrics(model, test, "test")}
     with timed(timings, "attacks"):
-        attacks = run_attacks(model, data, prepared.canaries, cfg)
+        attacks = run_attacks(model, data, prepared.canaries, cfg, test)
     timings["total"] = time.perf_counter() - start
     metrics.update(attack_metrics(attacks))
     metrics.update(compute_metrics(phase_stats, plan, timings, data.validation))

@@ -12,6 +12,7 @@ from sdp_core.config import parse_model
 from sdp_core.config.trial import TrialConfig
 from sdp_core.privacy import assert_no_bare_epsilon, epsilon_from_ledger
 from sdp_core.preparation import data_key, prepare_trial_data
+from sdp_core.text.encode import encode
 from sdp_core.trial import run_trial
 from tests.conftest import run_main, small_trial_dict
 
@@ -120,6 +121,29 @@ def test_tokenizer_vocabulary_holds_no_gold_secret():
     secret_only = {w.strip(".,") for s in secrets for w in s.split()} - public_words
     leaked = [t for t in vocab if len(t) >= 4 and (t in secrets or t in secret_only)]
     assert secrets and not leaked, f"{len(leaked)} vocabulary entries are secrets"
+
+
+def test_the_tokenizer_learns_from_the_seeded_sample_of_tokenizer_train_records_and_the_rows_follow_it():
+    """With more training records than `tokenizer.train_records`, the BPE is the one trained on exactly the records
+    `random.Random(data.seed).sample` draws, their known secrets redacted; with as many, it is the whole data's."""
+    import random
+
+    from sdp_core.text.redaction import redact
+    from sdp_core.text.tokenizer import train_bpe_tokenizer
+
+    prepare = lambda **tokenizer: prepare_trial_data(parse_model(TrialConfig, small_trial_dict(  # noqa: E731
+        data={"seed": 3}, tokenizer={"vocab_size": 400, **tokenizer}))).data
+    sampled, whole = prepare(train_records=60), prepare(train_records=200)
+    records, spans = whole.records.train, whole.train_spans
+    chosen = sorted(random.Random(3).sample(range(len(records)), 60))
+    texts = [redact(records[i].text, sorted({*spans[i], *(records[i].spans or ())})) for i in chosen]
+    assert sampled.tokenizer.get_vocab() == train_bpe_tokenizer(texts, 400).get_vocab()
+    assert sampled.tokenizer.get_vocab() != whole.tokenizer.get_vocab()
+    assert torch.equal(whole.train.input_ids, prepare(train_records=None).train.input_ids)
+    assert torch.equal(sampled.validation.input_ids,
+                       encode([r.text for r in sampled.records.validation],
+                              [list(r.spans or ()) for r in sampled.records.validation], sampled.tokenizer,
+                              128).input_ids)
 
 
 @pytest.mark.parametrize("args,problem", [
@@ -293,3 +317,33 @@ def test_an_epsilon_of_001_trial_is_flagged_its_noise_outweighing_its_signal():
     assert learned_nothing(metrics) and "LEARNED NOTHING" in result.summary_line()
     metrics["untrained_val_loss"] = None  # the noise alone flags it, whatever its loss
     assert "noise outweighs" in (learned_nothing(metrics) or "")
+
+
+def test_every_trial_of_a_sweep_evaluates_on_the_same_seeded_held_out_records(tmp_path, monkeypatch):
+    """Trials that differ in seed and mechanism share their data, so they evaluate every metric on the same
+    `evaluation.held_out_records` validation and test records."""
+    import sdp_core.trial
+    from sdp_core.sweep.prepare import prepare_shared
+
+    seen: list[tuple[str, frozenset]] = []
+    real = sdp_core.trial.utility_metrics
+
+    def spy(model, data, prefix):
+        seen.append((prefix, frozenset(data.record_index.tolist())))
+        return real(model, data, prefix)
+
+    monkeypatch.setattr(sdp_core.trial, "utility_metrics", spy)
+    cfgs = [parse_model(TrialConfig, small_trial_dict(seed=seed, mechanism={"name": name},
+                                                      evaluation={"held_out_records": 10},
+                                                      training={"max_steps": 2}))
+            for seed, name in ((0, "nodp"), (1, "dpsgd"))]
+    shared = prepare_shared(cfgs)
+    rows = [run_trial(cfg, prepared=shared[data_key(cfg)]) for cfg in cfgs]
+    by_split = {prefix: {records for p, records in seen if p == prefix} for prefix in ("val", "test")}
+    assert len(seen) == 6 and all(len(sets) == 1 for sets in by_split.values())  # one subset per split, all trials
+    (validation,), (test,) = by_split["val"], by_split["test"]
+    data = shared[data_key(cfgs[0])].data
+    assert len(validation) == len(test) == 10 < data.validation.records
+    assert validation <= set(data.validation.record_index.tolist()) and test <= set(data.test.record_index.tolist())
+    assert all(r.metrics["val_perplexity_ci_low"] < r.metrics["val_perplexity"] < r.metrics["val_perplexity_ci_high"]
+               for r in rows)

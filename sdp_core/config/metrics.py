@@ -2,7 +2,8 @@
 
 Sweep objectives and claims are checked against these names (`sdp-sweep validate`), and `docs/config.md` lists
 them. A trial's utility metrics depend on its task (`lm`: perplexities; `classification`: loss and accuracy), each
-measured on the validation (`val_`) and test (`test_`) splits; the attacks' metrics need canaries
+measured on the validation (`val_`) and test (`test_`) splits (a seeded subset of `evaluation.held_out_records`
+records of each) with its 95 % interval (`_ci_low`, `_ci_high`); the attacks' metrics need canaries
 (`data.canaries`, `evaluation.exposure`) or membership inference (`evaluation.mia`).
 """
 
@@ -31,6 +32,10 @@ _SPLIT_METRICS = {
                    "min"),
 }
 _SPLITS = {"val": "validation", "test": "test"}
+# Each split metric's 95 % interval over its held-out records (`sdp_core.metrics.ratio_interval`): `_ci_low`,
+# `_ci_high`, not the `_low`, `_high` the report compares trials with (`report.load.Trial.interval`), since every
+# trial is scored on the same records: the difference of two trials varies far less than either's interval says.
+_BOUNDS = {"ci_low": "lower", "ci_high": "upper"}
 # The rank test of inserted against held-out canaries (attacks.canaries.rank_test), beside the mean exposure.
 _RANK_METRICS = {
     "exposure_auc": Metric("AUC of inserted against held-out canaries' exposures (Mann-Whitney U / n1 n0; 0.5: "
@@ -44,6 +49,9 @@ _RANK_METRICS = {
 METRICS: dict[str, Metric] = {
     **{f"{prefix}_{name}": Metric(f"{split} split: {m.description}", m.direction, m.needs, m.task)
        for prefix, split in _SPLITS.items() for name, m in _SPLIT_METRICS.items()},
+    **{f"{prefix}_{name}_{bound}": Metric(f"{end} end of {prefix}_{name}'s 95 % interval (its held-out "
+                                          "records bootstrapped)", "none", m.needs, m.task)
+       for prefix in _SPLITS for name, m in _SPLIT_METRICS.items() for bound, end in _BOUNDS.items()},
     "epsilon": Metric("the ε the trial spent (its privacy report's formal bound; inf without DP)", "min"),
     "exposure_mean": Metric("mean exposure (bits) of the inserted canaries (Carlini et al. 2019)", "min",
                             "exposure", "lm"),
