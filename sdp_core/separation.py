@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from scipy.stats import mannwhitneyu
 
 from sdp_core.config.mechanism import MECHANISM_SETTINGS
-from sdp_core.config.sweep import Cell, SweepConfig, utility_objective
+from sdp_core.config.sweep import Cell, SweepConfig, sweep_number, trial_id, utility_objective
 from sdp_core.errors import ConfigError
 
 RANKING_ALPHA = 0.05
@@ -179,8 +179,6 @@ def sequential_looks(cfg: SweepConfig, outcomes: dict[str, float | None]) -> dic
     by `rank_mechanisms` at `look_level`; a family with no step passing is due n_{j+1}, until the cap. The looks are
     a function of the stored trials alone, so a resumed sweep finds itself in the same round."""
     level, mode = look_level(cfg), utility_objective(cfg.objectives).mode
-    from sdp_core.sweep.space import sweep_number, trial_id
-
     out = {}
     for key, cells in families(cfg).items():
         if len(cells) < 2:

@@ -14,7 +14,7 @@ from sdp_core.errors import ConfigError
 from sdp_core.separation import (RANKING_ALPHA, budget_line, look_level, rankings, reversed_pairs_allowed,
                                  sequential_looks, smallest_p_value)
 from sdp_core.sweep.preflight import resolve_sweep
-from sdp_core.sweep.space import sweep_number, trial_id
+from sdp_core.config.sweep import sweep_number, trial_id
 from tests.conftest import REPO, run_main
 
 

@@ -370,3 +370,13 @@ class SweepConfig(Strict):
         if unknown:
             raise ValueError(f"unknown mechanism {unknown[0]!r} (known: {', '.join(MECHANISM_SETTINGS)})")
         return v
+
+
+def sweep_number(sweep: SweepConfig, cell: Cell, number: int) -> int:
+    """The sweep's trial number of trial `number` in `cell`'s study: trials of the cells interleave."""
+    return number * len(sweep.cells) + sweep.cells.index(cell)
+
+
+def trial_id(number: int) -> str:
+    """The id of sweep trial `number` (n·M + i: trial n of mechanism i of M) in file names and tables: `trial_0007`."""
+    return f"trial_{number:04d}"

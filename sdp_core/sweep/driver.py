@@ -59,7 +59,8 @@ from sdp_core.errors import PrivacyError, UserError
 from sdp_core.logs import configure_logging
 from sdp_core.separation import due_trials
 from sdp_core.sweep.prepare import prepare_once
-from sdp_core.sweep.space import MECHANISM_PARAM, sample, sweep_number, trial_config_dict, trial_id
+from sdp_core.config.sweep import sweep_number, trial_id
+from sdp_core.sweep.space import MECHANISM_PARAM, sample, trial_config_dict
 from sdp_core.sweep.store import SweepStore
 from sdp_core.preparation import PreparedData, data_key
 from sdp_core.row import TrialRow

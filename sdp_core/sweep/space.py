@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sdp_core.config import MECHANISM_SETTINGS, apply_settings, parse_model
-from sdp_core.config.sweep import EPSILON_PARAM, Cell, Distribution, SearchSpace, SweepConfig
+from sdp_core.config.sweep import EPSILON_PARAM, Cell, Distribution, SearchSpace, SweepConfig, trial_id
 from sdp_core.config.trial import TrialConfig
 from sdp_core.errors import ConfigError
 
@@ -26,11 +26,6 @@ MECHANISM_PARAM = "mechanism.name"
 def mechanism_fields(mechanism: str) -> set[str]:
     """A registered mechanism's own settings: the `mechanism.<field>` paths a search space may sample for it."""
     return set(MECHANISM_SETTINGS[mechanism].model_fields) - {"name"}
-
-
-def trial_id(number: int) -> str:
-    """The id of sweep trial `number` (n·M + i: trial n of mechanism i of M) in file names and tables: `trial_0007`."""
-    return f"trial_{number:04d}"
 
 
 def applies_to(path: str, mechanism: str) -> bool:
@@ -47,11 +42,6 @@ def _suggest(trial: optuna.Trial, path: str, d: Distribution) -> Any:
     if d.type == "int":
         return trial.suggest_int(path, int(low), int(high))
     return trial.suggest_float(path, low, high, log=d.type == "loguniform")
-
-
-def sweep_number(sweep: SweepConfig, cell: Cell, number: int) -> int:
-    """The sweep's trial number of trial `number` in `cell`'s study: trials of the cells interleave."""
-    return number * len(sweep.cells) + sweep.cells.index(cell)
 
 
 def sample(trial: optuna.Trial, space: SearchSpace, cell: Cell, mechanisms: list[str]) -> dict[str, Any]:
