@@ -693,9 +693,12 @@ class BookKeeping:
         self.capturing = True
         self.handles = [m.register_forward_hook(self.keep) for m in self.layers]
 
+    @torch.compiler.disable
     def keep(self, module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
         """Forward hook: the layer's input and where its output's gradient arrives (a forward under no_grad or
-        `paused` keeps nothing). The edge is the output's own: a later in-place change of the output cannot move it."""
+        `paused` keeps nothing). The edge is the output's own: a later in-place change of the output cannot move it.
+        Under `torch.compile` the hook runs eagerly, on the real tensors at a graph break after the layer: traced,
+        it would keep a graph's intermediate, whose autograd edge does not exist outside the graph."""
         if self.capturing and output.requires_grad:
             a = inputs[0].detach()
             if output.dtype != a.dtype and a.is_floating_point() and self.layers[module] in AUTOCAST_MATMULS:
