@@ -157,6 +157,13 @@ def fp32_product(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return x.float() @ y.float()
 
 
+def product_format(x: torch.Tensor) -> torch.dtype:
+    """The format `fp32_product` reads x in: its own on a GPU's 16-bit tensor cores, fp32 elsewhere. A copy of x
+    scaled by a power of two for a Gram matrix (`power_of_two_scaled`: exact in either format) is made in this format
+    directly, so that a CPU makes no 16-bit copy for the product to upcast again."""
+    return x.dtype if x.is_cuda and x.dtype in (torch.bfloat16, torch.float16) else torch.float32
+
+
 def instantiation_product(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """x @ y for instantiated per-record gradients. On a GPU, `fp32_product`. On a CPU, bf16 operands are
     multiplied as bf16 (fp32 accumulation, the result rounded to bf16, as a bf16 step's weight gradients are) and the
@@ -385,8 +392,9 @@ def power_of_two_scaled(*xs: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch
     largest = torch.stack([torch.linalg.vector_norm(x.flatten(1), ord=math.inf, dim=1).float() for x in xs])
     bits = (largest.view(torch.int32) & EXPONENT_BITS).clamp(1 << 23, 253 << 23)
     inverses, scales = ((254 << 23) - bits).view(torch.float32), bits.view(torch.float32).double()
-    cast = {dtype: inverses.to(dtype) for dtype in {x.dtype for x in xs}}  # one cast per format, not per tensor
-    return ((x * cast[x.dtype][k].view(-1, *[1] * (x.dim() - 1)), scales[k]) for k, x in enumerate(xs))
+    # one cast per format, not per tensor; a bf16 x times an fp32 inverse is fp32 (on a CPU), exact as well
+    cast = {dtype: inverses.to(dtype) for dtype in {product_format(x) for x in xs}}
+    return ((x * cast[product_format(x)][k].view(-1, *[1] * (x.dim() - 1)), scales[k]) for k, x in enumerate(xs))
 
 
 def grams(*xs: torch.Tensor) -> Iterator[Gram]:
