@@ -44,6 +44,28 @@ def test_without_noise_the_step_is_opacus_division_by_b():
     assert torch.equal(ours, sums / BATCH)
 
 
+def test_sums_of_two_backwards_accumulate_as_opacus_accumulates_them():
+    """A clipped sum taken over without a copy (`GivenClippedSum`) still adds a second backward's sum to the first,
+    as Opacus' copying `accumulate` does."""
+    gen = torch.Generator().manual_seed(2)
+    first, second = ([torch.randn(shape, generator=gen) for shape in SHAPES] for _ in range(2))
+    results = []
+    for optimizer_class in (dp_optimizer_class("ghost", False), DPOptimizerFastGradientClipping):
+        params = [torch.nn.Parameter(torch.zeros(shape)) for shape in SHAPES]
+        optimizer = optimizer_class(torch.optim.SGD(params, lr=0.0), noise_multiplier=0.0, max_grad_norm=CLIP,
+                                    expected_batch_size=BATCH, loss_reduction="mean")
+        for p, s in zip(params, first):
+            p.grad = s.clone()
+        optimizer.accumulate()
+        for p, s in zip(params, second):
+            p.grad = s.clone()
+        optimizer.step()
+        results.append(torch.cat([p.grad.flatten() for p in params]))
+    ours, opacus = results
+    assert torch.equal(ours, opacus)
+    assert torch.allclose(ours, torch.cat([(a + b).flatten() for a, b in zip(first, second)]) / BATCH)
+
+
 def test_a_rank_other_than_zero_adds_no_noise():
     sums, grads = _noised(dp_optimizer_class("ghost", False), SIGMA, False, rank=1)
     assert torch.equal(grads, sums / BATCH)

@@ -117,6 +117,40 @@ def test_bk_empty_batch_is_the_same_noise_only_step():
     assert all(torch.equal(a, b) for a, b in zip(*results))
 
 
+def _two_dp_steps(compiled: bool) -> list[list[torch.Tensor]]:
+    """The gradients (Σ clipped)/B, σ = 0, of two bk steps of gpt2-tiny that train (lr 0.1), eager or compiled."""
+    torch.manual_seed(0)
+    model, data = build_gpt2("gpt2-tiny", None, VOCAB, 16, 0.0), _lm_data(8, 16)
+    if compiled:
+        model.compile()  # inductor, in place: bk's hooks stay on the layers
+    phase = Phase("dp", data, private=True, epochs=1, batch_size=8, sigmas=(0.0,), max_grad_norm=0.02)
+    step = DPStep(StepContext(model, torch.optim.SGD(model.parameters(), lr=0.1), "bk",
+                              torch.Generator().manual_seed(7)), phase)
+    grads = []
+    for _ in range(2):
+        step(data, 0.0)
+        grads.append([p.grad.clone() for p in step.optimizer.params])
+    step.close()
+    return grads
+
+
+@pytest.mark.slow  # inductor compiles the forward and backward graphs: about 30 s of CPU time, 50 s on a loaded machine
+def test_a_compiled_private_step_equals_the_eager_one():
+    """`torch.compile` of the model (inductor): bk's hooks run eagerly at graph breaks, and both steps' clipped sums
+    equal the eager steps' up to fp32 summation order (RTOL of the largest entry)."""
+    torch._dynamo.reset()
+    eager = _two_dp_steps(compiled=False)
+    try:
+        compiled = _two_dp_steps(compiled=True)
+        assert torch._dynamo.utils.counters["stats"]["unique_graphs"] > 0  # it did compile
+    finally:
+        torch._dynamo.reset()
+    for eager_step, compiled_step in zip(eager, compiled):
+        scale = max(float(g.abs().max()) for g in eager_step)
+        assert scale > 0
+        assert max(float((e - c).abs().max()) for e, c in zip(eager_step, compiled_step)) <= RTOL * scale
+
+
 def packed_private_slot(record_index: list[int] | None = None):
     """(data, its segment table, the first private segment of 4 rows packed longest first, a carried (h, c) state);
     row r a window of record `record_index[r]` (default: each row its own record)."""

@@ -157,6 +157,13 @@ def fp32_product(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return x.float() @ y.float()
 
 
+def product_format(x: torch.Tensor) -> torch.dtype:
+    """The format `fp32_product` reads x in: its own on a GPU's 16-bit tensor cores, fp32 elsewhere. A copy of x
+    scaled by a power of two for a Gram matrix (`power_of_two_scaled`: exact in either format) is made in this format
+    directly, so that a CPU makes no 16-bit copy for the product to upcast again."""
+    return x.dtype if x.is_cuda and x.dtype in (torch.bfloat16, torch.float16) else torch.float32
+
+
 def instantiation_product(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """x @ y for instantiated per-record gradients. On a GPU, `fp32_product`. On a CPU, bf16 operands are
     multiplied as bf16 (fp32 accumulation, the result rounded to bf16, as a bf16 step's weight gradients are) and the
@@ -197,10 +204,23 @@ class GramSums:
     rho: float  # rounding allowance per unit of D (`rounding_allowance`)
 
 
-def norm_bounds(bounds: list[torch.Tensor | GramSums]) -> tuple[torch.Tensor, torch.Tensor]:
+@dataclass(frozen=True)
+class GhostOperands:
+    """A ghost layer's a [B, T, d_in] and g [B, T, d_out] as its matmuls read them, and its rounding allowance per
+    unit of D (`weight_gradients`): what `ghost_norms` turns into `GramSums`, for all ghost layers at once."""
+
+    a: torch.Tensor
+    g: torch.Tensor
+    rho: float
+
+
+def norm_bounds(bounds: list[torch.Tensor | GramSums | GhostOperands]) -> tuple[torch.Tensor, torch.Tensor]:
     """(Σ_l ‖G_il‖² bounds [B], float64; the Gram forms' rounding allowances [L, B]) of a record's parameters: an
-    instantiated form's squared norms as they are, and every Gram form's bound (`GramSums`) in a few operations for
-    all of them, with the same float64 arithmetic as one at a time; the squares summed in the order given."""
+    instantiated form's squared norms as they are, every ghost layer's sums formed together (`ghost_norms`), and
+    every Gram form's bound (`GramSums`) in a few operations for all of them, with the same float64 arithmetic as one
+    at a time; the squares summed in the order given."""
+    ghosts = iter(ghost_norms([b for b in bounds if isinstance(b, GhostOperands)]))
+    bounds = [next(ghosts) if isinstance(b, GhostOperands) else b for b in bounds]
     grams = [b for b in bounds if isinstance(b, GramSums)]
     rows: list[torch.Tensor] = []
     rounding = torch.zeros(0)
@@ -222,7 +242,8 @@ class ParameterGradients:
     """One layer's share of a parameter's per-record gradients G_i, held in whichever form is cheapest.
 
     - `bound`: what `squared_norms` and `rounding` are formed from (`norm_bounds`, for all parameters at once): an
-      instantiated G_i's squared norms, or a Gram-matrix form's sums before its bounds are added (`GramSums`).
+      instantiated G_i's squared norms, a Gram-matrix form's sums before its bounds are added (`GramSums`), or a
+      ghost layer's operands, whose sums `ghost_norms` forms with every other ghost layer's.
     - `squared_norms` [B], float64: an upper bound on ‖G̃_i‖², where G̃_i is the gradient formed from the pieces as
       the matmuls read them: exact for an instantiated G_i, and for ghost norms the computed value plus a bound on
       its accumulation error (`ghost_norms`).
@@ -239,7 +260,7 @@ class ParameterGradients:
       sum of squares, can overflow, and `clip_factors` gives that record weight 0).
     """
 
-    bound: torch.Tensor | GramSums
+    bound: torch.Tensor | GramSums | GhostOperands
     clipped_sum: Callable[[torch.Tensor], torch.Tensor]
     per_record: Callable[[], torch.Tensor]
     pieces: list[torch.Tensor]
@@ -365,38 +386,48 @@ def power_of_two_scaled(*xs: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch
     below 2 (below `SCALED_MAX` if clamped), so no product of two of them overflows and only those ~2⁻¹²⁶ below the
     record's largest can underflow. Dividing by a power of two is exact in x's format except for an entry it makes
     subnormal (moved by less than `UNDERFLOW`); s_i and 1/s_i are assembled from exponent bits (2^e has the bits
-    (e + 127)·2²³, 2^−e the bits 254·2²³ minus those), so they are exact; the tensors' exponents are worked out
-    together, in four operations; each scaled copy is made when the iterator reaches it."""
+    (e + 127)·2²³, 2^−e the bits 254·2²³ minus those), so they are exact (and stay exact cast to bf16); the exponents
+    of all the tensors (every ghost layer's a and g) are worked out together, in a few operations; each scaled copy
+    is made when the iterator reaches it."""
     largest = torch.stack([torch.linalg.vector_norm(x.flatten(1), ord=math.inf, dim=1).float() for x in xs])
     bits = (largest.view(torch.int32) & EXPONENT_BITS).clamp(1 << 23, 253 << 23)
     inverses, scales = ((254 << 23) - bits).view(torch.float32), bits.view(torch.float32).double()
-    return ((x * inverse.to(x.dtype).view(-1, *[1] * (x.dim() - 1)), scale)
-            for x, inverse, scale in zip(xs, inverses, scales))
+    # one cast per format, not per tensor; a bf16 x times an fp32 inverse is fp32 (on a CPU), exact as well
+    cast = {dtype: inverses.to(dtype) for dtype in {product_format(x) for x in xs}}
+    return ((x * cast[product_format(x)][k].view(-1, *[1] * (x.dim() - 1)), scales[k]) for k, x in enumerate(xs))
 
 
-def grams(*xs: torch.Tensor) -> list[Gram]:
+def grams(*xs: torch.Tensor) -> Iterator[Gram]:
     """The Gram matrices of each x [B, T, d] scaled record by record by a power of two (`power_of_two_scaled`), formed
-    `GRAM_CHUNK` features per product and the partial products added in fp32. γ: each entry's rounding relative to
-    ‖x'_it‖‖x'_is‖ (Cauchy–Schwarz on γ_n's bound, n = k + ⌈d/k⌉ − 1). η: its underflow, absolute. Each of the d
-    products and fewer than 2d additions behind an entry may lose less than `UNDERFLOW`, and each product
-    (|x'| < `SCALED_MAX` = M) reads its two operands moved by less than 2·`UNDERFLOW` each (their scaling and a
-    flush): per feature less than (4M + 3)·`UNDERFLOW` beyond the relative rounding, which later
-    roundings grow by at most 1 + γ < 2: η = 2·(4M + 3)·d·`UNDERFLOW`."""
-    out = []
+    `GRAM_CHUNK` features per product and the partial products added in fp32, one x at a time as the iterator
+    reaches it. γ: each entry's rounding relative to ‖x'_it‖‖x'_is‖ (Cauchy–Schwarz on γ_n's bound,
+    n = k + ⌈d/k⌉ − 1). η: its underflow, absolute. Each of the d products and fewer than 2d additions behind an
+    entry may lose less than `UNDERFLOW`, and each product (|x'| < `SCALED_MAX` = M) reads its two operands moved by
+    less than 2·`UNDERFLOW` each (their scaling and a flush): per feature less than (4M + 3)·`UNDERFLOW` beyond the
+    relative rounding, which later roundings grow by at most 1 + γ < 2: η = 2·(4M + 3)·d·`UNDERFLOW`."""
     for scaled, scale in power_of_two_scaled(*xs):
         chunks = scaled.split(GRAM_CHUNK, dim=-1)
         matrix = fp32_product(chunks[0], chunks[0].transpose(1, 2))
         for chunk in chunks[1:]:
             matrix += fp32_product(chunk, chunk.transpose(1, 2))
         eta = 2 * (4 * SCALED_MAX + 3) * scaled.shape[-1] * UNDERFLOW
-        out.append(Gram(matrix, scale, gamma(chunks[0].shape[-1] + len(chunks) - 1), eta))
-    return out
+        yield Gram(matrix, scale, gamma(chunks[0].shape[-1] + len(chunks) - 1), eta)
 
 
-def ghost_norms(a: torch.Tensor, g: torch.Tensor, rho: float) -> GramSums:
-    """The sums behind upper bounds (`norm_bounds`; `rho`: the layer's rounding allowance per unit of D) on ‖G̃_i‖² = ‖Σ_t g̃_it ã_itᵀ‖² = Σ_{t,s} (ã_it·ã_is)(g̃_it·g̃_is) and on D_i = Σ_t ‖ã_it‖‖g̃_it‖,
-    for a [B, T, d_in] and g [B, T, d_out] as the matmuls read them (ã, g̃), without forming the d_out × d_in sums
-    (Li et al. 2022's ghost clipping): B·T²·(d_in + d_out) multiply-adds, in fp32 from 16-bit operands.
+GRAM_BATCH = 2**25
+"""Gram-matrix entries (a's and g's together, 128 MiB in fp32) whose sums `ghost_norms` forms in one batch of
+layers: a few operations per batch rather than per layer, and transient memory that does not grow with the model
+(gpt2-small at 32 × 256: 8 layers a batch; at batch 1, all 49)."""
+
+
+def ghost_norms(layers: list[GhostOperands]) -> list[GramSums]:
+    """The sums behind upper bounds (`norm_bounds`; ρ: each layer's rounding allowance per unit of D) on ‖G̃_i‖² = ‖Σ_t g̃_it ã_itᵀ‖² = Σ_{t,s} (ã_it·ã_is)(g̃_it·g̃_is) and on D_i = Σ_t ‖ã_it‖‖g̃_it‖,
+    for each layer's a [B, T, d_in] and g [B, T, d_out] as the matmuls read them (ã, g̃), without forming the
+    d_out × d_in sums (Li et al. 2022's ghost clipping): B·T²·(d_in + d_out) multiply-adds, in fp32 from 16-bit
+    operands. The layers go together: their power-of-two scales in one pass (`power_of_two_scaled`), their Gram
+    matrices one layer at a time, and the sums below for batches of layers whose Gram matrices have one shape
+    (`GRAM_BATCH`), which on a GPU saves launches and gives the same numbers as layer by layer (every entry is its
+    own record's and layer's).
 
     Each record's a and g are first scaled by powers of two (`grams`), exactly, and the norms scaled back in float64,
     so inputs near 1e-23 and output gradients near 1e17 neither underflow nor overflow the Gram matrices. Their
@@ -409,21 +440,41 @@ def ghost_norms(a: torch.Tensor, g: torch.Tensor, rho: float) -> GramSums:
     matrices' diagonals (‖a'_t‖² ≤ (computed + η_a)/(1 − γ_a), and √((x + η_a)(y + η_g)) ≤ √(xy) + δ with
     δ = √(2M²·(d_out·η_a + d_in·η_g) + η_a·η_g) for diagonals x ≤ 2M²·d_in, y ≤ 2M²·d_out), with its own fp32
     rounding covered."""
-    a_gram, g_gram = grams(a, g)
-    positions, d_in, d_out = a.shape[1], a.shape[2], g.shape[2]
-    gamma_a, gamma_g, eta_a, eta_g = a_gram.gamma, g_gram.gamma, a_gram.eta, g_gram.eta
-    diagonal = (a_gram.matrix.diagonal(dim1=1, dim2=2) * g_gram.matrix.diagonal(dim1=1, dim2=2)
-                ).sqrt().sum(1, dtype=torch.float64)
-    products = (a_gram.matrix * g_gram.matrix).sum((1, 2), dtype=torch.float64)
-    underflow = ((1 + 2 * ACCUMULATION_ROUNDOFF)
-                 * (SCALED_MAX**2 * positions**2 * ((1 + gamma_a) * d_in * eta_g + (1 + gamma_g) * d_out * eta_a)
-                    + positions**2 * eta_a * eta_g)
-                 + positions**2 * UNDERFLOW)
-    return GramSums(products, diagonal, a_gram.scale * g_gram.scale,
-                    slack=positions * math.sqrt(2 * SCALED_MAX**2 * (d_out * eta_a + d_in * eta_g) + eta_a * eta_g),
-                    factor=(1 + gamma(positions + 2)) / math.sqrt((1 - gamma_a) * (1 - gamma_g)),
-                    kappa=(1 + gamma_a) * (1 + gamma_g) * (1 + 2 * ACCUMULATION_ROUNDOFF) - 1,
-                    underflow=underflow, rho=rho)
+    out: list[GramSums] = []
+    with record_function("bk.ghost_norms"):
+        matrices = grams(*[x for layer in layers for x in (layer.a, layer.g)])
+        batch: list[tuple[GhostOperands, Gram, Gram]] = []
+        for k, layer in enumerate(layers):
+            batch.append((layer, next(matrices), next(matrices)))
+            following = layers[k + 1] if k + 1 < len(layers) else None
+            if (following is None or following.a.shape[:2] != layer.a.shape[:2]
+                    or 2 * (len(batch) + 1) * batch[0][1].matrix.numel() > GRAM_BATCH):
+                out += batch_gram_sums(batch)
+                batch = []
+    return out
+
+
+def batch_gram_sums(batch: list[tuple[GhostOperands, Gram, Gram]]) -> list[GramSums]:
+    """`ghost_norms`' sums and bound constants for layers whose Gram matrices have one shape, in a few operations."""
+    a_grams = torch.stack([a_gram.matrix for _, a_gram, _ in batch])  # [L, B, T, T]
+    g_grams = torch.stack([g_gram.matrix for _, _, g_gram in batch])
+    diagonals = (a_grams.diagonal(dim1=2, dim2=3) * g_grams.diagonal(dim1=2, dim2=3)).sqrt().sum(2, dtype=torch.float64)
+    products = (a_grams * g_grams).sum((2, 3), dtype=torch.float64)
+    scales = torch.stack([a_gram.scale for _, a_gram, _ in batch]) * torch.stack([g_gram.scale for _, _, g_gram in batch])
+    out = []
+    for (layer, a_gram, g_gram), product, diagonal, scale in zip(batch, products, diagonals, scales):
+        positions, d_in, d_out = layer.a.shape[1], layer.a.shape[2], layer.g.shape[2]
+        gamma_a, gamma_g, eta_a, eta_g = a_gram.gamma, g_gram.gamma, a_gram.eta, g_gram.eta
+        underflow = ((1 + 2 * ACCUMULATION_ROUNDOFF)
+                     * (SCALED_MAX**2 * positions**2 * ((1 + gamma_a) * d_in * eta_g + (1 + gamma_g) * d_out * eta_a)
+                        + positions**2 * eta_a * eta_g)
+                     + positions**2 * UNDERFLOW)
+        out.append(GramSums(product, diagonal, scale,
+                            slack=positions * math.sqrt(2 * SCALED_MAX**2 * (d_out * eta_a + d_in * eta_g) + eta_a * eta_g),
+                            factor=(1 + gamma(positions + 2)) / math.sqrt((1 - gamma_a) * (1 - gamma_g)),
+                            kappa=(1 + gamma_a) * (1 + gamma_g) * (1 + 2 * ACCUMULATION_ROUNDOFF) - 1,
+                            underflow=underflow, rho=layer.rho))
+    return out
 
 
 def rounding_allowance(norms: torch.Tensor, rounding: torch.Tensor) -> torch.Tensor:
@@ -469,8 +520,7 @@ def weight_gradients(a: torch.Tensor, g: torch.Tensor, transposed: bool) -> Para
     u_a, u_g = read_roundoff(a), read_roundoff(g)
     read = (1 + u_a) * (1 + u_g) - 1  # ‖G_i − G̃_i‖ ≤ read·D_i
     summed = (1 + scaled_roundoff(a if d_in <= d_out else g)) * (1 + u_a) * (1 + u_g) - 1
-    with record_function("bk.ghost_norms"):
-        return ParameterGradients(ghost_norms(a, g, read + summed), clipped_sum, per_record, pieces)
+    return ParameterGradients(GhostOperands(a, g, read + summed), clipped_sum, per_record, pieces)
 
 
 def affine(module: nn.Module, a: torch.Tensor, g: torch.Tensor, transposed: bool) -> LayerGradients:
@@ -651,9 +701,12 @@ class BookKeeping:
         self.capturing = True
         self.handles = [m.register_forward_hook(self.keep) for m in self.layers]
 
+    @torch.compiler.disable
     def keep(self, module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
         """Forward hook: the layer's input and where its output's gradient arrives (a forward under no_grad or
-        `paused` keeps nothing). The edge is the output's own: a later in-place change of the output cannot move it."""
+        `paused` keeps nothing). The edge is the output's own: a later in-place change of the output cannot move it.
+        Under `torch.compile` the hook runs eagerly, on the real tensors at a graph break after the layer: traced,
+        it would keep a graph's intermediate, whose autograd edge does not exist outside the graph."""
         if self.capturing and output.requires_grad:
             a = inputs[0].detach()
             if output.dtype != a.dtype and a.is_floating_point() and self.layers[module] in AUTOCAST_MATMULS:

@@ -13,6 +13,9 @@ arithmetic and their noise source, and launches it for many parameters at once:
 - the noise is added to the clipped sums with one `torch._foreach_add` per block, and every gradient is divided by
   B with one `torch._foreach_div_`.
 
+In ghost mode (book-keeping's clipped sum given in p.grad) `GivenClippedSum` also takes that sum over without
+Opacus' copy of every parameter's (`accumulate`).
+
 Under data parallelism only rank 0 adds noise, as in Opacus' distributed optimizers (the ranks' sums are then
 all-reduced by them).
 """
@@ -83,12 +86,28 @@ class MultiTensorNoise(DPOptimizer):
             torch._foreach_div_([p.grad for p in self.params], self.expected_batch_size * self.accumulated_iterations)
 
 
+class GivenClippedSum(DPOptimizer):
+    """Opacus' `DPOptimizerFastGradientClipping.accumulate` (the clipped sum given in p.grad becomes
+    `p.summed_grad`) without its copy of every parameter's sum: the clipping hands over a fresh sum each step, which
+    nothing else holds, and `add_noise` replaces p.grad by the noised sum (rank 0) or keeps the sum itself as it
+    (other ranks). Sums already accumulated (several backwards before a step) are added to with one multi-tensor
+    add. Placed before Opacus' ghost-mode DP optimizer class in a subclass's bases (`dp_optimizer_class`)."""
+
+    def accumulate(self) -> None:
+        accumulated = [p for p in self.params if p.summed_grad is not None]
+        if accumulated:
+            torch._foreach_add_([p.summed_grad for p in accumulated], [p.grad for p in accumulated])
+        for p in self.params:
+            if p.summed_grad is None:
+                p.summed_grad = p.grad
+
+
 @functools.cache
 def dp_optimizer_class(grad_sample_mode: str, distributed: bool) -> type[DPOptimizer]:
     """Opacus' flat-clipping DP optimizer for the clipping's `optimizer_mode` (hooks: per-sample gradients it clips
-    itself, with norms bounded from above by `clipping.BoundedNormClipping`; ghost: a clipped sum given in p.grad),
-    single worker or distributed, with `MultiTensorNoise`."""
+    itself, with norms bounded from above by `clipping.BoundedNormClipping`; ghost: a clipped sum given in p.grad,
+    taken without a copy by `GivenClippedSum`), single worker or distributed, with `MultiTensorNoise`."""
     opacus_class = get_optimizer_class(clipping="flat", distributed=distributed, grad_sample_mode=grad_sample_mode)
-    bounded = (BoundedNormClipping,) if grad_sample_mode == "hooks" else ()
-    subclass = type(f"MultiTensorNoise{opacus_class.__name__}", (MultiTensorNoise, *bounded, opacus_class), {})
+    clipping = BoundedNormClipping if grad_sample_mode == "hooks" else GivenClippedSum
+    subclass = type(f"MultiTensorNoise{opacus_class.__name__}", (MultiTensorNoise, clipping, opacus_class), {})
     return cast(type[DPOptimizer], subclass)
