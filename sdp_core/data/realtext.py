@@ -487,6 +487,19 @@ def build_translations(split: str, locale_dir: Path | None = LOCALE_DIR) -> list
 _COMMIT_HEAD = re.compile(r"^commit [0-9a-f]{40}\b", re.M)
 _AUTHOR = re.compile(r"^Author:[ \t]*(?P<who>.+)$", re.M)
 _TRAILER = re.compile(r"^[ \t]*(?P<key>[A-Z][A-Za-z]*(?:-[A-Za-z]+)*-by):[ \t]*(?P<who>\S.*?)[ \t]*$", re.M)
+_IDENTITY = re.compile(r"^(?P<name>.*?)[ \t]*<(?P<address>[^<>\s]+)>$")
+
+
+def _identity(who: str) -> dict[str, str]:
+    """Gold values of a git identity, `Name <address>` as git writes it: the name is taken verbatim, not as an RFC 5322
+    display name (git does not quote one such as `renovate[bot]`, which Python's `email.utils` parses differently from
+    one patch release to the next); anything else is read as an address list (`_addresses`)."""
+    m = _IDENTITY.match(who.strip())
+    if m is None:
+        return _addresses(who)
+    out = {m.group("address"): "email"} if is_address(m.group("address")) else {}
+    name = _untitled(m.group("name").strip().strip('"'))
+    return {**out, name: "name"} if out and is_person_name(name) else out
 
 
 def commit_drafts(log: str, max_chars: int = MAX_CHARS) -> Iterator[_Draft]:
@@ -499,10 +512,10 @@ def commit_drafts(log: str, max_chars: int = MAX_CHARS) -> Iterator[_Draft]:
     for i, start in enumerate(starts):
         commit = log[start : starts[i + 1] if i + 1 < len(starts) else len(log)].strip("\n")
         author = _AUTHOR.search(commit)
-        values = _addresses(author.group("who")) if author else {}
+        values = _identity(author.group("who")) if author else {}
         for m in _TRAILER.finditer(commit):
             who = m.group("who")
-            values.update(_addresses(who) if "@" in who else {who: "name"} if is_person_name(_untitled(who)) else {})
+            values.update(_identity(who) if "@" in who else {who: "name"} if is_person_name(_untitled(who)) else {})
         text = next(_chunks(commit.splitlines(), max_chars), "")
         yield _Draft("commit", commit.split(None, 2)[1], text, values)
 
