@@ -53,13 +53,12 @@ from ray.tune.search import Searcher
 
 from sdp_core.config import parse_model
 from sdp_core.config.loading import arm_trial_config, control_trial_config
-from sdp_core.config.sweep import CONTROL_TRIAL, ResourcesConfig, SearchSpace, SweepConfig
+from sdp_core.config.sweep import CONTROL_TRIAL, ResourcesConfig, SearchSpace, SweepConfig, sweep_number, trial_id
 from sdp_core.config.trial import TrialConfig
 from sdp_core.errors import PrivacyError, UserError
 from sdp_core.logs import configure_logging
 from sdp_core.separation import due_trials
 from sdp_core.sweep.prepare import prepare_once
-from sdp_core.config.sweep import sweep_number, trial_id
 from sdp_core.sweep.space import MECHANISM_PARAM, sample, trial_config_dict
 from sdp_core.sweep.store import SweepStore
 from sdp_core.preparation import PreparedData, data_key
