@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -190,17 +189,13 @@ def test_bad_override(case, tmp_path):
 
 @pytest.mark.parametrize("command", [["trial"], ["run", str(REPO / "sweeps" / "quickstart.yaml")]], ids=lambda c: c[0])
 def test_an_assignment_without_equals_fails_before_the_stack_loads(command, tmp_path):
-    """`--set training.epochs` is refused in well under 2 s: before torch, Ray or the accountants are imported."""
-    script = ("import sys, time; from sdp_core.cli import main; start = time.monotonic(); "
+    """`--set training.epochs` is refused before torch, Ray or the accountants are imported."""
+    script = ("import sys; from sdp_core.cli import main; "
               f"code = main({[*command, '--set', 'training.epochs', '--out', str(tmp_path / 'out')]!r}); "
-              "print(code, round(time.monotonic() - start, 3), "
-              "sorted(m for m in ('torch', 'ray', 'dp_accounting') if m in sys.modules))")
-    start = time.monotonic()
+              "print(code, sorted(m for m in ('torch', 'ray', 'dp_accounting') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
-    took = time.monotonic() - start
     assert proc.stdout.split()[0] == "2" and proc.stdout.strip().endswith("[]"), proc.stdout + proc.stderr
     assert proc.stderr.strip() == "error: --set expects key.path=value, got 'training.epochs'"
-    assert took < 2, took
 
 
 def test_validate_several_problems_one_line_each(tmp_path):

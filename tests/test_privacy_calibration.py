@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import dp_accounting
 import numpy as np
 import pytest
@@ -72,17 +70,16 @@ def test_pld_calibration_heterogeneous():
     assert [e.phase for e in schedule_events(shape, scale)] == ["p1", "p2"]
 
 
-@pytest.mark.parametrize("relation, budget", [("add_remove", 1.0), ("replace_one", 3.0)])
-def test_10000_step_heterogeneous_schedule_calibrates_fast_with_rdp(relation, budget):
-    # 100 distinct σ at each scale tried: hundreds of RDP curves (replace-one integrates every order, add/remove
-    # only the fractional ones).
+@pytest.mark.parametrize("relation, most_scales", [("add_remove", 6), ("replace_one", 8)])
+def test_10000_step_heterogeneous_schedule_calibrates_in_a_few_scales(relation, most_scales):
+    # 100 distinct σ per scale tried, each RDP curve computed once: the solver's cost is its number of scales tried
+    # (its speed in seconds is measured in benchmarks/calibration.py, not asserted here).
     rng = np.random.default_rng(0)
     shape = [(256 / 60000, 100, float(m)) for m in rng.uniform(0.7, 1.5, 100)]
     rdp_module.sampled_gaussian_rdp.cache_clear()  # cold: no curve computed yet
-    start = time.process_time()  # CPU time: the machine may be shared
     scale = calibrate_noise(shape, 3.0, 1e-5, "rdp", relation=relation)
-    elapsed = time.process_time() - start
-    assert elapsed < budget, f"calibration took {elapsed:.2f} s of CPU"
+    curves = rdp_module.sampled_gaussian_rdp.cache_info().misses
+    assert curves % 100 == 0 and curves <= most_scales * 100, f"{curves // 100} scales tried"
     assert 3.0 * (1 - 5e-3) <= get_accountant("rdp").epsilon(schedule_events(shape, scale), 1e-5, relation) <= 3.0
 
 
