@@ -9,6 +9,10 @@ STAMP := $(VENV)/.installed
 # handed out in collection order (tests/conftest.py puts the long ones first), not xdist's default of most tests
 # first, which left the long single-test files for the end.
 TEST_WORKERS ?= logical
+# Bytecode is written on first import and kept: where the environment sets PYTHONDONTWRITEBYTECODE (as some
+# containers do), every process (each Ray worker, each subprocess of a test) would compile torch, transformers and
+# Ray from source again, twice the suite's time with packages installed --no-compile.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: quickstart test lint bench findings clean
 
