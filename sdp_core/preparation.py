@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from transformers import PreTrainedTokenizerFast
 
+from sdp_core.config.detector import DetectorConfig
 from sdp_core.config.trial import TrialConfig
 from sdp_core.data.canaries import Canaries
 from sdp_core.data.classification import class_labels
@@ -192,22 +193,22 @@ def prepare_trial_data(cfg: TrialConfig) -> PreparedData:
              windows.records, windows.rows, L, windows.records_split, windows.windows_per_record_max,
              windows.tokens_dropped)
     reviewed = Labels.read(labels_path(cfg.data.path)) if cfg.data.source == "file" and cfg.data.path else None
-    detector = {**detector_summary(policy, splits, policy_spans, data, cfg.detector.policy, reviewed),
+    detector = {**detector_summary(policy, splits, policy_spans, data, cfg.detector, reviewed),
                 "windows": windows.to_dict(),
                 "data_seed": cfg.data.seed, "data_fingerprint": data_fingerprint(splits)}
     return PreparedData(data, canaries, detector, timings)
 
 
 def detector_summary(policy: Policy, splits: Splits, policy_spans: dict[str, list[list[Span]]], data: TrialData,
-                     policy_name: str, labels: Labels | None = None) -> dict:
+                     settings: DetectorConfig, labels: Labels | None = None) -> dict:
     """Counts and rates only: records per split, secrets detected in train, redacted fraction (of the training rows'
     tokens), the share of each split's non-space characters the policy masks (what Redacted, JFT's phase 1 and CRT's
     public set lose) beside the share gold spans cover, and recall per label with 95 % intervals where gold exists;
-    the types policy `policy_name` masks, masks without claiming them and leaves in the clear, where it
-    declares them; without gold, the recall
-    estimate per type; and recall on the records a person reviewed (`labels`, `sdp-sweep detect --review`)."""
+    the types the policy `settings` name masks, masks without claiming them and leaves in the clear, where it
+    declares them; without gold, the recall estimate per type (at most `settings.estimate_per_type` secrets each);
+    and recall on the records a person reviewed (`labels`, `sdp-sweep detect --review`)."""
     records, spans = splits.train, policy_spans["train"]
-    types = policy_types(policy_name)
+    types = policy_types(settings.policy)
     rate = lambda r: {"value": r.value, "low": r.low, "high": r.high, "n": r.n}  # noqa: E731
     parts = {name: getattr(splits, name) for name in ("train", "validation", "test")}
     summary = {"policy": policy.name, "policy_version": policy.version, "train_records": len(records),
@@ -224,9 +225,10 @@ def detector_summary(policy: Policy, splits: Splits, policy_spans: dict[str, lis
                        recall_per_label={k: rate(v.tokens) for k, v in ev.per_label.items()})
     elif records:  # no gold: the policy's recall per type, estimated by inserting secrets into copies of the data
         summary["recall_estimate"] = estimate_summary(records, policy,
-                                                      types=estimable_types(types.masks if types else None))
+                                                      types=estimable_types(types.masks if types else None),
+                                                      per_type=settings.estimate_per_type)
     if types:
-        summary["types"] = types.to_dict(policy_name)
+        summary["types"] = types.to_dict(settings.policy)
     if labels is not None:  # every split's reviewed records: the policy's recall on what a person labelled
         on_reviewed = review_recall([r for part in parts.values() for r in part],
                                     [s for name in parts for s in policy_spans[name]], labels)

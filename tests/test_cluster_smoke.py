@@ -29,7 +29,7 @@ def test_glue_roberta_sweep_runs_offline_from_local_folders(tmp_path):
                 "base.training.workers=1", "base.training.epochs=1", "base.training.max_steps=2",
                 "base.training.batch_size=16", f"search_space={TINY_SPACE}", "mechanisms=[dpsgd, jft]",
                 "trials_per_mechanism=1", "resources.cpu=1",
-                "resources.gpu=0", "report_interval=0"]
+                "resources.gpu=0", "report_interval=0", "base.detector.estimate_per_type=100"]
     result = run_cli("run", "sweeps/glue_roberta.yaml", "--out", str(out),
                      *[a for s in settings for a in ("--set", s)], timeout=300)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]

@@ -360,7 +360,7 @@ def test_data_without_gold_reports_the_recall_estimate_and_the_recall_on_reviewe
     data.write_text("".join(json.dumps({"text": r.text}) + "\n" for r in records))
     reviewed = records[:6]
     Labels({text_digest(r.text): r.spans for r in reviewed}, {}).write(labels_path(data))
-    policy = {"policy": "phone,order_number,tracking_number,email"}
+    policy = {"policy": "phone,order_number,tracking_number,email", "estimate_per_type": 200}
     prepared = prepare_trial_data(parse_model(TrialConfig, small_trial_dict(data={"source": "file", "path": str(data)},
                                                                             detector=policy)))
     review = prepared.detector["review"]
@@ -370,6 +370,7 @@ def test_data_without_gold_reports_the_recall_estimate_and_the_recall_on_reviewe
     assert review["per_type"]["name"]["k"] == 0 and review["per_type"]["phone"]["value"] == 1.0
     estimate = prepared.detector["recall_estimate"]["per_type"]
     assert estimate["email"]["value"] == 1.0 and estimate["name"]["value"] == 0.0 and estimate["name"]["warn"]
+    assert prepared.detector["recall_estimate"]["max_per_type"] == 200 and all(e["n"] <= 200 for e in estimate.values())
 
     sweep = write_synthetic_sweep(tmp_path / "sweep", 6)
     for f in (sweep / "trials").glob("*.json"):

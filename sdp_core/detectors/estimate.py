@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
+from sdp_core.config.detector import ESTIMATE_PER_TYPE
 from sdp_core.data.business import LOCALES, VALUES, _fakes, _person
 from sdp_core.data.records import Record, Span
 from sdp_core.detectors.base import Policy
@@ -35,7 +36,7 @@ from sdp_core.detectors.evaluation import Rate, _masked
 WARN_BELOW = 0.95
 HALF_WIDTH = 0.02  # the 95 % interval an estimate runs until: ±2 points
 ROUND = 100  # secrets per type per round: 100 found of 100 is already within ±0.0185
-PER_TYPE = 2_500  # at most, per type: the Wilson half-width is at most 0.02 at any recall from 2,401 secrets on
+PER_TYPE = ESTIMATE_PER_TYPE  # at most, per type, unless a trial's `detector.estimate_per_type` says otherwise
 METHOD = (f"insertion: seeded secrets of each type from 27 locales, put at a line start of copies of the data's "
           f"records, in rounds of {ROUND} per type until the 95 % interval is within ±{HALF_WIDTH}")
 # The estimated types, with the carriers a secret is put in (`{}` is the secret).
