@@ -21,9 +21,10 @@ first by a pass not counted, so both sides read it from the cache).
 (the file's detection on the cluster, then the rest of the preparation) in a driver process of its own connected to a
 Ray head started for the run, then two trials (`run_trial` on the prepared data, two steps each, in Ray tasks side by
 side), on this checkout and, with `--against DIR`, on DIR's. Every process of the run is sampled from /proc while it
-runs, its peak resident memory (VmHWM) kept, and named by what it ran: the driver, the preparation task, the
-detection actors, the trials, and the rest (Ray's own processes, Ray Data's read tasks). `--json FILE` writes one row
-per size and process kind, `{"size", "process", "peak_mb", "wall_s"}` (and `side`), wall time being what that kind
+runs, its peak resident memory (VmHWM) kept, and the largest of its own pages sampled (`RssAnon`: without the
+object store's shared memory it maps), and named by what it ran: the driver, the preparation task, the detection
+actors, the trials, and the rest (Ray's own processes, Ray Data's read tasks). `--json FILE` writes one row per size
+and process kind, `{"size", "process", "peak_mb", "private_mb", "wall_s"}` (and `side`), wall time being what that kind
 of process took (the driver: `prepare_once`; a kind of worker: from its first process seen to its last gone; a
 trial: the longer of the two), beside each trial's start-up (reading the prepared data) and evaluation seconds.
 
@@ -259,18 +260,19 @@ KINDS = {"_prepare_remotely": "preparation", "PolicyDetector": "detection", "_tr
 class Peaks:
     """Every process of some sessions (a Ray cluster's, started for the run) and of those named, sampled from /proc
     every `interval` s in a thread: each one's peak resident memory (VmHWM: the kernel's own high-water mark, so a
-    peak between two samples is not missed) and kind (`name`, else what its Ray worker log in `logs` says it ran,
+    peak between two samples is not missed), the largest of its own pages sampled (`RssAnon`: shared memory such as
+    the object store's, which VmHWM counts in every process that reads it, left out) and kind (`name`, else what its Ray worker log in `logs` says it ran,
     `KINDS`; `other` for the rest), and when it was first and last seen."""
 
     def __init__(self, sessions: list[int], logs: Path, interval: float = 0.2):
         # Here, not at the top: this file also runs on an earlier checkout's path (`in_checkout`), whose
         # benchmarks package may not have it.
-        from benchmarks.proctree import peak_rss_mb
+        from benchmarks.proctree import peak_rss_mb, private_mb
 
-        self.peak_rss_mb = peak_rss_mb
+        self.peak_rss_mb, self.private_mb = peak_rss_mb, private_mb
         self.sessions, self.logs, self.interval = sessions, logs, interval
         self.named: dict[int, str] = {}
-        self.seen: dict[int, dict] = {}  # pid -> {"kind", "peak_mb", "first", "last"}
+        self.seen: dict[int, dict] = {}  # pid -> {"kind", "peak_mb", "private_mb", "first", "last"}
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._sample, daemon=True)
 
@@ -303,24 +305,27 @@ class Peaks:
                 peak = self.peak_rss_mb(pid)
                 if not peak:
                     continue  # ended
-                entry = self.seen.setdefault(pid, {"kind": "other", "peak_mb": 0.0, "first": now})
+                entry = self.seen.setdefault(pid, {"kind": "other", "peak_mb": 0.0, "private_mb": 0.0, "first": now})
                 kind = self._kind(pid)
                 if entry["kind"] == "other" and kind != "other":  # a worker is named by the first task it ran
                     entry.update(kind=kind, first=now)
-                entry.update(peak_mb=max(entry["peak_mb"], peak), last=now)
+                entry.update(peak_mb=max(entry["peak_mb"], peak), last=now,
+                             private_mb=max(entry["private_mb"], self.private_mb(pid)))
 
     def take(self) -> dict[str, dict]:
-        """Per kind, since the last `take`: the largest peak of its processes and its wall time (first seen to last
-        seen); then forget the processes that have ended."""
+        """Per kind, since the last `take`: the largest peak of its processes (resident and private) and its wall
+        time (first seen to last seen); then forget the processes that have ended."""
         kinds: dict[str, dict] = {}
         for entry in self.seen.values():
-            k = kinds.setdefault(entry["kind"], {"peak_mb": 0.0, "first": entry["first"], "last": entry["last"]})
-            k.update(peak_mb=max(k["peak_mb"], entry["peak_mb"]), first=min(k["first"], entry["first"]),
-                     last=max(k["last"], entry["last"]))
+            k = kinds.setdefault(entry["kind"], {"peak_mb": 0.0, "private_mb": 0.0, "first": entry["first"],
+                                                 "last": entry["last"]})
+            k.update(peak_mb=max(k["peak_mb"], entry["peak_mb"]), private_mb=max(k["private_mb"], entry["private_mb"]),
+                     first=min(k["first"], entry["first"]), last=max(k["last"], entry["last"]))
         # Processes still alive (Ray's own) count from here for the next `take`: their peak is their lifetime's.
         self.seen = {pid: {**e, "first": e["last"]} for pid, e in self.seen.items() if self.peak_rss_mb(pid)}
         self.named.clear()
-        return {kind: {"peak_mb": v["peak_mb"], "wall_s": v["last"] - v["first"]} for kind, v in kinds.items()}
+        return {kind: {"peak_mb": v["peak_mb"], "private_mb": v["private_mb"], "wall_s": v["last"] - v["first"]}
+                for kind, v in kinds.items()}
 
 
 def side_by_side(sizes: list[int], against: Path | None, measure: Callable[[Path, Path], dict],
@@ -376,7 +381,9 @@ def sweep_prep_table(sizes: list[int], policy: str, max_length: int, against: Pa
                                   ["--policy", policy, "--max-length", str(max_length), "--address", address], peaks)
                 time.sleep(2 * peaks.interval)  # the last samples of the trials' workers
                 kinds = peaks.take()
-                kinds["driver"] = {"peak_mb": run["peak_mb"], "wall_s": run["wall_s"]}  # its own count: exact
+                # Its own count of its peak: exact; its private pages as sampled.
+                kinds["driver"] = {**kinds.get("driver", {"private_mb": 0.0}), "peak_mb": run["peak_mb"],
+                                   "wall_s": run["wall_s"]}
                 kinds["trial"]["wall_s"] = max(t["wall_s"] for t in run["trials"])
                 run["processes"] = kinds
                 return run
@@ -386,12 +393,13 @@ def sweep_prep_table(sizes: list[int], policy: str, max_length: int, against: Pa
                                                    address, "--trials", "0"]))
     finally:
         stop([head])
-    print(f"\n{'records':>9} {'side':>6} {'process':>12} {'peak MB':>8} {'wall s':>7}")
+    print(f"\n{'records':>9} {'side':>6} {'process':>12} {'peak MB':>8} {'private MB':>10} {'wall s':>7}")
     for r in rows:
         for kind, p in sorted(r["processes"].items()):
             processes.append({"size": r["size"], "side": r["side"], "process": kind, "peak_mb": round(p["peak_mb"]),
-                              "wall_s": round(p["wall_s"], 1)})
-            print(f"{r['size']:>9,} {r['side']:>6} {kind:>12} {p['peak_mb']:>8.0f} {p['wall_s']:>7.1f}")
+                              "private_mb": round(p["private_mb"]), "wall_s": round(p["wall_s"], 1)})
+            print(f"{r['size']:>9,} {r['side']:>6} {kind:>12} {p['peak_mb']:>8.0f} {p['private_mb']:>10.0f} "
+                  f"{p['wall_s']:>7.1f}")
     print(f"\n{'records':>9} {'side':>6} {'trial start-up s':>16} {'trial evaluation s':>18} {'val perplexity':>14} "
           f"{'95 % interval':>15}")
     for r in rows:

@@ -23,7 +23,7 @@ def descendants(pid: int) -> list[int]:
 
 
 def _status_mb(pid: int, key: str) -> float:
-    """A memory line (`VmRSS`, `VmHWM`) of one process's /proc status in MB (0 if it has ended)."""
+    """A memory line (`VmRSS`, `VmHWM`, `RssAnon`) of one process's /proc status in MB (0 if it has ended)."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith(f"{key}:"):
@@ -41,3 +41,9 @@ def rss_mb(pid: int) -> float:
 def peak_rss_mb(pid: int) -> float:
     """Peak resident memory of one process so far (the kernel's high-water mark; 0 if it has ended)."""
     return _status_mb(pid, "VmHWM")
+
+
+def private_mb(pid: int) -> float:
+    """Resident memory of one process's own (anonymous) pages, without the shared memory it maps (Ray's object
+    store) or its files (0 if it has ended)."""
+    return _status_mb(pid, "RssAnon")

@@ -21,11 +21,14 @@ Pickled (a sweep's prepared data in Ray's object store, a phase sent to Ray Trai
 compact numpy arrays (`pack`): token ids as they are, 0/1 weights and the secret mask as bytes, record indices as
 int32: about 4 bytes a token. Ray keeps numpy arrays zero-copy in its object store, so the arrays are stored once per
 node and every trial there reads them from shared memory; unpickling gives back the same tensors, dtypes included,
-in the trial's own memory.
+and a tensor whose dtype its array already has (the dataset's compact [N, T] rows) is a view of that memory, not a
+copy: what a trial holds of the rows does not grow with them. Those tensors are never written in place: a mechanism
+that changes weights makes new ones (`with_weights`), a batch is a copy (`subset`, `to`).
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -104,11 +107,22 @@ def pack(t: torch.Tensor) -> np.ndarray:
 
 
 def _unpack(arrays: tuple[np.ndarray | None, ...], dtypes: tuple[str | None, ...]) -> LMData:
-    """`LMData.__reduce__`'s inverse: tensors of the original dtypes, in memory of their own (Ray hands out its
-    arrays read-only)."""
-    tensors = [torch.from_numpy(np.array(a)).to(getattr(torch, d)) if a is not None and d is not None else None
-               for a, d in zip(arrays, dtypes)]
-    return LMData(*tensors)
+    """`LMData.__reduce__`'s inverse: tensors of the original dtypes, over the arrays' own memory wherever the
+    array already has that dtype (the dataset's compact rows: in Ray, the object store's shared memory), else
+    converted (a copy: the [N] record indices, a batch's widened ids and weights)."""
+    return LMData(*(_tensor(a, getattr(torch, d)) if a is not None and d is not None else None
+                    for a, d in zip(arrays, dtypes)))
+
+
+def _tensor(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+    """`a` as a tensor of `dtype`: a view of `a`'s memory when it has that dtype, else a converted copy."""
+    with warnings.catch_warnings():
+        # Ray hands out its arrays read-only, and torch warns that a tensor over them could be written. Safe: no
+        # code writes a dataset's tensors in place (tests/test_tensors.py checks a trial leaves them unchanged),
+        # and a copy would put every row in each trial's own memory.
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable", category=UserWarning)
+        t = torch.from_numpy(a)
+    return t if t.dtype == dtype else t.to(dtype)
 
 
 def record_groups(record_index: torch.Tensor) -> torch.Tensor:
