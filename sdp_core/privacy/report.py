@@ -65,8 +65,9 @@ REQUIRED_WITH_EPSILON = ("delta", "notion", "accountant", "neighbouring")
 EVALUATION_NOT_COVERED = {
     "membership_inference": "membership-inference statistics (AUC, best accuracy, member loss, group statistics): "
                             "computed without noise on training records' secrets, released as evaluation outputs",
-    "held_out": "utility metrics of the held-out validation and test records (perplexity, accuracy): no trial trains "
-                "on them and ε does not protect them; the search and early stopping read them",
+    "held_out": "utility metrics of the held-out validation and test records (perplexity, accuracy and their 95 % "
+                "intervals): no trial trains on them and ε does not protect them; the search and early stopping read "
+                "them",
 }
 """What a trial's evaluation releases beside its model that its ε does not cover, by what computes it."""
 
