@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from peft import PeftModel
 from torch import nn
 from transformers import GPT2LMHeadModel, PreTrainedTokenizerFast, RobertaForSequenceClassification
 
@@ -71,6 +70,8 @@ def load_model(directory: str | Path) -> tuple[nn.Module, PreTrainedTokenizerFas
             with no_progress_bars():
                 inner = HF_CLASSES[cfg.arch].from_pretrained(directory)
             if cfg.adapter is not None and not cfg.adapter.merge:
+                from peft import PeftModel  # only a LoRA model saved apart from its base reads it: 0.5 s to import
+
                 inner = PeftModel.from_pretrained(inner, directory / ADAPTER).merge_and_unload()
             model = (GPT2LM(inner) if cfg.arch == "gpt2" else RobertaClassifier(inner, inner.config.pad_token_id))
     except (OSError, ValueError) as e:
