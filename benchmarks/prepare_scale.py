@@ -223,8 +223,9 @@ def sweep_prep(path: Path, policy: str, max_length: int, address: str, trials: i
 
 def _trial_task(trial: dict, prepared: object) -> dict:
     """One trial on the prepared data (what a sweep's trial does, without Tune): its start-up (the data in hand,
-    unpickled from the object store), evaluation and whole wall time. `prepared` arrives as the object's reference,
-    inside a list, so that its reading is timed here."""
+    unpickled from the object store), evaluation and whole wall time. `prepared` arrives as what `prepare_once` gave
+    for the setting, inside a list, so that its reading is timed here: a `SharedData` (the object every trial reads,
+    the records' reference beside it), or, in earlier checkouts, the one object's reference."""
     import ray
 
     from sdp_core.config import parse_model
@@ -232,7 +233,8 @@ def _trial_task(trial: dict, prepared: object) -> dict:
     from sdp_core.trial import run_trial
 
     start = time.perf_counter()
-    data = ray.get(prepared[0])  # type: ignore[index]
+    shared = prepared[0]  # type: ignore[index]
+    data = ray.get(shared) if isinstance(shared, ray.ObjectRef) else shared.get()
     startup = time.perf_counter() - start
     row = run_trial(parse_model(TrialConfig, trial), prepared=data)
     return {"startup_s": startup, "evaluate_s": row.timings["evaluate"], "wall_s": time.perf_counter() - start,

@@ -10,7 +10,8 @@ import json
 import logging
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from transformers import PreTrainedTokenizerFast
 
@@ -35,7 +36,22 @@ from sdp_core.text.encode import encode, encode_windows
 from sdp_core.text.redaction import redact
 from sdp_core.text.tokenizer import cached_bpe_tokenizer, load_pretrained_tokenizer
 
+if TYPE_CHECKING:
+    from ray import ObjectRef
+
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TrialRecords:
+    """Every split's records (their text and gold spans) and the policy's spans of each training record: the part
+    of a trial's data that is text, and grows with it (about 1.3 KB a clinic note). Only what reads the text itself
+    needs them (CRT's line units, JFT's missing rate from gold spans, membership inference past the sample kept
+    beside the rows); a sweep keeps them apart in Ray's object store (`PreparedData.apart`), and a trial of any
+    other mechanism never fetches them."""
+
+    splits: Splits
+    train_spans: list[list[Span]]  # policy spans of each training record
 
 
 @dataclass(frozen=True)
@@ -45,15 +61,35 @@ class TrialData:
     `train.sensitive` marks what the detector policy flags (the mechanism's notion of private);
     `train_redacted` is the policy-redacted text, where each sensitive run is one `<mask>` of weight 0.
     Validation and test mark gold spans where the data has them, else the policy's.
+    The records themselves (`fetch_records`) are in hand, or, in a sweep's trial, a reference into Ray's object store
+    fetched only when read; `train_records` and the first training records (`first_train_records`) are always here.
     """
 
-    records: Splits
-    train_spans: list[list[Span]]  # policy spans of each training record
+    records: TrialRecords | ObjectRef | None  # None: held apart (`PreparedData.apart`) and not given back
+    train_records: int  # N: how many training records (a record longer than a row is several rows)
     train: LMData
     train_redacted: LMData
     validation: LMData
     test: LMData
     tokenizer: PreTrainedTokenizerFast
+    first_train: tuple[Record, ...] = ()  # the first training records, kept beside the rows when the rest is apart
+
+    def fetch_records(self) -> TrialRecords:
+        """The records: in hand, or read from Ray's object store (a copy of all of them in this process)."""
+        if isinstance(self.records, TrialRecords):
+            return self.records
+        if self.records is None:
+            raise RuntimeError("the records were held apart from this data (PreparedData.apart) and not given back")
+        import ray  # only a sweep's trial holds a reference, and Ray is loaded there
+
+        return ray.get(self.records)
+
+    def first_train_records(self, n: int) -> list[Record]:
+        """The first `n` training records (membership inference's members): those kept beside the rows when they
+        are as many (`PreparedData.apart`), else fetched with the rest (`fetch_records`)."""
+        if len(self.first_train) >= min(n, self.train_records):
+            return list(self.first_train[:n])
+        return self.fetch_records().splits.train[:n]
 
 
 @dataclass(frozen=True)
@@ -64,6 +100,19 @@ class PreparedData:
     canaries: tuple[Canaries, ...]  # each family drawn and inserted (flagged, then missed), for the attacks
     detector: dict  # the policy, redacted share, recall where gold exists, windows, data seed and fingerprint
     timings: dict[str, float]  # seconds spent on data, detect, tokenize
+
+    def apart(self, first_train: int) -> tuple[PreparedData, TrialRecords]:
+        """This data without its records, keeping only the first `first_train` training records (the most any trial
+        reads as membership inference's members: `evaluation.max_eval_records`), and the records: what every trial
+        of a sweep reads, bounded whatever the data's size, and what only some do (`sweep.prepare.SharedData`)."""
+        records = self.data.fetch_records()
+        kept = tuple(records.splits.train[:first_train])
+        return replace(self, data=replace(self.data, records=None, first_train=kept)), records
+
+    def with_records(self, records: TrialRecords | ObjectRef) -> PreparedData:
+        """This data with its records given back (`apart`): the records themselves, or their reference in Ray's
+        object store, which `TrialData.fetch_records` reads only when a mechanism or an attack needs them."""
+        return replace(self, data=replace(self.data, records=records))
 
 
 def _canary_adjusted(spans: list[list[Span]], families: tuple[Canaries, ...]) -> list[list[Span]]:
@@ -177,8 +226,8 @@ def prepare_trial_data(cfg: TrialConfig) -> PreparedData:
     train, windows = encode_windows([r.text for r in splits.train], train_spans, tokenizer, L, labels["train"],
                                     keep_whole=whole, on_long=on_long)
     data = TrialData(
-        records=splits,
-        train_spans=train_spans,
+        records=TrialRecords(splits, train_spans),
+        train_records=len(splits.train),
         train=train,
         train_redacted=encode([redact(r.text, s) for r, s in zip(splits.train, train_spans)],
                               [[] for _ in splits.train], tokenizer, L, labels["train"], keep_whole=whole,

@@ -129,7 +129,7 @@ def run_attacks(model, data: TrialData, canaries: tuple[Canaries, ...], cfg: Tri
                                             limit=ev.exposure_limit)
         out["empirical_epsilon"] = empirical_epsilon(out["exposure"]["exposures"], out["exposure"]["held_out_exposures"],
                                                      delta=p.delta, group_size=canaries[0].repeats)
-    train = data.records.train[: ev.max_eval_records]
+    train = data.first_train_records(ev.max_eval_records) if ev.mia else []
     if ev.mia and all(r.spans is not None for r in train) and test.sensitive.any():
         members = encode([r.text for r in train], [list(r.spans or ()) for r in train], data.tokenizer, cfg.data.max_length,
                          on_long=cfg.data.on_long_records)
@@ -284,7 +284,7 @@ def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool
         timings = dict.fromkeys(prepared.timings, 0.0)
     data = prepared.data
     seed_everything(cfg.seed)  # after the data, which depends on data.seed alone, prepared here or not
-    warn_on_delta(cfg.privacy.delta, len(data.records.train))
+    warn_on_delta(cfg.privacy.delta, data.train_records)
     plan = get_mechanism(cfg.mechanism.name)(data, cfg)
     if on_plan is not None:
         on_plan(plan.ledger.to_dict())

@@ -14,7 +14,7 @@ from sdp_core.config.trial import TrialConfig
 from sdp_core.errors import PrivacyError
 from sdp_core.mechanisms import sdpsgd as S
 from sdp_core.mechanisms.base import calibrate
-from sdp_core.preparation import TrialData
+from sdp_core.preparation import TrialData, TrialRecords
 from sdp_core.models.lstm import LSTMLM
 from sdp_core.privacy import joint_noise_multiplier
 from sdp_core.tensors import LMData, per_record_loss
@@ -305,7 +305,7 @@ def test_end_to_end_on_customersim_spends_at_most_the_target_and_learns():
     cfg = TrialConfig(model={"arch": "lstm", "preset": "lstm-200"}, mechanism={"name": "sdpsgd"},
                       privacy={"target_epsilon": 8.0, "max_grad_norm": 1.0},
                       training={"batch_size": 20, "epochs": 2, "max_steps": 8, "learning_rate": 2e-2})
-    d = TrialData(Splits(records, [], []), spans, data, data, data, data, tokenizer)
+    d = TrialData(TrialRecords(Splits(records, [], []), spans), len(records), data, data, data, data, tokenizer)
     plan = S.sdpsgd(d, cfg)
     [phase] = plan.phases
     assert plan.ledger.notion == "SDP" and plan.details["private_steps_per_batch"] >= 3

@@ -92,10 +92,10 @@ def test_crt_trains_lines_in_their_records_and_public_steps_see_no_private_line(
     plan = MECHANISMS["crt"](d, _with(name="crt"))
     cfg = BASE.detector
     flags = get_policy(f"{cfg.policy},{cfg.conservative_policy}", cfg)
-    lines_in_order = [line for r in d.records.train for line in r.text.split("\n") if line.strip()]
+    lines_in_order = [line for r in d.fetch_records().splits.train for line in r.text.split("\n") if line.strip()]
     repeated = iter([bool(s) for s in duplicate_spans(lines_in_order)])
     expected_public, private_records = [], 0
-    for record in d.records.train:
+    for record in d.fetch_records().splits.train:
         lines = record.text.split("\n")
         flagged = [bool(s) for s in flags.detect(lines)]
         private = [bool(line.strip()) and (next(repeated) or f) for line, f in zip(lines, flagged)]
@@ -176,7 +176,7 @@ def _unmasked_secrets(texts, gold, detected) -> int:
 def _crt_misses(d, detector=BASE.detector) -> tuple[int, int, int]:
     """(secrets π leaves partly unmasked, secrets π and π_c together leave partly unmasked, secrets), counted on
     the gold spans of CRT's training lines."""
-    texts, pi, gold, _ = line_units(d.records.train, d.train_spans)
+    texts, pi, gold, _ = line_units(d.fetch_records().splits.train, d.fetch_records().train_spans)
     pi_c = detect_records(texts, get_policy(detector.conservative_policy, detector))
     return (_unmasked_secrets(texts, gold, pi), _unmasked_secrets(texts, gold, [a + b for a, b in zip(pi, pi_c)]),
             sum(map(len, gold)))
@@ -246,10 +246,11 @@ def test_jft_light_noise_is_an_estimate_beside_its_formal_bound(trial_data):
 
 def test_crt_with_no_private_records_is_a_clear_error(trial_data):
     from sdp_core.data.records import Record, Splits
+    from sdp_core.preparation import TrialRecords
 
     lines = ["SYS: hello there.", "USR: hi.", "SYS: how can I help?", "USR: just browsing."]
-    plain = Splits([Record(t) for t in lines], [], [])
-    d = type(trial_data)(**{**trial_data.__dict__, "records": plain, "train_spans": [[] for _ in range(4)]})
+    plain = TrialRecords(Splits([Record(t) for t in lines], [], []), [[] for _ in range(4)])
+    d = type(trial_data)(**{**trial_data.__dict__, "records": plain, "train_records": len(lines)})
     with pytest.raises(UserError, match="no private records"):
         MECHANISMS["crt"](d, _with(name="crt"))
 

@@ -113,18 +113,19 @@ def test_data_not_known_to_be_small_is_prepared_in_a_task_as_it_would_be_here(lo
     from sdp_core.sweep import prepare
     from tests.conftest import small_trial_dict
 
-    trial = small_trial_dict(data={"seed": 31})
+    trial = small_trial_dict(data={"seed": 31}, evaluation={"mia": True, "max_eval_records": 5})
     cfg = parse_model(TrialConfig, trial)
     expected = prepare.prepare_shared([cfg])[data_key(cfg)]  # the reference: the same preparation in this process
     monkeypatch.setattr(prepare, "IN_DRIVER_RECORDS", 0)  # 280 generated records: not known to be small now
     # In this process only: the task's worker imports the module afresh.
     monkeypatch.setattr(prepare, "prepare_trial_data", lambda cfg: pytest.fail("prepared in the driver"))
-    refs = prepare.prepare_once([trial], workers=2)
-    import ray
-
-    got = ray.get(refs[data_key(cfg)])
-    assert list(refs) == [data_key(cfg)] and got.detector == expected.detector and got.canaries == expected.canaries
-    assert got.data.records == expected.data.records and got.data.train_spans == expected.data.train_spans
+    shared = prepare.prepare_once([trial], workers=2)
+    got = shared[data_key(cfg)].get()
+    assert list(shared) == [data_key(cfg)] and got.detector == expected.detector and got.canaries == expected.canaries
+    # The records apart, read after the task's worker is done; beside the rows, the membership attack's members only
+    records = expected.data.fetch_records()
+    assert got.data.fetch_records() == records and got.data.train_records == len(records.splits.train)
+    assert got.data.first_train == tuple(records.splits.train[:5])
     for part in ("train", "train_redacted", "validation", "test"):
         a, b = getattr(got.data, part), getattr(expected.data, part)
         assert all(torch.equal(getattr(a, f), getattr(b, f)) for f in ("input_ids", "weights", "sensitive"))

@@ -51,7 +51,7 @@ def _neighbours(tmp_path: Path) -> tuple[Path, Path, str]:
     first = save_jsonl(records, tmp_path / "a" / "chats.jsonl")
     cfg = _config(first, {"name": "dpsgd"})
     prepared = prepare_trial_data(cfg)
-    train = {r.text for r in prepared.data.records.train}
+    train = {r.text for r in prepared.data.fetch_records().splits.train}
     i = next(i for i, r in enumerate(records) if r.text in train and len(r.spans or ()) == 3)
     span = next(s for s in records[i].spans or () if s.label == "tracking_number")
     old = records[i].text[span.start:span.end]

@@ -276,7 +276,7 @@ def test_the_detector_table_shows_each_splits_masked_share_beside_the_gold_share
 
     prepared = prepare_trial_data(parse_model(TrialConfig, small_trial_dict()))
     for split in ("train", "validation", "test"):
-        records = getattr(prepared.data.records, split)
+        records = getattr(prepared.data.fetch_records().splits, split)
         chars = sum(not c.isspace() for r in records for c in r.text)
         gold = sum(not r.text[i].isspace() for r in records for i in {i for s in r.spans for i in range(s.start, s.end)})
         assert prepared.detector["gold_char_share"][split]["value"] == pytest.approx(gold / chars)

@@ -85,19 +85,46 @@ def test_dp_noise_is_secret_while_the_seed_fixes_everything_else(dpsgd_result, t
 
 
 def test_a_trial_is_the_same_whether_it_prepared_the_data_or_was_given_the_sweeps(tmp_path):
-    """A sweep prepares each data setting once and hands it to its trials: that changes nothing a trial computes."""
-    from sdp_core.sweep.prepare import prepare_shared
+    """A sweep prepares each data setting once and hands it to its trials, its records apart: that changes nothing
+    a trial computes, membership inference included, and a No-DP trial never reads the records (not given back
+    here: reading them would fail)."""
+    from sdp_core.sweep.prepare import members_kept, prepare_shared
 
-    nodp = lambda seed: parse_model(TrialConfig, small_trial_dict(seed=seed, mechanism={"name": "nodp"}))  # noqa: E731
+    nodp = lambda seed: parse_model(TrialConfig, small_trial_dict(  # noqa: E731
+        seed=seed, mechanism={"name": "nodp"}, evaluation={"mia": True, "max_eval_records": 20}))
     fresh = run_trial(nodp(1), tmp_path / "fresh")
     shared = prepare_shared([nodp(0), nodp(1)])  # one data setting for both seeds
-    assert list(shared) == [data_key(nodp(1))]
-    run_trial(nodp(0), tmp_path / "other", prepared=shared[data_key(nodp(0))])
-    reused = run_trial(nodp(1), tmp_path / "reused", prepared=shared[data_key(nodp(1))])
+    key = data_key(nodp(1))
+    assert list(shared) == [key] and members_kept([nodp(0), nodp(1)], key) == 20
+    run_trial(nodp(0), tmp_path / "other", prepared=shared[key])
+    every, _ = shared[key].apart(20)
+    reused = run_trial(nodp(1), tmp_path / "reused", prepared=every)
     assert reused.timings["tokenize"] == 0.0 < fresh.timings["tokenize"]
     assert torch.equal(_weights(tmp_path / "fresh"), _weights(tmp_path / "reused"))
     untimed = lambda metrics: {k: v for k, v in metrics.items() if not k.endswith("_seconds")}  # noqa: E731
-    assert untimed(reused.metrics) == untimed(fresh.metrics)
+    assert "mia_auc" in fresh.metrics and untimed(reused.metrics) == untimed(fresh.metrics)
+
+
+def test_what_every_trial_of_a_sweep_reads_holds_no_record_text_past_the_membership_sample():
+    """The part of a setting's data every trial of a sweep unpickles (`PreparedData.apart`) does not grow with the
+    records' text: of the training records it holds the first `max_eval_records` alone, of the held-out ones none.
+    CRT reads every training record: it fails without them, and plans as on the data in hand once they are back."""
+    import pickle
+
+    from sdp_core.mechanisms import MECHANISMS
+
+    cfg = parse_model(TrialConfig, small_trial_dict(
+        mechanism={"name": "crt"}, detector={"conservative_policy": "phone,order_number,tracking_number,email"}))
+    prepared = prepare_trial_data(cfg)
+    every, records = prepared.apart(5)
+    payload = pickle.dumps(every, protocol=5, buffer_callback=[].append)  # as Ray stores it: the rows' arrays apart
+    inside = lambda r: r.text.encode() in payload  # noqa: E731
+    train, held_out = records.splits.train, [*records.splits.validation, *records.splits.test]
+    assert all(map(inside, train[:5])) and not any(map(inside, train[5:] + held_out))
+    assert every.data.train_records == len(train) == 200
+    with pytest.raises(RuntimeError, match="held apart"):
+        MECHANISMS["crt"](every.data, cfg)
+    assert MECHANISMS["crt"](every.with_records(records).data, cfg).details == MECHANISMS["crt"](prepared.data, cfg).details
 
 
 def test_trials_that_differ_only_in_what_preparation_does_not_read_share_their_data():
@@ -115,7 +142,7 @@ def test_tokenizer_vocabulary_holds_no_gold_secret():
     cfg = parse_model(TrialConfig, small_trial_dict(data={"n_train": 400}, tokenizer={"vocab_size": 2000}))
     data = prepare_trial_data(cfg).data
     vocab = {t.replace("Ġ", " ").strip() for t in data.tokenizer.get_vocab()}
-    records = data.records.train
+    records = data.fetch_records().splits.train
     secrets = {s for r in records for s in r.secrets()}
     public_words = {w for r in records for w in redact(r.text, r.spans).split()}
     secret_only = {w.strip(".,") for s in secrets for w in s.split()} - public_words
@@ -134,15 +161,15 @@ def test_the_tokenizer_learns_from_the_seeded_sample_of_tokenizer_train_records_
     prepare = lambda **tokenizer: prepare_trial_data(parse_model(TrialConfig, small_trial_dict(  # noqa: E731
         data={"seed": 3}, tokenizer={"vocab_size": 400, **tokenizer}))).data
     sampled, whole = prepare(train_records=60), prepare(train_records=200)
-    records, spans = whole.records.train, whole.train_spans
+    records, spans = whole.fetch_records().splits.train, whole.fetch_records().train_spans
     chosen = sorted(random.Random(3).sample(range(len(records)), 60))
     texts = [redact(records[i].text, sorted({*spans[i], *(records[i].spans or ())})) for i in chosen]
     assert sampled.tokenizer.get_vocab() == train_bpe_tokenizer(texts, 400).get_vocab()
     assert sampled.tokenizer.get_vocab() != whole.tokenizer.get_vocab()
     assert torch.equal(whole.train.input_ids, prepare(train_records=None).train.input_ids)
     assert torch.equal(sampled.validation.input_ids,
-                       encode([r.text for r in sampled.records.validation],
-                              [list(r.spans or ()) for r in sampled.records.validation], sampled.tokenizer,
+                       encode([r.text for r in sampled.fetch_records().splits.validation],
+                              [list(r.spans or ()) for r in sampled.fetch_records().splits.validation], sampled.tokenizer,
                               128).input_ids)
 
 
@@ -191,8 +218,9 @@ def test_trials_of_one_sweep_see_the_same_data_and_canaries():
     cfgs = [parse_model(TrialConfig, trial_config_dict(sweep, {}, n)) for n in (0, 1)]
     assert cfgs[0].seed != cfgs[1].seed
     (a, plan_a), (b, plan_b) = ((p.data, p.canaries) for p in map(prepare_trial_data, cfgs))
-    assert [r.text for r in a.records.validation] == [r.text for r in b.records.validation]
-    assert [r.text for r in a.records.train] == [r.text for r in b.records.train]
+    (ra, rb) = (a.fetch_records().splits, b.fetch_records().splits)
+    assert [r.text for r in ra.validation] == [r.text for r in rb.validation]
+    assert [r.text for r in ra.train] == [r.text for r in rb.train]
     assert plan_a == plan_b  # same canary values, same places
     assert torch.equal(a.validation.input_ids, b.validation.input_ids)  # one tokenizer, trained once
 
@@ -209,7 +237,7 @@ def test_dp_report_says_the_tokenizer_is_not_covered_unless_it_learns_from_publi
         assert covered == (not any("tokenizer" in c for c in caveats))
         if corpus == "public":  # learnt from other dialogs: no training secret in its vocabulary
             vocab = {t.replace("Ġ", " ").strip() for t in data.tokenizer.get_vocab()}
-            secrets = {s for r in data.records.train for s in r.secrets() if len(s) >= 4}
+            secrets = {s for r in data.fetch_records().splits.train for s in r.secrets() if len(s) >= 4}
             assert not vocab & secrets
 
 

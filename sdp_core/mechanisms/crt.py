@@ -90,7 +90,8 @@ def in_context(records: list[Record], lines: list[str], private: list[bool]) -> 
 def crt(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
     m = cfg.mechanism
     assert isinstance(m, CRTConfig)
-    texts, pi_spans, gold, _ = line_units(d.records.train, d.train_spans)
+    records = d.fetch_records()
+    texts, pi_spans, gold, _ = line_units(records.splits.train, records.train_spans)
     dups = duplicate_spans(texts) if m.dedup else [[] for _ in texts]
     conservative = get_policy(cfg.detector.conservative_policy, cfg.detector)
     pi_c_spans = detect_records(texts, conservative)
@@ -98,7 +99,7 @@ def crt(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
     private = [bool(s or c) or MASK in r for s, c, r in zip(pi_spans, pi_c_spans, redacted)]
     if not any(private):
         raise UserError("CRT found no private records (π and π_c flag nothing): use No-DP or a stronger policy")
-    pri, pub = in_context(d.records.train, redacted, private)
+    pri, pub = in_context(records.splits.train, redacted, private)
     rows = lambda texts: encode(texts, [[] for _ in texts], d.tokenizer, cfg.data.max_length,  # noqa: E731
                                 on_long=cfg.data.on_long_records)
     pri_data = rows(pri)

@@ -76,8 +76,9 @@ def estimated_missing_rate(d: TrialData, m: JFTConfig):
     """m̃ with its 95 % interval: from gold spans when the data has them, else from a marked sampling audit."""
     if m.audit_path:
         return missing_rate(read_audit(m.audit_path)), "sampling audit"
-    if all(r.spans is not None for r in d.records.train):
-        return evaluate(d.records.train, d.train_spans).missing_rate, "gold spans"
+    records = d.fetch_records()
+    if all(r.spans is not None for r in records.splits.train):
+        return evaluate(records.splits.train, records.train_spans).missing_rate, "gold spans"
     raise UserError("jft light_noise needs gold spans in the data or mechanism.audit_path (a marked sampling audit)")
 
 

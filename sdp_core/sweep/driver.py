@@ -43,7 +43,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import optuna
-import ray
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
@@ -58,10 +57,10 @@ from sdp_core.config.trial import TrialConfig
 from sdp_core.errors import PrivacyError, UserError
 from sdp_core.logs import configure_logging
 from sdp_core.separation import due_trials
-from sdp_core.sweep.prepare import prepare_once
+from sdp_core.sweep.prepare import SharedData, prepare_once
 from sdp_core.sweep.space import MECHANISM_PARAM, sample, trial_config_dict
 from sdp_core.sweep.store import SweepStore
-from sdp_core.preparation import PreparedData, data_key
+from sdp_core.preparation import data_key
 from sdp_core.row import TrialRow
 from sdp_core.trial import TrainingProgress, run_trial
 
@@ -134,7 +133,7 @@ def record_in_study(ot_trial: optuna.Trial, row: dict, objectives: list[str]) ->
 
 
 def sweep_trial(config: dict, report_interval: float = 0.0, early_stopping: bool = False,
-                models_dir: str | None = None, prepared: dict[str, ray.ObjectRef] | None = None) -> None:
+                models_dir: str | None = None, prepared: dict[str, SharedData] | None = None) -> None:
     """A Tune function trial: train one sampled config and report its row as the final result.
 
     While training it reports progress at most every `report_interval` seconds (a Tune round trip per optimizer
@@ -147,7 +146,8 @@ def sweep_trial(config: dict, report_interval: float = 0.0, early_stopping: bool
     DP noise is secret, so a trial cannot be re-trained to the same weights from its config. The ledger the trial
     calibrated (`run_trial`'s `on_plan`) is reported, as JSON, before its first private step, and goes into the row
     of a trial that fails after calibrating, so the sweep's cost charges it. `prepared` holds the sweep's prepared
-    data in Ray's object store by `data_key`; a trial whose setting is not there prepares its own.
+    data in Ray's object store by `data_key` (its records fetched only if the trial reads them, `SharedData`); a
+    trial whose setting is not there prepares its own.
     """
     configure_logging()  # the driver's -v, in this worker
     last: dict[str, Any] = {"step": 0, "val_loss": None, "time": time.monotonic()}
@@ -173,8 +173,8 @@ def sweep_trial(config: dict, report_interval: float = 0.0, early_stopping: bool
     try:
         cfg = parse_model(TrialConfig, config["trial"], config["trial_id"])
         out_dir = Path(models_dir) / config["trial_id"] if models_dir else None
-        ref = (prepared or {}).get(data_key(cfg))
-        data: PreparedData | None = ray.get(ref) if ref is not None else None
+        shared = (prepared or {}).get(data_key(cfg))
+        data = shared.get() if shared is not None else None
         row = run_trial(cfg, out_dir, on_step=on_step, on_plan=on_plan, prepared=data)
     except PrivacyError as e:
         row = TrialRow.stub(config, "infeasible", str(e), ledger=ledger)
@@ -420,7 +420,7 @@ def run_sweep(cfg: SweepConfig, space: SearchSpace | str | None, store: SweepSto
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     studies = open_studies(cfg, store)
     orphans = reconcile(cfg, studies, store)
-    prepared: dict[str, ray.ObjectRef] | None = None
+    prepared: dict[str, SharedData] | None = None
     for _ in cfg.looks:  # a round per look at most: each adds trials only to families its look left tied
         rows = store.rows()
         due = due_trials(cfg, rows)
@@ -482,7 +482,7 @@ class InterruptionNotes(logging.Filter):
 
 def tune_run(cfg: SweepConfig, store: SweepStore, search: TrialSearch,
              scheduler: TrialScheduler | None, num_samples: int, callbacks: list | None,
-             prepared: dict[str, ray.ObjectRef]) -> None:
+             prepared: dict[str, SharedData]) -> None:
     """One Tune run of `num_samples` trials chosen by `search`, each in its placement group (`trial_resources`) and
     reading its data from `prepared` (`prepare_once`); each attempt logs to its own `OUT/.tune/attempt-N`."""
     attempt = len(list(store.tune_dir.glob("attempt-*"))) if store.tune_dir.is_dir() else 0

@@ -6,6 +6,12 @@
       -> every setting's `PreparedData` in Ray's object store, made by that task and owned by the driver, which
          holds references only; the task's worker exits once it is done, and its memory with it.
 
+Each setting is two objects there (`SharedData`): what every trial reads (the rows, the tokenizer, counts and the
+first training records membership inference reads), whose size does not grow with the records' text, and the
+records themselves (`TrialRecords`), which only a trial whose mechanism reads text fetches (CRT, JFT's missing rate
+from gold spans). Both are yielded by the task, so the driver owns both: a reference the task put itself would keep
+its worker, and all its memory, alive for as long as the reference lives.
+
 The driver never holds the records, the tokenizer's training text or the rows, however large the data: what it
 holds through a sweep's preparation does not grow with the data. Its progress (detection's records and records/s)
 is the task's, relayed to the driver's display (`progress.relayed_progress`): a worker's own output does not reach
@@ -18,6 +24,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -30,7 +37,7 @@ from sdp_core.detectors import get_policy
 from sdp_core.errors import UserError
 from sdp_core.logs import configure_logging
 from sdp_core.mechanisms import get_mechanism
-from sdp_core.preparation import PreparedData, data_key, prepare_trial_data
+from sdp_core.preparation import PreparedData, TrialRecords, data_key, prepare_trial_data
 from sdp_core.progress import ProgressEvent, relayed_progress, replayed_progress
 from sdp_core.sweep.pipeline import FILE_MIN_BYTES, FileDetections, detect_file, file_source, ray_detection
 
@@ -41,6 +48,26 @@ it takes, and it keeps the driver small anyway."""
 
 RELAY_INTERVAL = 0.25
 """Seconds between the preparation task's progress messages to the driver (each is a small Ray object)."""
+
+
+@dataclass(frozen=True)
+class SharedData:
+    """A data setting's preparation in Ray's object store, as two objects (`PreparedData.apart`): what every trial
+    reads, and the records, which a trial fetches only when its mechanism or attack reads them."""
+
+    prepared: ray.ObjectRef  # PreparedData without its records
+    records: ray.ObjectRef  # TrialRecords
+
+    def get(self) -> PreparedData:
+        """The prepared data (its rows views of the object store's memory, `tensors`), its records by reference."""
+        return ray.get(self.prepared).with_records(self.records)
+
+
+def members_kept(trials: list[TrialConfig], key: str) -> int:
+    """How many of a setting's first training records its trials all read beside the rows: the most the membership
+    inference of any of its trials reads (`evaluation.max_eval_records`; none where no trial attacks)."""
+    return max((cfg.evaluation.max_eval_records for cfg in trials if cfg.evaluation.mia and data_key(cfg) == key),
+               default=0)
 
 
 def prepare_shared(trials: list[TrialConfig]) -> dict[str, PreparedData]:
@@ -91,9 +118,10 @@ def _merged(events: list[ProgressEvent]) -> list[ProgressEvent]:
 
 @ray.remote(num_cpus=0, max_calls=1, num_returns="streaming")
 def _prepare_remotely(trials: list[TrialConfig], workers: int | None, files: Sequence[FileDetections]
-                      ) -> Iterator[list[ProgressEvent] | tuple[str, ...] | PreparedData]:
+                      ) -> Iterator[list[ProgressEvent] | tuple[str, ...] | PreparedData | TrialRecords]:
     """`prepare_shared` in this task: yields lists of progress events while it works, then the keys of the settings
-    it prepared, then each setting's data in that order (objects the caller owns, so they outlive this worker)."""
+    it prepared, then each setting's data apart from its records and its records, in that order (objects the caller
+    owns, so they outlive this worker)."""
     configure_logging()  # the driver's -v, in this worker
     events: queue.Queue[ProgressEvent | None] = queue.Queue()
     outcome: dict[str, dict[str, PreparedData] | BaseException] = {}
@@ -125,13 +153,15 @@ def _prepare_remotely(trials: list[TrialConfig], workers: int | None, files: Seq
     prepared = outcome["prepared"]
     assert isinstance(prepared, dict)
     yield tuple(prepared)
-    for data in prepared.values():  # not `yield from`: Ray's generator protocol asks the iterator for `send`
-        yield data
+    for key, data in prepared.items():
+        every, records = data.apart(members_kept(trials, key))
+        yield every
+        yield records
 
 
-def prepare_once(trials: list[dict], workers: int | None) -> dict[str, ray.ObjectRef]:
+def prepare_once(trials: list[dict], workers: int | None) -> dict[str, SharedData]:
     """The trials' shared data by `data_key`, prepared once before they start and left in Ray's object store:
-    every trial, on any node, reads it from there instead of preparing it again.
+    every trial, on any node, reads it from there instead of preparing it again (`SharedData.get`).
 
     Detection runs on the cluster as a Ray Data pipeline (`sweep.pipeline`: at most `workers` one-CPU actors, by
     default as many as its CPUs allow); a data file is read as a Ray Dataset and its detections are kept as shards
@@ -151,7 +181,10 @@ def prepare_once(trials: list[dict], workers: int | None) -> dict[str, ray.Objec
             continue
     if all(known_small(cfg.data) for cfg in configs):
         with ray_detection(workers, list(files.values())):
-            prepared = {key: ray.put(data) for key, data in prepare_shared(configs).items()}
+            prepared = {}
+            for key, data in prepare_shared(configs).items():
+                every, records = data.apart(members_kept(configs, key))
+                prepared[key] = SharedData(ray.put(every), ray.put(records))
     else:
         prepared = _prepared_in_task(configs, workers, list(files.values()))
     print(f"data prepared in {time.perf_counter() - start:.0f} s; the trials start", flush=True)
@@ -159,7 +192,7 @@ def prepare_once(trials: list[dict], workers: int | None) -> dict[str, ray.Objec
 
 
 def _prepared_in_task(configs: list[TrialConfig], workers: int | None, files: list[FileDetections]
-                      ) -> dict[str, ray.ObjectRef]:
+                      ) -> dict[str, SharedData]:
     """`_prepare_remotely` on this node, its progress shown here; the references to what it prepared."""
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     refs = _prepare_remotely.options(scheduling_strategy=here).remote(configs, workers, files)
@@ -172,4 +205,4 @@ def _prepared_in_task(configs: list[TrialConfig], workers: int | None, files: li
                 break
             for event in message:
                 show(event)
-    return dict(zip(keys, refs))
+    return {key: SharedData(prepared=next(refs), records=next(refs)) for key in keys}
