@@ -9,6 +9,17 @@ second of theirs (the share of a core's work the pipeline adds, whatever else ru
 each with `--cpus` // 2 CPUs): how many records each node detected, and whether its shards equal the one-node run's,
 record for record.
 
+`--same-on-two-nodes` checks that a cluster's layout does not change what a trial gets, per size: `prepare_once`
+(detection on the cluster, then splits, canaries, tokenizer and rows in the preparation task) on a one-node Ray of
+`--cpus` CPUs and on a two-node Ray of half as many each, every run with an empty cache of its own (so both detect
+and train the tokenizer themselves), in a driver process of its own that digests what each data setting holds (40
+canaries inserted 10 times each): each split's records (text, gold spans, label, meta), the policy's spans of the
+training records, the first training records kept beside the rows, the canaries (their secrets and the records they
+went into), the tokenizer (`backend_tokenizer.to_str()`), every row array of every split (ids, weights, secret mask,
+record indices) and each entry of the detector's summary (but the seconds its recall estimate took). A table of the
+two runs' digests side by side, the records each node's detection actors detected (the pipeline's manifest), and a
+non-zero exit on any difference, or if detection did not run on both nodes.
+
 `--trial-data` measures instead what a sweep prepares after detection, per size: `prepare_trial_data` (splits,
 canaries, the tokenizer, the rows of every split) in a process of its own, its peak resident memory, wall time and
 the rows' bytes, on this checkout and, with `--against DIR`, on DIR's `sdp_core` side by side (detection cached
@@ -29,6 +40,7 @@ of process took (the driver: `prepare_once`; a kind of worker: from its first pr
 trial: the longer of the two), beside each trial's start-up (reading the prepared data) and evaluation seconds.
 
     python -m benchmarks.prepare_scale [--sizes 10000 100000] [--policy general] [--cpus 2]
+    python -m benchmarks.prepare_scale --same-on-two-nodes --sizes 10000 100000 [--policy identifier,phone,email]
     python -m benchmarks.prepare_scale --sizes 1000000 --policy identifier,phone,email --no-two-nodes   # 1 M
     python -m benchmarks.prepare_scale --trial-data --sizes 10000 100000 --policy identifier,phone,email \
         [--against /tmp/before]
@@ -40,6 +52,7 @@ trial: the longer of the two), beside each trial's start-up (reading the prepare
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import resource
@@ -51,8 +64,13 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Iterable
+
+if TYPE_CHECKING:  # this file also runs on an earlier checkout's path (`in_checkout`): nothing of it at run time
+    from sdp_core.data.records import Record
+    from sdp_core.sweep.prepare import SharedData
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / ".cache" / "bench" / "prepare_scale"
@@ -239,6 +257,110 @@ def _trial_task(trial: dict, prepared: object) -> dict:
     row = run_trial(parse_model(TrialConfig, trial), prepared=data)
     return {"startup_s": startup, "evaluate_s": row.timings["evaluate"], "wall_s": time.perf_counter() - start,
             **{k: row.metrics.get(k) for k in ("val_perplexity", "val_perplexity_ci_low", "val_perplexity_ci_high")}}
+
+
+def digest(*parts: object) -> str:
+    """A digest of `parts`: bytes as they are, anything else as its JSON (sorted keys; `repr` where JSON has no
+    form), each length-prefixed."""
+    h = hashlib.blake2b(digest_size=16)
+    for part in parts:
+        data = part if isinstance(part, bytes) else json.dumps(part, sort_keys=True, default=repr).encode()
+        h.update(len(data).to_bytes(8, "little") + data)
+    return h.hexdigest()
+
+
+def records_digest(records: Iterable[Record]) -> str:
+    """The records' text, gold spans, label and meta, in order."""
+    return digest([[r.text, None if r.spans is None else [(s.start, s.end, s.label) for s in r.spans], r.label, r.meta]
+                   for r in records])
+
+
+def untimed(summary: dict) -> dict:
+    """The detector's summary without the seconds its recall estimate took (`recall_estimate.cost.seconds`: a wall
+    time, which no two runs share)."""
+    estimate = summary.get("recall_estimate")
+    if estimate is None:
+        return summary
+    cost = {k: v for k, v in estimate["cost"].items() if k != "seconds"}
+    return {**summary, "recall_estimate": {**estimate, "cost": cost}}
+
+
+def setting_digests(shared: SharedData) -> dict[str, str]:
+    """Per item a trial of the setting reads (`SharedData`, fetched as a trial fetches it, records included), its
+    digest."""
+    prepared = shared.get()
+    data, records = prepared.data, prepared.data.fetch_records()
+    out = {f"records {name}": records_digest(getattr(records.splits, name)) for name in ("train", "validation", "test")}
+    out["policy spans of training records"] = digest([[(s.start, s.end, s.label) for s in spans]
+                                                      for spans in records.train_spans])
+    out["first training records"] = records_digest(data.first_train)
+    out["training records (count)"] = digest(data.train_records)
+    for family in prepared.canaries:
+        out[f"canaries {family.family}: secrets"] = digest(family.secrets, family.inserted)
+        out[f"canaries {family.family}: insertions"] = digest([(i.canary, i.record, i.span.start, i.span.end,
+                                                                i.span.label) for i in family.insertions])
+        out[f"canaries {family.family}: the rest"] = digest(repr(replace(family, secrets=(), insertions=())))
+    out["tokenizer"] = digest(data.tokenizer.backend_tokenizer.to_str())
+    for split in ("train", "train_redacted", "validation", "test"):
+        rows = getattr(data, split)
+        for array in ("input_ids", "weights", "sensitive", "record_index"):
+            t = getattr(rows, array).contiguous()
+            out[f"{split}.{array}"] = digest(str(t.dtype), list(t.shape), t.numpy().tobytes())
+    out |= {f"detector summary: {key}": digest(value) for key, value in untimed(prepared.detector).items()}
+    return out
+
+
+def same_drive(path: Path, policy: str, max_length: int, address: str) -> dict:
+    """In this process (started as `--same-drive`): `prepare_once` on the file, connected to the cluster at
+    `address`, with this run's cache (`$SDP_CACHE_DIR`, set by the caller); every data setting's digests
+    (`setting_digests`) and the records each node's detection actors detected (the pipeline's manifest)."""
+    import ray
+
+    from sdp_core.io import cache_root
+    from sdp_core.sweep.prepare import prepare_once
+
+    ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+    canaries = {"format": "My ID is {dddddd}", "count": 40, "repeats": 10}
+    trial = {"data": {"source": "file", "path": str(path), "max_length": max_length, "canaries": canaries},
+             "detector": {"policy": policy}}
+    start = time.perf_counter()
+    prepared = prepare_once([trial], None)
+    wall = time.perf_counter() - start
+    manifests = [json.loads(m.read_text()) for m in (cache_root() / "detections").glob("*.shards/manifest.json")]
+    return {"wall_s": wall, "nodes": [sorted(m["nodes"].values(), reverse=True) for m in manifests],
+            "settings": {key: setting_digests(shared) for key, shared in prepared.items()}}
+
+
+def same_on_two_nodes(sizes: list[int], policy: str, max_length: int, cpus: int, work: Path) -> bool:
+    """`prepare_once` per size on one node of `cpus` CPUs and on two of half as many each (a fresh cache each):
+    whether every digest is equal and detection ran on both nodes; a table of both."""
+    from sdp_core.io import CACHE_ENV
+
+    half = max(1, cpus // 2)
+    ok = True
+    for n in sizes:
+        path = notes_file(n)
+        runs = {}
+        for layout in ([cpus], [half, half]):
+            os.environ[CACHE_ENV] = str(work / f"cache-{n}-{len(layout)}-nodes")  # the nodes and the driver inherit it
+            args = ["--policy", policy, "--max-length", str(max_length)]
+            runs[len(layout)] = on_cluster(layout, work, lambda address: in_checkout(
+                REPO, "--same-drive", path, [*args, "--address", address]))
+        one, two = runs[1], runs[2]
+        print(f"\n{n:,} notes, policy {policy}: one node of {cpus} CPUs {one['wall_s']:.1f} s, two nodes of {half} "
+              f"{two['wall_s']:.1f} s; records each node's detection actors detected: one node {one['nodes']}, "
+              f"two nodes {two['nodes']}")
+        both = len(two["nodes"]) == 1 and len(two["nodes"][0]) == 2 and min(two["nodes"][0]) > 0
+        ok &= both and one["settings"].keys() == two["settings"].keys()
+        print(f"{'item':>44} {'one node':>12} {'two nodes':>12} {'equal':>5}")
+        for key, mine in one["settings"].items():
+            theirs = two["settings"].get(key, {})
+            for item in dict.fromkeys([*mine, *theirs]):
+                a, b = mine.get(item, "-"), theirs.get(item, "-")
+                ok &= a == b
+                print(f"{item:>44} {a[:12]:>12} {b[:12]:>12} {'yes' if a == b else 'NO':>5}")
+        print(f"detection ran on both nodes: {'yes' if both else 'NO'}", flush=True)
+    return ok
 
 
 def in_checkout(code: Path, flag: str, path: Path, args: list[str], peaks: "Peaks | None" = None) -> dict:
@@ -440,17 +562,23 @@ def tokenizer_sample_table(sizes: list[int], vocab_size: int) -> None:
         print(f"{n:>9,} {largest:>9,} {wall:>7.1f} {shared:>17.1%} {tokens:>22.1f}", flush=True)
 
 
-def cluster_run(path: Path, policy: str, cpus: list[int], cache: Path, work: Path) -> dict:
-    """Start a cluster of `cpus` nodes (a head, then the others joining it), detect the file, stop the cluster."""
+def on_cluster(cpus: list[int], work: Path, run: Callable[[str], dict]) -> dict:
+    """Start a cluster of `cpus` nodes (a head, then the others joining it), `run(its address)`, stop the cluster."""
     nodes = [ray_node(cpus[0], None, work / "ray.log")]
     try:
         address = nodes[0].address  # type: ignore[attr-defined]
         wait_for_cpus(address, cpus[0])
         nodes += [ray_node(c, address, work / "ray.log") for c in cpus[1:]]
         wait_for_cpus(address, sum(cpus))
-        return run_driver(path, policy, address, cache, sum(cpus), work / f"driver-{len(cpus)}-nodes.log")
+        return run(address)
     finally:
         stop(nodes)
+
+
+def cluster_run(path: Path, policy: str, cpus: list[int], cache: Path, work: Path) -> dict:
+    """Detect the file on a cluster of `cpus` nodes started for it."""
+    return on_cluster(cpus, work, lambda address: run_driver(path, policy, address, cache, sum(cpus),
+                                                             work / f"driver-{len(cpus)}-nodes.log"))
 
 
 def same_spans(a: str, b: str) -> bool:
@@ -468,11 +596,13 @@ def same_spans(a: str, b: str) -> bool:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
-    parser.add_argument("--policy", default="general")
+    parser.add_argument("--policy", help="the detector policy (general; identifier,phone,email with "
+                        "--same-on-two-nodes)")
     parser.add_argument("--cpus", type=int, default=2, help="CPUs of the one-node cluster (two nodes: half each)")
     parser.add_argument("--no-two-nodes", action="store_true")
     parser.add_argument("--trial-data", action="store_true", help="measure the preparation after detection")
-    parser.add_argument("--max-length", type=int, default=128, help="rows' length (--trial-data)")
+    parser.add_argument("--max-length", type=int, default=128, help="rows' length (--trial-data, --sweep-prep, "
+                        "--same-on-two-nodes)")
     parser.add_argument("--against", type=Path, help="an earlier checkout to compare with (--trial-data, --sweep-prep)")
     parser.add_argument("--drive", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--sweep-prep", action="store_true", help="measure the sweep driver through its preparation")
@@ -480,6 +610,9 @@ def main() -> None:
                         help="a BPE trained on a sample of each size against one on the largest")
     parser.add_argument("--vocab-size", type=int, default=4000, help="the BPE's vocabulary (--tokenizer-sample)")
     parser.add_argument("--json", type=Path, help="--sweep-prep: the rows per size and process kind to this file")
+    parser.add_argument("--same-on-two-nodes", action="store_true",
+                        help="what a trial gets, prepared on one node and on two, digest for digest")
+    parser.add_argument("--same-drive", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--trial-data-drive", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--sweep-prep-drive", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--address", help=argparse.SUPPRESS)
@@ -487,6 +620,10 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=2, help=argparse.SUPPRESS)
     parser.add_argument("--workers", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.policy = args.policy or ("identifier,phone,email" if args.same_on_two_nodes else "general")
+    if args.same_drive:
+        print(json.dumps(same_drive(args.same_drive, args.policy, args.max_length, args.address)))
+        return
     if args.drive:
         print(json.dumps(drive(args.drive, args.policy, args.address, args.cache, args.workers)))
         return
@@ -510,6 +647,10 @@ def main() -> None:
     token.write_text(secrets.token_hex(32))
     os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token))
     print(f"policy {args.policy}; logs and shards in {work}", flush=True)
+    if args.same_on_two_nodes:
+        if not same_on_two_nodes(args.sizes, args.policy, args.max_length, args.cpus, work):
+            raise SystemExit("two nodes prepared other data than one node, or detection did not run on both")
+        return
     if args.sweep_prep:
         sweep_prep_table(args.sizes, args.policy, args.max_length, args.against, args.cpus, work, args.json)
         return
