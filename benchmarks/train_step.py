@@ -19,10 +19,15 @@ per-record gradients, embedding norms, LayerNorm and biases, clipped sums, noise
 (kernel launches on a GPU, aten ops that move data on a CPU), in a table and as `parts_ops` in each `--json` row, so
 that a private step's launches can be driven down on a CPU and checked on a GPU.
 
+Each variant's process keeps freed host memory for its next step, as a trial's does (`training.keep_host_memory`);
+`--host-memory keep,system` times glibc's defaults beside it (each step's page faults are in the table: the work the
+kernel does for a step's fresh tensors, which the load of a shared machine does not change).
+
 Usage: python -m benchmarks.train_step --precision fp32,bf16 --shape gpt2-small,gpt2-medium,gpt2-large
        python -m benchmarks.train_step --shape gpt2-tiny --steps 5 --warmup 1 --profile     # CPU
        python -m benchmarks.train_step --before /tmp/old-checkout --variants "non-private,DP bk"
        python -m benchmarks.train_step --shape gpt2-tiny --variants "non-private,DP bk" --windows 1 4 1,1,2,8
+       python -m benchmarks.train_step --shape gpt2-tiny --variants "non-private,DP bk" --host-memory keep,system
 """
 
 from __future__ import annotations
@@ -139,7 +144,8 @@ def part_ops(profiler, gpu: bool) -> dict[str, int]:
 
 
 def measure_variant(variant: str, precision: str, preset: str, batch: int, length: int, vocab: int, steps: int,
-                    warmup: int, windows: list[int], profile: bool, threads: int | None, clock: str) -> dict:
+                    warmup: int, windows: list[int], profile: bool, threads: int | None, clock: str,
+                    host_memory: str) -> dict:
     import torch
 
     from sdp_core.config.model import ModelConfig
@@ -149,6 +155,10 @@ def measure_variant(variant: str, precision: str, preset: str, batch: int, lengt
     from sdp_core.train.precision import resolve_precision, use_tf32
 
     private, mode, lora, compiled, _ = VARIANTS[variant]
+    if host_memory == "keep":  # what a trial's training process sets (`training.keep_host_memory`)
+        from sdp_core.train.host_memory import keep_freed_host_memory
+
+        keep_freed_host_memory()
     if threads:
         torch.set_num_threads(threads)
     now = time.process_time if clock == "cpu" else time.perf_counter
@@ -188,14 +198,17 @@ def measure_variant(variant: str, precision: str, preset: str, batch: int, lengt
     fixed = data.subset(torch.arange(batch))  # a fixed batch: compare the step itself, not Poisson size noise
     for _ in range(warmup):
         step(fixed, 1.0)
-    times = []
+    times, faults = [], []
     for _ in range(steps):
         synchronize()
+        faulted = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         start = now()
         step(fixed, 1.0)
         synchronize()
         times.append(now() - start)
-    result = {"step_s": statistics.median(times), "peak_mb": peak_mb(), "device": str(device)}
+        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faulted)
+    result = {"step_s": statistics.median(times), "peak_mb": peak_mb(), "device": str(device),
+              "page_faults": statistics.median(faults)}
     result["step_extra_mb"] = result["peak_mb"] - base
     if profile:
         activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if gpu else [])
@@ -270,6 +283,9 @@ def main() -> None:
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: the process's CPU time per step, which other work on a shared CPU inflates less "
                              "(with --threads 1, the step's own work)")
+    parser.add_argument("--host-memory", default="keep",
+                        help="comma-separated, side by side: keep (freed host memory kept for the next step, as a "
+                             "trial's process sets it: training.keep_host_memory) or system (glibc's defaults)")
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args()
 
@@ -278,19 +294,22 @@ def main() -> None:
     gpu = torch.cuda.is_available()
     variants = args.variants.split(",")
     codes = {"before": args.before, "after": None} if args.before else {"": None}
+    host_memory = args.host_memory.split(",")
+    codes_memory = [(f"{label} {memory}".strip() if len(host_memory) > 1 else label, code, memory)
+                    for label, code in codes.items() for memory in host_memory]
     results: dict[tuple[str, str, str, str, str], dict] = {}
     for _ in range(args.rounds):
         for shape in args.shape.split(","):
             batch, length, vocab = SHAPES[shape]
             batch, length = args.batch or batch, args.length or length
             for precision in args.precision.split(","):
-                for (label, code), windows in itertools.product(codes.items(), args.windows):
+                for (label, code, memory), windows in itertools.product(codes_memory, args.windows):
                     groups = [variants] if gpu else [[v] for v in variants]  # a CPU's peak RSS is per process
                     for group in groups:
                         rows = run(code, group, precision, shape, batch, length, vocab, args.steps, args.warmup,
                                    [int(w) for w in windows.split(",")],
                                    args.profile,  # another checkout's code without the ranges leaves its parts blank
-                                   args.threads, args.clock)
+                                   args.threads, args.clock, memory)
                         for variant, r in zip(group, rows):
                             r.update(batch=batch, length=length, vocab=vocab)
                             key = (shape, precision, label, windows, variant)
@@ -315,17 +334,17 @@ def print_tables(results: dict[tuple[str, str, str, str, str], dict], args: argp
                         f"of {args.rounds} round(s), {device}, {args.threads or 'default'} thread(s); ratios to the "
                         "non-private step of the same shape, precision and code (LoRA DP bk: to LoRA non-private)")
     for col in ("shape", "batch x length", "precision", "code", "rows per record", "variant", "step (s)", "time ratio",
-                "peak memory (MB)", "peak ratio", "step memory (MB)", "step memory ratio"):
+                "peak memory (MB)", "peak ratio", "step memory (MB)", "step memory ratio", "page faults a step"):
         table.add_column(col, justify="right")
     for (shape, precision, code, windows, variant), r in results.items():
         cells = [shape, f"{r['batch']} x {r['length']}", precision, code, windows, variant]
         reference = results.get((shape, precision, code, windows, VARIANTS[variant][4]), {})
         if "error" in r:
-            table.add_row(*cells, r["error"], *[""] * 5)
+            table.add_row(*cells, r["error"], *[""] * 6)
             continue
         ratio = (lambda key: f"{r[key] / reference[key]:.2f}x" if reference.get(key) else "")  # noqa: E731
         table.add_row(*cells, f"{r['step_s']:.3f}", ratio("step_s"), f"{r['peak_mb']:.0f}", ratio("peak_mb"),
-                      f"{r['step_extra_mb']:.0f}", ratio("step_extra_mb"))
+                      f"{r['step_extra_mb']:.0f}", ratio("step_extra_mb"), f"{r['page_faults']:,.0f}")
     console.print(table)
     if not args.profile:
         return

@@ -38,7 +38,6 @@ from sdp_core.row import TrialRow
 from sdp_core.tensors import LMData, model_device, record_losses
 from sdp_core.text.encode import encode
 from sdp_core.train.loop import PhaseStats, StepSettings, make_optimizer, train_phase
-from sdp_core.train.precision import use_tf32
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +169,7 @@ def train_phases(model: torch.nn.Module, plan: MechanismPlan, cfg: TrialConfig, 
     t = cfg.training
     settings = StepSettings.from_config(t, cfg.privacy)
     optimizer = make_optimizer(model, t.optimizer, t.learning_rate, t.weight_decay)
-    use_tf32(model_device(model), settings.tf32)
+    settings.set_process_switches(model_device(model))
     done: list[PhaseStats] = []
     validation_loss = partial(held_out_loss, model, validation)
     with phase_progress(plan.phases, enabled=show_progress) as advance:

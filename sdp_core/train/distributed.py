@@ -33,7 +33,6 @@ from torch import nn
 from sdp_core.privacy import PrivacyLedger
 from sdp_core.tensors import model_device
 from sdp_core.train.loop import Phase, PhaseStats, StepSettings, ledger_key, train_phase
-from sdp_core.train.precision import use_tf32
 
 CPU_PER_WORKER = 0.5
 """Default CPUs a CPU worker asks for: fractional, so a 2-worker phase fits beside its Tune trial on 2 cores."""
@@ -71,7 +70,7 @@ def _train_rank(config: dict) -> tuple[dict, dict] | None:
     # rank can never take a batch the plan does not hold.
     plan = PrivacyLedger.from_dict(config["ledger"])
     settings: StepSettings = config["settings"]
-    use_tf32(model_device(model), settings.tf32)
+    settings.set_process_switches(model_device(model))
     stats = train_phase(model, config["optimizer_factory"](model), phase, plan, config["seed"], settings=settings,
                         rank=rank, world_size=world)
     if rank != 0:

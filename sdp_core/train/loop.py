@@ -44,7 +44,8 @@ from sdp_core.config.training import PrivacyConfig, TrainingConfig
 from sdp_core.tensors import LMData, model_device, record_groups, record_losses
 from sdp_core.train.clipping import CLIPPING
 from sdp_core.train.noise import dp_optimizer_class
-from sdp_core.train.precision import FP32, Precision, resolve_precision
+from sdp_core.train.host_memory import keep_freed_host_memory
+from sdp_core.train.precision import FP32, Precision, resolve_precision, use_tf32
 
 RANK_SEED_STRIDE = 1_000_003
 """With reproducible noise, rank r samples with seed `seed + r * stride`: a distinct stream per rank."""
@@ -69,23 +70,31 @@ class StepSettings:
     """How a trial's steps run, the same in every phase and on every rank: built once per trial (`from_config`).
 
     `precision` is the setting (`auto` included): each rank resolves it on its model's device
-    (`precision.resolve_precision`). `tf32` is a process-wide switch, which each training process (the trial's,
-    each Ray Train worker's) sets once with `precision.use_tf32`. The defaults are the loop's own, for a caller
-    without a config (a test, a benchmark): per-sample hooks, fp32, secret noise.
+    (`precision.resolve_precision`). `tf32` and `keep_host_memory` are process-wide switches, which each training
+    process (the trial's, each Ray Train worker's) sets once (`set_process_switches`). The defaults are the loop's
+    own, for a caller without a config (a test, a benchmark): per-sample hooks, fp32, secret noise.
     """
 
     grad_sample_mode: str = "hooks"  # how a private step clips (`clipping.CLIPPING`)
     precision: str = "fp32"  # `training.precision`
     loss_scale: float = 1024.0  # fp16: a private step's fixed loss scale
     tf32: bool = True
+    keep_host_memory: bool = True  # `host_memory.keep_freed_host_memory`
     reproducible_noise: bool = False  # debugging only: privacy randomness from the trial seed (`PrivacyRandomness`)
     secure_mode: bool = False  # Opacus' noise that resists floating-point attacks (`privacy.secure_mode`)
 
     @classmethod
     def from_config(cls, training: TrainingConfig, privacy: PrivacyConfig) -> StepSettings:
         return cls(grad_sample_mode=training.grad_sample_mode, precision=training.precision,
-                   loss_scale=training.loss_scale, tf32=training.tf32,
+                   loss_scale=training.loss_scale, tf32=training.tf32, keep_host_memory=training.keep_host_memory,
                    reproducible_noise=privacy.reproducible_noise, secure_mode=privacy.secure_mode)
+
+    def set_process_switches(self, device: torch.device) -> None:
+        """This process's switches for training on `device`: TF32 (`precision.use_tf32`) and freed host memory kept
+        for the next step (`host_memory.keep_freed_host_memory`)."""
+        use_tf32(device, self.tf32)
+        if self.keep_host_memory:
+            keep_freed_host_memory()
 
 
 # ------------------------------------------------------------------------------------------ randomness
