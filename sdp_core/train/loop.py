@@ -90,10 +90,11 @@ class StepSettings:
                    reproducible_noise=privacy.reproducible_noise, secure_mode=privacy.secure_mode)
 
     def set_process_switches(self, device: torch.device) -> None:
-        """This process's switches for training on `device`: TF32 (`precision.use_tf32`) and freed host memory kept
-        for the next step (`host_memory.keep_freed_host_memory`)."""
+        """This process's switches for training on `device`: TF32 (`precision.use_tf32`) and, for a CPU's steps,
+        freed host memory kept for the next step (`host_memory.keep_freed_host_memory`; a GPU's steps allocate on
+        the GPU, through torch's own caching allocator)."""
         use_tf32(device, self.tf32)
-        if self.keep_host_memory:
+        if self.keep_host_memory and device.type == "cpu":
             keep_freed_host_memory()
 
 
