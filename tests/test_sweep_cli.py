@@ -276,7 +276,7 @@ def test_a_report_is_rebuilt_from_the_stored_results_and_nothing_re_runs(resumed
     assert len(rows) == 4
     stored = {p: p.stat().st_mtime_ns for p in (sweep_dir / "trials").iterdir()}
 
-    result = run_cli("report", str(sweep_dir), "--out", str(tmp_path / "report"))
+    result = run_main("report", str(sweep_dir), "--out", str(tmp_path / "report"))  # in this process, as the resume
     assert result.returncode == 0, result.stderr
     out = tmp_path / "report"
     assert result.stdout.strip() == str(out / "index.html")
