@@ -14,7 +14,7 @@ from sdp_core.config import DataConfig
 from sdp_core.data.loaders import load_records
 from sdp_core.data.splits import load_splits
 from sdp_core.errors import DataError
-from tests.conftest import run_cli, run_main
+from tests.conftest import run_main
 
 
 def _dialogs(n: int) -> list[str]:
@@ -128,9 +128,9 @@ def test_a_trial_on_a_csv_states_records_per_split_secrets_redacted_share_and_mo
     path = tmp_path / "chats.csv"
     _write_table(path, ["id", "message"], [[i, d] for i, d in enumerate(_dialogs(60))])
     out = tmp_path / "out"
-    r = run_cli("trial", "--data", str(path), "--out", str(out), "--set", "detector.policy=order_number",
-                "--set", "tokenizer.vocab_size=300", "--set", "training.max_steps=2", "--set", "data.max_length=64",
-                "--set", "evaluation.exposure=false", "--set", "evaluation.mia=false", timeout=600)
+    r = run_main("trial", "--data", str(path), "--out", str(out), "--set", "detector.policy=order_number",
+                 "--set", "tokenizer.vocab_size=300", "--set", "training.max_steps=2", "--set", "data.max_length=64",
+                 "--set", "evaluation.exposure=false", "--set", "evaluation.mia=false")
     assert r.returncode == 0, r.stderr[-2000:]
     (line,) = [s for s in r.stdout.splitlines() if s.startswith("data: ")]
     saved = json.loads((out / "result.json").read_text())

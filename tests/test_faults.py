@@ -19,7 +19,8 @@ from benchmarks.proctree import descendants
 from sdp_core.config import parse_model
 from sdp_core.config.sweep import SweepConfig
 from sdp_core.errors import UserError
-from sdp_core.sweep.driver import MAX_RETRIES, GridSearch, run_sweep, write_row
+from sdp_core.sweep import driver
+from sdp_core.sweep.driver import GridSearch, run_sweep, write_row
 from sdp_core.sweep.store import SweepStore
 from tests.conftest import run_main, small_trial_dict
 
@@ -71,13 +72,18 @@ def local_ray():
 
 
 @pytest.mark.slow
-def test_killed_workers_are_retried_a_bounded_number_of_times_and_nothing_is_lost(local_ray, tmp_path):
+def test_killed_workers_are_retried_a_bounded_number_of_times_and_nothing_is_lost(local_ray, tmp_path, monkeypatch):
+    # A bound of one retry (the shipped bound is 2): each retry is a new trial actor importing the training stack
+    # (about 10 CPU-s); one is enough to tell a bounded retry from none (`once`) and from an unbounded one (`always`),
+    # and the bound the driver reads is the one in force, whatever its value.
+    retries = 1
+    monkeypatch.setattr(driver, "MAX_RETRIES", retries)
     cfg = grid({"once": {"set": {"training.learning_rate": 1e-3}}, "always": {"set": {"training.learning_rate": 3e-3}},
                 "fails": {"set": {"data.source": "file", "data.path": "/nonexistent/data.jsonl"}}, "after": {"set": {"training.max_steps": 2}}})
     store = SweepStore(tmp_path / "out")
     store.create(cfg)
     done, log = threading.Event(), []
-    watcher = threading.Thread(target=kill_workers, args=(store, {"once-s0": 1, "always-s0": MAX_RETRIES + 1}, done, log))
+    watcher = threading.Thread(target=kill_workers, args=(store, {"once-s0": 1, "always-s0": retries + 1}, done, log))
     watcher.start()
     try:
         rows = run_sweep(cfg, None, store)
@@ -85,7 +91,7 @@ def test_killed_workers_are_retried_a_bounded_number_of_times_and_nothing_is_los
         done.set()
         watcher.join()
 
-    assert log == ["once-s0"] + ["always-s0"] * (MAX_RETRIES + 1)
+    assert log == ["once-s0"] + ["always-s0"] * (retries + 1)
     assert sorted(rows) == ["after-s0", "always-s0", "fails-s0", "once-s0"]  # no trial lost
     assert rows["once-s0"]["state"] == "finished"  # killed once, retried from the start, finished
     assert rows["always-s0"]["state"] == "failed" and "worker died" in rows["always-s0"]["error"]

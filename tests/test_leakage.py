@@ -21,7 +21,8 @@ import pytest
 from sdp_core.config.loading import load_sweep_config
 from sdp_core.data.splits import splits_with_canaries
 from sdp_core.detectors.regex import _trie
-from tests.conftest import REPO, run_cli
+from sdp_core.logs import configure_logging
+from tests.conftest import REPO, run_cli, run_main
 
 pytestmark = pytest.mark.slow
 
@@ -81,8 +82,9 @@ def run_outputs(tmp_path_factory):
     (logs / "sweep.err").write_text(sweep.stderr)
     assert sweep.returncode == 0, sweep.stderr[-3000:]
     trial_sets = [a for s in SCALE if s.startswith("base.") for a in ("--set", s.removeprefix("base."))]
-    trial = run_cli("-vv", "trial", "--set", "mechanism.name=jft", *trial_sets, "--out", str(root / "trial"),
-                    cwd=root, timeout=600, env=env)
+    # In this process (the CLI's `main`, its output captured): a new interpreter would only import the stack again.
+    trial = run_main("-vv", "trial", "--set", "mechanism.name=jft", *trial_sets, "--out", str(root / "trial"), cwd=root)
+    configure_logging(0)  # back to the level every other test of this process runs at
     (logs / "trial.out").write_text(trial.stdout)
     (logs / "trial.err").write_text(trial.stderr)
     assert trial.returncode == 0, trial.stderr[-3000:]

@@ -22,7 +22,7 @@ from optuna.trial import TrialState
 from sdp_core.config.loading import load_sweep_config, load_trial_config
 from sdp_core.sweep.driver import open_studies
 from sdp_core.sweep.store import SweepStore
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, run_cli, run_main
 
 SMOKE = REPO / "sweeps" / "smoke.yaml"
 
@@ -103,7 +103,7 @@ def resumed_sweep(tmp_path_factory) -> tuple[Path, dict[str, str], subprocess.Co
         stop_session(proc.pid, signal.SIGKILL)  # the driver and the local Ray it started, as in a crash
         proc.wait()
     before = {p.name: p.read_text() for p in (out / "trials").glob("*.json")}
-    return out, before, run_cli("resume", str(out))
+    return out, before, run_main("resume", str(out))  # in this process: a new interpreter only imports the stack again
 
 
 @pytest.mark.slow
@@ -276,7 +276,7 @@ def test_a_report_is_rebuilt_from_the_stored_results_and_nothing_re_runs(resumed
     assert len(rows) == 4
     stored = {p: p.stat().st_mtime_ns for p in (sweep_dir / "trials").iterdir()}
 
-    result = run_cli("report", str(sweep_dir), "--out", str(tmp_path / "report"))
+    result = run_main("report", str(sweep_dir), "--out", str(tmp_path / "report"))  # in this process, as the resume
     assert result.returncode == 0, result.stderr
     out = tmp_path / "report"
     assert result.stdout.strip() == str(out / "index.html")

@@ -42,9 +42,10 @@ def test_sweep_file_trial_runs_end_to_end_and_its_model_loads(sweep_file, params
         counted = json.loads((tmp_path / "result.json").read_text())["model"]
         assert counted["trainable_parameters"] == lora_parameters(2, 128, 4)  # gpt2-tiny: 2 layers of width 128
         assert counted["trainable_share"] == counted["trainable_parameters"] / counted["parameters"] < 0.1
-    audit = run_main("audit", str(model_dir), "--canary", "My ID is {dddddd}", "--context", "USR: ",
-                     "--secret", "123456", "--json")
+    # Four digits: every one of the 10⁴ candidates is scored exactly through the saved model (10⁶: 5.5 CPU-s each)
+    audit = run_main("audit", str(model_dir), "--canary", "My ID is {dddd}", "--context", "USR: ",
+                     "--secret", "1234", "--json")
     assert audit.returncode == 0, audit.stderr
     scored = json.loads(audit.stdout)
-    assert scored["space_size"] == 10**6 and 1 <= scored["ranks"][0] <= 10**6
+    assert scored["space_size"] == 10**4 and 1 <= scored["ranks"][0] <= 10**4
     assert 0 <= scored["exposures"][0] <= scored["max_exposure"]
