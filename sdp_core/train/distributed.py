@@ -25,14 +25,14 @@ import tempfile
 import uuid
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import torch
-from torch import nn
+if TYPE_CHECKING:  # imported where they run: Ray Train's controller imports this module for `_train_rank` alone
+    import torch
+    from torch import nn
 
-from sdp_core.privacy import PrivacyLedger
-from sdp_core.tensors import model_device
-from sdp_core.train.loop import Phase, PhaseStats, StepSettings, ledger_key, train_phase
+    from sdp_core.privacy import PrivacyLedger
+    from sdp_core.train.loop import Phase, PhaseStats, StepSettings
 
 CPU_PER_WORKER = 0.5
 """Default CPUs a CPU worker asks for: fractional, so a 2-worker phase fits beside its Tune trial on 2 cores."""
@@ -57,11 +57,20 @@ def worker_resources(use_gpu: bool, cpu_per_worker: float) -> dict[str, float]:
 
 
 def _train_rank(config: dict) -> tuple[dict, dict] | None:
-    """One rank's share of the phase; rank 0 returns (model state, phase stats) as the train loop's value."""
+    """One rank's share of the phase; rank 0 returns (model state, phase stats) as the train loop's value.
+    `config["phase"]` is a reference to what `run_private_phase_distributed` put in Ray's object store (the model,
+    the phase's rows, the settings): read here, on the ranks, never by Ray Train's controller, which passes the
+    config on."""
+    import ray
     import ray.train
     import ray.train.torch
     from opacus.distributed import DifferentiallyPrivateDistributedDataParallel as DPDDP
 
+    from sdp_core.privacy import PrivacyLedger
+    from sdp_core.tensors import model_device
+    from sdp_core.train.loop import train_phase
+
+    config = ray.get(config["phase"])
     context = ray.train.get_context()
     rank, world = context.get_world_rank(), context.get_world_size()
     model = DPDDP(ray.train.torch.prepare_model(config["model"], parallel_strategy=None))
@@ -100,8 +109,11 @@ def run_private_phase_distributed(
     device. The stats are rank 0's. Ray is started locally when it is not up yet.
     """
     import ray
+    import torch
     from ray.train import RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
+
+    from sdp_core.train.loop import PhaseStats, ledger_key
 
     if not phase.private:
         raise ValueError(f"phase {phase.name!r} is public: only private phases run distributed")
@@ -114,8 +126,8 @@ def run_private_phase_distributed(
             ledger.record_steps(ledger_key(phase.name, epoch), steps)
     trainer = TorchTrainer(
         _train_rank,
-        train_loop_config={"model": model, "optimizer_factory": optimizer_factory, "phase": phase, "seed": seed,
-                           "ledger": before, "settings": settings},
+        train_loop_config={"phase": ray.put({"model": model, "optimizer_factory": optimizer_factory, "phase": phase,
+                                             "seed": seed, "ledger": before, "settings": settings})},
         scaling_config=ScalingConfig(num_workers=workers, use_gpu=use_gpu,
                                      resources_per_worker=worker_resources(use_gpu, cpu_per_worker)),
         run_config=RunConfig(name=f"{phase.name}-{uuid.uuid4().hex[:8]}",
