@@ -38,6 +38,10 @@ actors, the trials, and the rest (Ray's own processes, Ray Data's read tasks). `
 and process kind, `{"size", "process", "peak_mb", "private_mb", "wall_s"}` (and `side`), wall time being what that kind
 of process took (the driver: `prepare_once`; a kind of worker: from its first process seen to its last gone; a
 trial: the longer of the two), beside each trial's start-up (reading the prepared data) and evaluation seconds.
+`--object-store-mb` sizes the head's object store (1 GiB by default): below the rows' size, the run spills to disk,
+and what Ray spilled and restored is printed (`ray memory --stats-only`). The trials draw their noise from their seed
+(`privacy.reproducible_noise`: no guarantee, which a benchmark's trials do not need), so two runs' trials compare
+number for number.
 
     python -m benchmarks.prepare_scale [--sizes 10000 100000] [--policy general] [--cpus 2]
     python -m benchmarks.prepare_scale --same-on-two-nodes --sizes 10000 100000 [--policy identifier,phone,email]
@@ -46,7 +50,7 @@ trial: the longer of the two), beside each trial's start-up (reading the prepare
         [--against /tmp/before]
     python -m benchmarks.prepare_scale --tokenizer-sample --sizes 10000 30000 100000
     python -m benchmarks.prepare_scale --sweep-prep --sizes 10000 100000 --policy identifier,phone,email \
-        [--against /tmp/before] [--json rows.json]
+        [--against /tmp/before] [--json rows.json] [--object-store-mb 75]
 """
 
 from __future__ import annotations
