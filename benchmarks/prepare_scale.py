@@ -38,6 +38,10 @@ actors, the trials, and the rest (Ray's own processes, Ray Data's read tasks). `
 and process kind, `{"size", "process", "peak_mb", "private_mb", "wall_s"}` (and `side`), wall time being what that kind
 of process took (the driver: `prepare_once`; a kind of worker: from its first process seen to its last gone; a
 trial: the longer of the two), beside each trial's start-up (reading the prepared data) and evaluation seconds.
+`--object-store-mb` sizes the head's object store (1 GiB by default): below the rows' size, the run spills to disk,
+and what Ray spilled and restored is printed (`ray memory --stats-only`). The trials draw their noise from their seed
+(`privacy.reproducible_noise`: no guarantee, which a benchmark's trials do not need), so two runs' trials compare
+number for number.
 
     python -m benchmarks.prepare_scale [--sizes 10000 100000] [--policy general] [--cpus 2]
     python -m benchmarks.prepare_scale --same-on-two-nodes --sizes 10000 100000 [--policy identifier,phone,email]
@@ -46,7 +50,7 @@ trial: the longer of the two), beside each trial's start-up (reading the prepare
         [--against /tmp/before]
     python -m benchmarks.prepare_scale --tokenizer-sample --sizes 10000 30000 100000
     python -m benchmarks.prepare_scale --sweep-prep --sizes 10000 100000 --policy identifier,phone,email \
-        [--against /tmp/before] [--json rows.json]
+        [--against /tmp/before] [--json rows.json] [--object-store-mb 75]
 """
 
 from __future__ import annotations
@@ -100,9 +104,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def ray_node(cpus: int, head: str | None, log: Path) -> subprocess.Popen:
-    """`ray start --block` in a session of its own: the head (head=None) or a node joining `head`. Every port that
-    has a fixed default gets a free one, so other Ray instances on the machine are left alone."""
+def ray_node(cpus: int, head: str | None, log: Path, object_store_mb: int = 1024) -> subprocess.Popen:
+    """`ray start --block` in a session of its own: the head (head=None) or a node joining `head`, its object store
+    `object_store_mb`. Every port that has a fixed default gets a free one, so other Ray instances on the machine
+    are left alone."""
     ports = ["--node-manager-port", "--object-manager-port", "--dashboard-agent-listen-port",
              "--dashboard-agent-grpc-port", "--runtime-env-agent-port", "--metrics-export-port"]
     args = [a for p in ports for a in (p, str(free_port()))]
@@ -112,7 +117,7 @@ def ray_node(cpus: int, head: str | None, log: Path) -> subprocess.Popen:
     else:
         args += ["--address", head]
     cmd = [str(Path(sys.executable).parent / "ray"), "start", "--block", "--num-cpus", str(cpus),
-           "--object-store-memory", str(1 << 30), "--disable-usage-stats", "--temp-dir", str(log.parent / "ray"), *args]
+           "--object-store-memory", str(object_store_mb << 20), "--disable-usage-stats", "--temp-dir", str(log.parent / "ray"), *args]
     with open(log, "a") as sink:
         proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
     proc.address = f"127.0.0.1:{head_port}" if head is None else head  # type: ignore[attr-defined]
@@ -227,8 +232,10 @@ def sweep_prep(path: Path, policy: str, max_length: int, address: str, trials: i
     # The job's workers run the same checkout as this driver.
     ray.init(address=address, log_to_driver=False, logging_level="ERROR",
              runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}})
+    # Noise from the trial's seed (no guarantee, a benchmark's trials), so that two runs' trials can be compared
     trial = {"data": {"source": "file", "path": str(path), "max_length": max_length}, "detector": {"policy": policy},
-             "training": {"max_steps": 2}, "evaluation": {"exposure": False, "mia": False}}
+             "training": {"max_steps": 2}, "evaluation": {"exposure": False, "mia": False},
+             "privacy": {"reproducible_noise": True}}
     start = time.perf_counter()
     prepared = prepare_once([trial], None)
     wall = time.perf_counter() - start
@@ -490,10 +497,11 @@ def trial_data_table(sizes: list[int], policy: str, max_length: int, against: Pa
 
 
 def sweep_prep_table(sizes: list[int], policy: str, max_length: int, against: Path | None, cpus: int,
-                     work: Path, json_path: Path | None) -> None:
+                     work: Path, json_path: Path | None, object_store_mb: int) -> None:
     """Every process's peak memory through a sweep's preparation and two trials per size, on a Ray head of `cpus`
-    CPUs started for the run, this checkout beside `against` (when given); the rows to `json_path` (when given)."""
-    head = ray_node(cpus, None, work / "ray.log")
+    CPUs and an object store of `object_store_mb` started for the run, this checkout beside `against` (when given);
+    the rows to `json_path` (when given); what the object store spilled to disk."""
+    head = ray_node(cpus, None, work / "ray.log", object_store_mb)
     processes: list[dict] = []
     try:
         address = head.address  # type: ignore[attr-defined]
@@ -515,6 +523,10 @@ def sweep_prep_table(sizes: list[int], policy: str, max_length: int, against: Pa
             rows = side_by_side(sizes, against, measure, lambda path: in_checkout(
                 REPO, "--sweep-prep-drive", path, ["--policy", policy, "--max-length", str(max_length), "--address",
                                                    address, "--trials", "0"]))
+        stats = subprocess.run([str(Path(sys.executable).parent / "ray"), "memory", "--stats-only", "--address",
+                                address], capture_output=True, text=True).stdout
+        print(f"object store of {object_store_mb:,} MB:", *[line.strip() for line in stats.splitlines()
+                                                          if "pilled" in line or "Restored" in line], sep="\n  ")
     finally:
         stop([head])
     print(f"\n{'records':>9} {'side':>6} {'process':>12} {'peak MB':>8} {'private MB':>10} {'wall s':>7}")
@@ -610,6 +622,8 @@ def main() -> None:
                         help="a BPE trained on a sample of each size against one on the largest")
     parser.add_argument("--vocab-size", type=int, default=4000, help="the BPE's vocabulary (--tokenizer-sample)")
     parser.add_argument("--json", type=Path, help="--sweep-prep: the rows per size and process kind to this file")
+    parser.add_argument("--object-store-mb", type=int, default=1024,
+                        help="--sweep-prep: the head's object store (below the rows' size, the run spills to disk)")
     parser.add_argument("--same-on-two-nodes", action="store_true",
                         help="what a trial gets, prepared on one node and on two, digest for digest")
     parser.add_argument("--same-drive", type=Path, help=argparse.SUPPRESS)
@@ -652,7 +666,8 @@ def main() -> None:
             raise SystemExit("two nodes prepared other data than one node, or detection did not run on both")
         return
     if args.sweep_prep:
-        sweep_prep_table(args.sizes, args.policy, args.max_length, args.against, args.cpus, work, args.json)
+        sweep_prep_table(args.sizes, args.policy, args.max_length, args.against, args.cpus, work, args.json,
+                         args.object_store_mb)
         return
     rows = []
     for n in args.sizes:
