@@ -100,9 +100,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def ray_node(cpus: int, head: str | None, log: Path) -> subprocess.Popen:
-    """`ray start --block` in a session of its own: the head (head=None) or a node joining `head`. Every port that
-    has a fixed default gets a free one, so other Ray instances on the machine are left alone."""
+def ray_node(cpus: int, head: str | None, log: Path, object_store: int = 1 << 30) -> subprocess.Popen:
+    """`ray start --block` in a session of its own: the head (head=None) or a node joining `head`, with
+    `object_store` bytes of object store. Every port that has a fixed default gets a free one, so other Ray
+    instances on the machine are left alone."""
     ports = ["--node-manager-port", "--object-manager-port", "--dashboard-agent-listen-port",
              "--dashboard-agent-grpc-port", "--runtime-env-agent-port", "--metrics-export-port"]
     args = [a for p in ports for a in (p, str(free_port()))]
@@ -112,7 +113,7 @@ def ray_node(cpus: int, head: str | None, log: Path) -> subprocess.Popen:
     else:
         args += ["--address", head]
     cmd = [str(Path(sys.executable).parent / "ray"), "start", "--block", "--num-cpus", str(cpus),
-           "--object-store-memory", str(1 << 30), "--disable-usage-stats", "--temp-dir", str(log.parent / "ray"), *args]
+           "--object-store-memory", str(object_store), "--disable-usage-stats", "--temp-dir", str(log.parent / "ray"), *args]
     with open(log, "a") as sink:
         proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
     proc.address = f"127.0.0.1:{head_port}" if head is None else head  # type: ignore[attr-defined]
