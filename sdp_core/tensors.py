@@ -76,7 +76,7 @@ class LMData:
     weights: torch.Tensor  # [N, T] loss weight of predicting token t: bool while all are 0 or 1; a batch's are
     # float; with a `weighting`, that weighting of the weights stored (`_Weights`, set on the class below)
     sensitive: torch.Tensor  # [N, T] bool: token overlaps a sensitive span (policy or gold, as built)
-    record_index: torch.Tensor  # [N] long: which source record each row is
+    record_index: torch.Tensor  # [N] integer: which source record each row is (int32 as encoded: 4 bytes a row)
     labels: torch.Tensor | None = None  # [N] long: class of each row (classification data); None for LM data
     weighting: TokenWeighting | None = None  # a mechanism's weights, computed for a batch's rows (`TokenWeighting`)
 
@@ -227,7 +227,7 @@ def _unpack(arrays: tuple[np.ndarray | None, ...], dtypes: tuple[str | None, ...
             weighting: TokenWeighting | None = None, statistics: dict | None = None) -> LMData:
     """`LMData.__reduce__`'s inverse: tensors of the original dtypes, over the arrays' own memory wherever the
     array already has that dtype (the dataset's compact rows: in Ray, the object store's shared memory), else
-    converted (a copy: the [N] record indices, a batch's widened ids and weights)."""
+    converted (a copy: a batch's widened ids and weights)."""
     ids, weights, sensitive, index, labels = (_tensor(a, getattr(torch, d)) if a is not None and d is not None
                                               else None for a, d in zip(arrays, dtypes))
     assert ids is not None and weights is not None and sensitive is not None and index is not None
