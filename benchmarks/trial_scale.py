@@ -17,6 +17,8 @@ which counts the object store's pages it touched) and the largest of its own pag
 its start-up is the time from the task's start to the end of its first step (the data read, the plan, the model and
 the untrained model's validation loss), "plan" the part until the mechanism's plan is made, and its evaluation is
 `run_trial`'s `timings["evaluate"]` (the trained model on `evaluation.held_out_records` validation and test records).
+Beside each wall time, the trial process's CPU seconds for it (start-up; evaluation's two scorings), which other
+jobs on the machine move far less.
 
 With `--against DIR` the same runs on DIR's `sdp_core` (an earlier checkout) side by side, in a driver process per
 side on the same head; the table gives each side's numbers and each side's ratio of its largest size to its smallest.
@@ -79,10 +81,22 @@ def _status(key: str) -> float:
 def _trial(trial: dict, shared: list) -> dict:
     """One trial on the shared data in this (fresh) worker: its memory and times (see the module docstring).
     `shared` holds the setting's `SharedData`, in a list so that it is read here, timed."""
+    import sdp_core.trial
     from sdp_core.config import parse_model
     from sdp_core.config.trial import TrialConfig
     from sdp_core.trial import run_trial
 
+    # The CPU seconds of each scoring (the untrained model's, then the evaluation's two): what the load leaves alone.
+    scoring: list[float] = []
+    score = sdp_core.trial.utility_metrics
+
+    def timed_score(*args: object) -> dict:
+        before = time.process_time()
+        out = score(*args)  # type: ignore[arg-type]
+        scoring.append(time.process_time() - before)
+        return out
+
+    sdp_core.trial.utility_metrics = timed_score  # type: ignore[assignment]  # this worker runs this trial only
     own = {"peak": 0.0}
     done = threading.Event()
 
@@ -93,11 +107,12 @@ def _trial(trial: dict, shared: list) -> dict:
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     marks: dict[str, float] = {}
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
 
     def mark(name: str) -> None:
         if name not in marks:
             marks[name] = time.perf_counter() - start
+            marks[f"{name}_cpu_s"] = time.process_time() - cpu
             marks[f"{name}_own_mb"] = _status("RssAnon")
             marks[f"{name}_rss_mb"] = _status("VmRSS")
 
@@ -108,6 +123,7 @@ def _trial(trial: dict, shared: list) -> dict:
     done.set()
     sampler.join()
     return {**marks, "evaluate_s": row.timings["evaluate"], "wall_s": time.perf_counter() - start,
+            "evaluate_cpu_s": sum(scoring[1:]),
             "peak_mb": _status("VmHWM"), "own_mb": max(own["peak"], _status("RssAnon")),
             "steps": row.metrics["steps"], "val_perplexity": row.metrics["val_perplexity"]}
 
@@ -166,19 +182,19 @@ def in_checkout(code: Path, address: str, args: argparse.Namespace) -> list[dict
 
 def table(rows: list[dict]) -> None:
     """Per mechanism and size, each side's numbers; then each side's ratio of its largest size to its smallest."""
-    cols = ("peak_mb", "own_mb", "plan", "first_step", "evaluate_s")
-    heads = ("peak MB", "own MB", "plan s", "start-up s", "eval s")
+    cols = ("peak_mb", "own_mb", "plan", "first_step", "first_step_cpu_s", "evaluate_s", "evaluate_cpu_s")
+    heads = ("peak MB", "own MB", "plan s", "start-up s", "start CPU s", "eval s", "eval CPU s")
     print(f"\n{'mechanism':>9} {'records':>9} {'side':>6} " + " ".join(f"{h:>10}" for h in heads))
     for r in sorted(rows, key=lambda r: (r["mechanism"], r["size"], r["side"] != "before")):
         print(f"{r['mechanism']:>9} {r['size']:>9,} {r['side']:>6} " + " ".join(
-            f"{r[c]:>10.0f}" if c.endswith("mb") else f"{r[c]:>10.2f}" for c in cols))
+            f"{r[c]:>10.0f}" if c.endswith("mb") else f"{r.get(c, float('nan')):>10.2f}" for c in cols))
     print(f"\n{'mechanism':>9} {'side':>6} {'ratio':>13} " + " ".join(f"{h:>10}" for h in heads))
     for key in dict.fromkeys((r["mechanism"], r["side"]) for r in rows):
         mine = sorted((r for r in rows if (r["mechanism"], r["side"]) == key), key=lambda r: r["size"])
         if len(mine) > 1:
             ratio = f"{mine[-1]['size'] // 1000:,}k/{mine[0]['size'] // 1000:,}k"
             print(f"{key[0]:>9} {key[1]:>6} {ratio:>13} " + " ".join(
-                f"{mine[-1][c] / mine[0][c]:>9.2f}x" for c in cols))
+                f"{mine[-1].get(c, float('nan')) / mine[0].get(c, float('nan')):>9.2f}x" for c in cols))
 
 
 def main() -> None:
