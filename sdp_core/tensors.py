@@ -24,24 +24,61 @@ node and every trial there reads them from shared memory; unpickling gives back 
 and a tensor whose dtype its array already has (the dataset's compact [N, T] rows) is a view of that memory, not a
 copy: what a trial holds of the rows does not grow with them. Those tensors are never written in place: a mechanism
 that changes weights makes new ones (`with_weights`), a batch is a copy (`subset`, `to`).
+
+Nor does a trial compute anything over every row: a mechanism's own weights are a function (`TokenWeighting`,
+`with_weighting`) that each batch applies to its rows, and what a plan counts over every row (the records, the
+tokens a loss reads, S-DPSGD's segments) is a `statistic` of the rows, computed once, block by block (`blocks`),
+and pickled with them: a sweep plans every mechanism on its data before it goes to the object store, so its trials
+read those counts instead of the rows.
 """
 
 from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, replace
+from typing import Callable, Iterator, Protocol, TypeVar
 
 import numpy as np
 import torch
 
 
+class TokenWeighting(Protocol):
+    """A mechanism's loss weights of some rows, from their ids, their secret mask and the positions a loss reads
+    (`valid`): positive exactly where `valid` is, so that applying it to its own output gives it back. Rows that
+    carry one (`LMData.weighting`) compute it for the rows a batch takes (`LMData.subset`), never for all of them."""
+
+    def __call__(self, input_ids: torch.Tensor, sensitive: torch.Tensor, valid: torch.Tensor) -> torch.Tensor: ...
+
+
+class _Weights:
+    """`LMData.weights`: the weights as stored, or, for rows with a `weighting`, that weighting of them, computed
+    on each read (a batch computes it for its own rows only, `LMData.subset`)."""
+
+    def __get__(self, rows: LMData | None, owner: type | None = None) -> torch.Tensor:
+        if rows is None:
+            raise AttributeError("weights")  # read on the class: the field has no default
+        stored = rows.__dict__["_weights"]
+        return stored if rows.weighting is None else rows.weighting(rows.input_ids, rows.sensitive, stored > 0)
+
+    def __set__(self, rows: LMData, weights: torch.Tensor) -> None:
+        rows.__dict__["_weights"] = weights
+
+
+BLOCK_ROWS = 65_536
+"""Rows a whole-row statistic reads at a time (`LMData.blocks`): its temporaries a few MB whatever the data's size."""
+
+T = TypeVar("T")
+
+
 @dataclass(frozen=True)
 class LMData:
     input_ids: torch.Tensor  # [N, T] integer: uint16 where the vocabulary fits (as encoded); a batch's are int64
-    weights: torch.Tensor  # [N, T] loss weight of predicting token t: bool while all are 0 or 1; a batch's are float
+    weights: torch.Tensor  # [N, T] loss weight of predicting token t: bool while all are 0 or 1; a batch's are
+    # float; with a `weighting`, that weighting of the weights stored (`_Weights`, set on the class below)
     sensitive: torch.Tensor  # [N, T] bool: token overlaps a sensitive span (policy or gold, as built)
-    record_index: torch.Tensor  # [N] long: which source record each row is
+    record_index: torch.Tensor  # [N] integer: which source record each row is (int32 as encoded: 4 bytes a row)
     labels: torch.Tensor | None = None  # [N] long: class of each row (classification data); None for LM data
+    weighting: TokenWeighting | None = None  # a mechanism's weights, computed for a batch's rows (`TokenWeighting`)
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -49,21 +86,58 @@ class LMData:
     @property
     def records(self) -> int:
         """How many records these rows hold (a record longer than a row is several rows)."""
-        return int(self.record_index.unique().numel())
+        groups = self.groups
+        return int(groups.max()) + 1 if len(groups) else 0
+
+    @property
+    def groups(self) -> torch.Tensor:
+        """[N] int32: each row's record numbered 0 .. R−1 (`record_groups`), what a private phase samples; a
+        statistic of the rows (`record_numbers`), so a sweep's trials read it from the object store, not a copy."""
+        return _tensor(self.statistic(record_numbers), torch.int32)
 
     @property
     def task(self) -> str:
         """`lm` or `classification`: what a model trained on these rows predicts."""
         return "lm" if self.labels is None else "classification"
 
-    def subset(self, rows: torch.Tensor | list[int]) -> "LMData":
+    def statistic(self, compute: Callable[[LMData], T]) -> T:
+        """`compute(self)`, a statistic of every row (a count, a plan's layout), computed once and kept with the
+        rows: pickled with them, so a sweep's trials read what its preparation computed when it planned every
+        mechanism (`sweep.prepare.prepare_shared`) instead of reading every row again. `compute` is a module-level
+        function of the rows' ids, secret mask, record indices and the positions a loss reads (`valid`), never of
+        the weights' values (a weighting keeps the statistics, `with_weighting`); the rows are never changed in
+        place (module docstring)."""
+        kept = self.__dict__.setdefault("_statistics", {})
+        key = f"{compute.__module__}.{compute.__qualname__}"
+        if key not in kept:
+            kept[key] = compute(self)
+        return kept[key]
+
+    def blocks(self) -> Iterator[LMData]:
+        """These rows `BLOCK_ROWS` at a time, each block a view of them (no copy): what reads every row reads them
+        so."""
+        rows = BLOCK_ROWS
+        for start in range(0, len(self), rows):
+            end = start + rows
+            yield LMData(self.input_ids[start:end], self.__dict__["_weights"][start:end], self.sensitive[start:end],
+                         self.record_index[start:end], None if self.labels is None else self.labels[start:end],
+                         self.weighting)
+
+    def _weights_of(self, rows: torch.Tensor) -> torch.Tensor:
+        """`weights[rows]`, a weighting computed for those rows only."""
+        stored = self.__dict__["_weights"][rows]
+        if self.weighting is None:
+            return stored
+        return self.weighting(self.input_ids[rows], self.sensitive[rows], stored > 0)
+
+    def subset(self, rows: torch.Tensor | list[int] | range) -> "LMData":
         """These rows; LM rows are cut after the last column any of them predicts (padding the longest row in the
         whole data needs): a causal model's losses on the columns kept are the same, and each step costs less."""
         rows = torch.as_tensor(rows, dtype=torch.long)
+        weights = self._weights_of(rows)
         if self.labels is not None:  # a classifier reads the whole row
-            return LMData(self.input_ids[rows].long(), self.weights[rows].float(), self.sensitive[rows],
+            return LMData(self.input_ids[rows].long(), weights.float(), self.sensitive[rows],
                           self.record_index[rows], self.labels[rows])
-        weights = self.weights[rows]
         used = (weights > 0).any(0).nonzero()
         end = int(used[-1]) + 1 if len(used) else weights.shape[1]
         return LMData(self.input_ids[rows, :end].long(), weights[:, :end].float(), self.sensitive[rows, :end],
@@ -77,18 +151,61 @@ class LMData:
                       *(t.to(device) if t is not None else None for t in rest))
 
     def with_weights(self, weights: torch.Tensor) -> "LMData":
-        return replace(self, weights=weights)
+        return replace(self, weights=weights, weighting=None)
+
+    def with_weighting(self, weighting: TokenWeighting) -> "LMData":
+        """These rows with a mechanism's weights, computed for each batch's rows (`TokenWeighting`)."""
+        assert self.weighting is None, "one weighting at a time"
+        weighted = replace(self, weighting=weighting)
+        weighted.__dict__["_statistics"] = self.__dict__.setdefault("_statistics", {})  # the same positions read
+        return weighted
 
     @property
     def valid(self) -> torch.Tensor:
-        """Positions a loss may use at all (ignores padding, `<mask>` and the leading `<eos>`)."""
-        return self.weights > 0
+        """Positions a loss may use at all (ignores padding, `<mask>` and the leading `<eos>`; a weighting keeps
+        them)."""
+        return self.__dict__["_weights"] > 0
 
     def __reduce__(self) -> tuple:
-        """Pickled as compact arrays (see the module docstring), unpickled as these tensors."""
-        tensors = (self.input_ids, self.weights, self.sensitive, self.record_index, self.labels)
+        """Pickled as compact arrays (see the module docstring), unpickled as these tensors, with the weighting and
+        the statistics computed so far (`statistic`)."""
+        tensors = (self.input_ids, self.__dict__["_weights"], self.sensitive, self.record_index, self.labels)
         return _unpack, (tuple(pack(t) if t is not None else None for t in tensors),
-                         tuple(str(t.dtype).removeprefix("torch.") if t is not None else None for t in tensors))
+                         tuple(str(t.dtype).removeprefix("torch.") if t is not None else None for t in tensors),
+                         self.weighting, self.__dict__.get("_statistics", {}))
+
+
+# The field's reads and writes go through `_Weights` (a data descriptor set once the dataclass is made, so that its
+# __init__, `replace` and every reader see an ordinary field).
+LMData.weights = _Weights()
+
+
+def record_numbers(rows: LMData) -> np.ndarray:
+    """`record_groups` of the rows' record indices as an int32 array (`LMData.groups`): 4 bytes a row, kept zero-copy
+    in the object store as every array of the rows is."""
+    assert len(rows) < 2**31, "row numbers fit int32"
+    return record_groups(rows.record_index).numpy().astype(np.int32)
+
+
+@dataclass(frozen=True)
+class RowCounts:
+    """What every row of some rows adds up to (`row_counts`)."""
+
+    valid: int  # positions a loss reads (`LMData.valid`)
+    flagged: int  # of them, flagged (`LMData.sensitive`)
+    flagged_runs: int  # maximal runs of flagged positions within a row
+
+
+def row_counts(rows: LMData) -> RowCounts:
+    """The positions a loss reads, how many of them are flagged and in how many runs, block by block."""
+    valid = flagged = runs = 0
+    for block in rows.blocks():
+        read = block.valid
+        marked = block.sensitive & read
+        starts = marked.clone()
+        starts[:, 1:] &= ~marked[:, :-1]
+        valid, flagged, runs = valid + int(read.sum()), flagged + int(marked.sum()), runs + int(starts.sum())
+    return RowCounts(valid, flagged, runs)
 
 
 def pack(t: torch.Tensor) -> np.ndarray:
@@ -106,12 +223,18 @@ def pack(t: torch.Tensor) -> np.ndarray:
     return a
 
 
-def _unpack(arrays: tuple[np.ndarray | None, ...], dtypes: tuple[str | None, ...]) -> LMData:
+def _unpack(arrays: tuple[np.ndarray | None, ...], dtypes: tuple[str | None, ...],
+            weighting: TokenWeighting | None = None, statistics: dict | None = None) -> LMData:
     """`LMData.__reduce__`'s inverse: tensors of the original dtypes, over the arrays' own memory wherever the
     array already has that dtype (the dataset's compact rows: in Ray, the object store's shared memory), else
-    converted (a copy: the [N] record indices, a batch's widened ids and weights)."""
-    return LMData(*(_tensor(a, getattr(torch, d)) if a is not None and d is not None else None
-                    for a, d in zip(arrays, dtypes)))
+    converted (a copy: a batch's widened ids and weights)."""
+    ids, weights, sensitive, index, labels = (_tensor(a, getattr(torch, d)) if a is not None and d is not None
+                                              else None for a, d in zip(arrays, dtypes))
+    assert ids is not None and weights is not None and sensitive is not None and index is not None
+    rows = LMData(ids, weights, sensitive, index, labels, weighting)
+    if statistics:
+        rows.__dict__["_statistics"] = dict(statistics)
+    return rows
 
 
 def _tensor(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:

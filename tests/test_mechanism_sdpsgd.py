@@ -10,6 +10,7 @@ import dp_accounting.rdp
 import pytest
 import torch
 
+from sdp_core import tensors
 from sdp_core.config.trial import TrialConfig
 from sdp_core.errors import PrivacyError
 from sdp_core.mechanisms import sdpsgd as S
@@ -329,3 +330,17 @@ def test_end_to_end_on_customersim_spends_at_most_the_target_and_learns():
     after = loss()
     print(f"full-data loss {before:.3f} -> {after:.3f}")
     assert after < before - 0.3
+
+
+def test_segment_summary_read_block_by_block_is_what_the_whole_segment_table_gives(monkeypatch):
+    monkeypatch.setattr(tensors, "BLOCK_ROWS", 3)
+    g = torch.Generator().manual_seed(1)
+    sensitive = [torch.nonzero(torch.rand(T, generator=g) < 0.2).flatten().tolist() for _ in range(20)]
+    data = _data(sensitive, torch.randint(0, T + 1, (20,), generator=g).tolist())
+    table, summary = S.segment_table(data), S.segment_summary(data)
+    assert summary.private_segments == table.private_segments >= 2
+    assert summary.mean_private_segments == float(table.private_counts().double().mean())
+    assert summary.private_fraction == table.private_fraction()
+    handmade = S.segment_summary(_data([[3, 4, 8], [1], [], [5]], [12, 9, 7, 12]))
+    assert (handmade.private_segments, handmade.mean_private_segments) == (2, 1.0)
+    assert handmade.private_fraction == pytest.approx((5 + 2 + 0 + 2) / (12 + 9 + 7 + 12))  # positions t-1, t of each

@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 import torch
 
+from sdp_core import tensors
 from sdp_core.config import parse_model
 from sdp_core.config.trial import TrialConfig
 from sdp_core.mechanisms import MECHANISMS
+from sdp_core.mechanisms.atdp import ATDPWeights
 from sdp_core.preparation import prepare_trial_data
 from sdp_core.tensors import LMData
 from sdp_core.trial import run_trial
@@ -105,3 +107,68 @@ def test_a_trial_and_every_mechanism_read_the_rows_in_the_object_store_and_never
     row = run_trial(cfg("atdp", evaluation={"mia": True}), prepared=prepared)
     assert row.state == "finished" and "membership_inference" in row.attacks
     assert [hashlib.sha256(m).digest() for m in memory] == digests
+
+
+def runs(flags: list[bool]) -> int:
+    """Maximal runs of True in `flags`, counted one position at a time."""
+    return sum(1 for t, f in enumerate(flags) if f and (t == 0 or not flags[t - 1]))
+
+
+def test_row_counts_read_block_by_block_are_the_counts_of_every_row(monkeypatch):
+    monkeypatch.setattr(tensors, "BLOCK_ROWS", 7)  # 64 rows: ten blocks, the last one short
+    data = lm_data(600)
+    counts = tensors.row_counts(data)
+    valid = (data.weights > 0).tolist()
+    flagged = [[s and v for s, v in zip(srow, vrow)] for srow, vrow in zip(data.sensitive.tolist(), valid)]
+    assert counts.valid == sum(map(sum, valid)) and counts.flagged == sum(map(sum, flagged))
+    assert counts.flagged_runs == sum(map(runs, flagged)) > 0
+
+
+CALLS: list[int] = []
+
+
+def counted_statistic(rows: LMData) -> int:
+    CALLS.append(1)
+    return int(rows.input_ids.sum())
+
+
+def test_a_statistic_is_computed_once_and_travels_with_the_rows_but_not_to_other_rows():
+    data = lm_data(600)
+    CALLS.clear()
+    assert data.statistic(counted_statistic) == data.statistic(counted_statistic) == int(data.input_ids.sum())
+    again = pickle.loads(pickle.dumps(data, protocol=5))  # as a sweep's trial reads its preparation's rows
+    assert again.statistic(counted_statistic) == int(data.input_ids.sum()) and len(CALLS) == 1
+    other = data.with_weights(torch.zeros_like(data.weights))
+    assert other.statistic(counted_statistic) == int(data.input_ids.sum()) and len(CALLS) == 2
+
+
+def test_atdp_weights_of_a_batch_are_those_of_every_row_computed_token_by_token():
+    data = compact(lm_data(600))
+    stored = data.weights.clone()
+    function = (5, 17, 300)
+    weighted = data.with_weighting(ATDPWeights(0.25, function))
+    expected = torch.tensor([[(1.0 if s or i in function else 0.25) if w else 0.0
+                              for i, s, w in zip(*row)] for row in zip(data.input_ids.tolist(),
+                                                                       data.sensitive.tolist(), data.weights.tolist())])
+    assert torch.equal(weighted.weights, expected)  # read whole: computed for every row
+    assert torch.equal(weighted.valid, data.valid) and weighted.records == data.records
+    assert weighted.statistic(tensors.row_counts) == tensors.row_counts(data)  # the positions read are the rows'
+    for rows in ([3, 0, 41], range(64), []):
+        batch, reference = weighted.subset(rows), data.with_weights(expected).subset(rows)
+        assert_same(batch, reference)
+        assert batch.weighting is None
+    assert_same(pickle.loads(pickle.dumps(weighted)), weighted)
+    assert data.weights.dtype == torch.bool and torch.equal(data.weights, stored)  # the rows' own weights untouched
+
+
+def test_row_groups_number_the_records_in_order_and_are_read_over_the_buffers():
+    index = torch.tensor([7, 7, 2, 9, 2, 40, 9])
+    data = LMData(torch.ones(7, 4, dtype=torch.uint16), torch.ones(7, 4, dtype=torch.bool),
+                  torch.zeros(7, 4, dtype=torch.bool), index)
+    numbers = {r: i for i, r in enumerate(sorted(set(index.tolist())))}
+    assert data.groups.tolist() == [numbers[r] for r in index.tolist()] and data.records == 4
+    payload, memory = out_of_band(data)
+    again = loaded(payload, memory)
+    assert isinstance(again, LMData)
+    assert again.groups.dtype == torch.int32 and torch.equal(again.groups, data.groups)
+    assert any(again.groups.data_ptr() == np.frombuffer(m, dtype=np.uint8).ctypes.data for m in memory)

@@ -14,6 +14,7 @@ Post-hoc use: `base` runs a No-DP, Redacted or JFT phase first and ATDP continue
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 
 import torch
 from transformers import PreTrainedTokenizerFast
@@ -25,7 +26,7 @@ from sdp_core.mechanisms.base import MechanismPlan, calibrate, private_phase, pu
 from sdp_core.mechanisms.jft import jft_phases
 from sdp_core.mechanisms.registry import register_mechanism
 from sdp_core.preparation import TrialData
-from sdp_core.tensors import LMData
+from sdp_core.tensors import LMData, row_counts
 
 
 def rise_reset_multipliers(epochs: int, escalation: float, jitter: float, ceiling: float, seed: int) -> tuple[float, ...]:
@@ -56,17 +57,32 @@ def default_weight(alpha: float, r_target: float) -> float:
     return alpha * (1 - r_target) / (r_target * (1 - alpha))
 
 
+@dataclass(frozen=True)
+class ATDPWeights:
+    """ATDP's loss weights (a `tensors.TokenWeighting`): 1 on sensitive tokens and on the function tokens
+    `function_ids`, `w` elsewhere, 0 where the loss reads nothing. Computed for the rows of each batch, never for
+    every row of the data."""
+
+    w: float
+    function_ids: tuple[int, ...]
+
+    def __call__(self, input_ids: torch.Tensor, sensitive: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        function = torch.isin(input_ids.long(), torch.tensor(list(self.function_ids)))
+        return torch.where(sensitive | function, 1.0, self.w) * valid
+
+
 def token_weights(data: LMData, tokenizer: PreTrainedTokenizerFast, cfg: ATDPConfig) -> tuple[LMData, dict]:
-    """Weights 1 on sensitive and function tokens, w elsewhere (0 stays 0: padding and `<mask>`)."""
-    valid = data.valid
-    alpha = float((data.sensitive & valid).sum() / valid.sum())
+    """Weights 1 on sensitive and function tokens, w elsewhere (0 stays 0: padding and `<mask>`): `ATDPWeights`,
+    with α the share of flagged tokens among those the loss reads (`tensors.row_counts`, counted once for the
+    rows)."""
+    counts = data.statistic(row_counts)
+    alpha = float(torch.tensor(counts.flagged) / torch.tensor(counts.valid))  # the float32 quotient of the sums
     w = cfg.w if cfg.w is not None else default_weight(alpha, cfg.r_target)
     if not 0 < w <= 1:
         raise UserError(f"ATDP weight w = {w:.3f} is outside (0, 1] (α = {alpha:.3f}, r_target = {cfg.r_target}); "
                         "raise r_target or set mechanism.w")
-    function = torch.isin(data.input_ids.long(), torch.tensor(function_token_ids(tokenizer, cfg.function_tokens)))
-    weights = torch.where(data.sensitive | function, 1.0, w) * valid
-    return data.with_weights(weights), {"w": w, "alpha": alpha, "r_target": cfg.r_target}
+    weighting = ATDPWeights(w, tuple(function_token_ids(tokenizer, cfg.function_tokens)))
+    return data.with_weighting(weighting), {"w": w, "alpha": alpha, "r_target": cfg.r_target}
 
 
 def _base_phases(d: TrialData, cfg: TrialConfig, m: ATDPConfig) -> list:

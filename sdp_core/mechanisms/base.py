@@ -13,7 +13,7 @@ from typing import Sequence
 
 from sdp_core.config.trial import TrialConfig
 from sdp_core.privacy import GaussianEvent, PrivacyLedger, calibrate_noise, get_notion
-from sdp_core.tensors import LMData
+from sdp_core.tensors import LMData, row_counts
 from sdp_core.train.loop import Phase, ledger_key
 
 
@@ -41,11 +41,9 @@ def public_phase(name: str, data: LMData, cfg: TrialConfig, epochs: int) -> Phas
 
 def flagged_runs(data: LMData) -> tuple[int, int]:
     """How many runs of flagged tokens (`LMData.sensitive`, among the positions a loss reads) `data` holds, and how
-    many tokens they hold."""
-    flagged = data.sensitive & data.valid
-    starts = flagged.clone()
-    starts[:, 1:] &= ~flagged[:, :-1]
-    return int(starts.sum()), int(flagged.sum())
+    many tokens they hold (`tensors.row_counts`, counted once for the rows)."""
+    counts = data.statistic(row_counts)
+    return counts.flagged_runs, counts.flagged
 
 
 def tokens_per_unit(phase: Phase, notion: str, held_out: LMData) -> float:
@@ -63,8 +61,8 @@ def tokens_per_unit(phase: Phase, notion: str, held_out: LMData) -> float:
     """
     n = get_notion(notion)
     if phase.private and n.guarantee and not n.free_touches:
-        return float(held_out.valid.sum()) / max(held_out.records, 1)
-    valid = int(phase.data.valid.sum())
+        return float(held_out.statistic(row_counts).valid) / max(held_out.records, 1)
+    valid = phase.data.statistic(row_counts).valid
     if phase.private and n.guarantee:
         runs, flagged = flagged_runs(phase.data)
         held_out_runs, held_out_flagged = flagged_runs(held_out)

@@ -150,6 +150,35 @@ def segment_table(data: LMData, private_segments: int | None = None) -> SegmentT
     return SegmentTable(bounds)
 
 
+@dataclass(frozen=True)
+class SegmentSummary:
+    """What the slots of every row add up to (`segment_summary`), without the slots themselves: what a phase needs
+    (K) and what a trial reports, the same as its `SegmentTable` gives."""
+
+    private_segments: int  # K: the most private segments of any row
+    mean_private_segments: float  # m_r averaged over the rows
+    private_fraction: float  # share of all rows' sequence positions in private segments
+
+
+def segment_summary(data: LMData) -> SegmentSummary:
+    """`segment_table(data)`'s K, mean private segments per row and private fraction, counted block by block
+    (`LMData.blocks`) with the same arithmetic: row r's private segments are the maximal runs of
+    `private_positions` before its length `row_lengths`."""
+    k = segments = private = positions = 0
+    for block in data.blocks():
+        lengths = row_lengths(block.valid)
+        inside = torch.arange(block.sensitive.shape[1]) < lengths[:, None]
+        marked = private_positions(block.sensitive) & inside
+        starts = marked.clone()
+        starts[:, 1:] &= ~marked[:, :-1]
+        counts = starts.sum(1)
+        k = max(k, int(counts.max()))
+        segments, private, positions = segments + int(counts.sum()), private + int(marked.sum()), positions + int(
+            lengths.sum())
+    return SegmentSummary(k, segments / len(data) if len(data) else 0.0,
+                          float(torch.tensor(private) / torch.tensor(max(positions, 1))))  # float32, as the table's
+
+
 # ------------------------------------------------------------------------------------------------ phase
 
 
@@ -158,7 +187,7 @@ class SelectivePhase(Phase):
     """An S-DPSGD phase. A step is one Poisson batch, whose K private slots are one composed event: `sigmas` hold
     that event's noise multiplier σ_batch of each epoch (see `split_sigma`)."""
 
-    segments: SegmentTable | None = None
+    segments: SegmentTable | SegmentSummary | None = None  # K, from the whole table or its summary
     hidden_clip: float = 1.0
     hidden_noise_ratio: float = 1.0  # σ_h / σ_g; the paper adds σC to both (Algorithm 1, lines 17 and 23)
 
@@ -325,7 +354,8 @@ class SelectiveStep:
 # -------------------------------------------------------------------------------------------- mechanism
 
 
-def selective_phase(name: str, data: LMData, segments: SegmentTable, cfg: TrialConfig, epochs: int) -> SelectivePhase:
+def selective_phase(name: str, data: LMData, segments: SegmentTable | SegmentSummary, cfg: TrialConfig, epochs: int
+                    ) -> SelectivePhase:
     """The uncalibrated phase: relative σ_batch multipliers 1.0; private only if some row has a private segment."""
     t, m = cfg.training, cfg.mechanism
     assert isinstance(m, SDPSGDConfig)
@@ -337,9 +367,9 @@ def selective_phase(name: str, data: LMData, segments: SegmentTable, cfg: TrialC
 
 def sdpsgd(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
     """Selective-DPSGD on the policy's sensitive tokens: (F, ε, δ)-S-DP (notion "SDP")."""
-    segments = segment_table(d.train)
+    segments = d.train.statistic(segment_summary)  # every row's slots, counted once: each batch lays out its own
     phase = selective_phase(PHASE_NAME, d.train, segments, cfg, cfg.training.epochs)
-    k, counts = segments.private_segments, segments.private_counts().double()
+    k = segments.private_segments
     if k:
         phases, ledger = calibrate([phase], cfg, notion="SDP", held_out=d.validation, touches="private")
     else:  # the policy flags nothing: plain training, nothing to account
@@ -349,8 +379,8 @@ def sdpsgd(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
     sigma_grad, sigma_hidden = split_sigma(sigma_batch, k, phase.hidden_noise_ratio) if k else (0.0, 0.0)
     details = {
         "private_steps_per_batch": k,
-        "mean_private_segments": float(counts.mean()) if len(counts) else 0.0,
-        "private_position_fraction": segments.private_fraction(),
+        "mean_private_segments": segments.mean_private_segments,
+        "private_position_fraction": segments.private_fraction,
         "sigma_batch": sigma_batch,
         "sigma_gradient": sigma_grad,
         "sigma_hidden": sigma_hidden,

@@ -121,7 +121,7 @@ def encode_windows(texts: Sequence[str], spans: Sequence[Sequence[Span]], tokeni
     ids = np.concatenate([c[0] for c in chunks]) if chunks else np.zeros((0, max_length), id_dtype(tokenizer))
     sensitive = torch.from_numpy(np.concatenate([c[1] for c in chunks]) if chunks
                                  else np.zeros((0, max_length), dtype=np.bool_))
-    record_index = torch.from_numpy(np.concatenate([c[2] for c in chunks]) if chunks else np.zeros(0, np.int64))
+    record_index = torch.from_numpy(np.concatenate([c[2] for c in chunks]) if chunks else np.zeros(0, np.int32))
     del chunks  # the split's rows are whole: each chunk's copy goes before the weights are made
     weights = torch.from_numpy((ids != tokenizer.pad_token_id) & (ids != tokenizer.mask_token_id))
     weights[:, 0] = False
@@ -167,7 +167,7 @@ def _encode_chunk(texts: Sequence[str], spans: Sequence[Sequence[Span]], tokeniz
             if i not in record_masks:
                 record_masks = {i: token_mask(enc["offset_mapping"][i], spans[first + i], texts[first + i])}
             sensitive[row, 1 : b - a + 1] = record_masks[i][a:b]
-    record_index = np.array([first + i for i, _, _ in rows], dtype=np.int64).reshape(len(rows))
+    record_index = np.array([first + i for i, _, _ in rows], dtype=np.int32).reshape(len(rows))
     return input_ids, sensitive, record_index, sum(lengths), sum(b - a for _, a, b in rows)
 
 

@@ -316,7 +316,7 @@ class DPStep:
 def poisson_batches(records: torch.Tensor, q: float, steps: int, generator: torch.Generator
                     ) -> Iterator[torch.Tensor]:
     """Row indices of each step: every record included independently with probability q, with all its rows.
-    `records` numbers each row's record 0 .. R−1 (`tensors.record_groups`)."""
+    `records` numbers each row's record 0 .. R−1 (`LMData.groups`)."""
     n = int(records.max()) + 1 if len(records) else 0
     for _ in range(steps):
         yield torch.nonzero((torch.rand(n, generator=generator) < q)[records]).flatten()
@@ -325,7 +325,7 @@ def poisson_batches(records: torch.Tensor, q: float, steps: int, generator: torc
 def shard(data: LMData, rank: int, world_size: int) -> LMData:
     """Rank `rank`'s share of a data-parallel phase: every `world_size`-th record, each with all its rows, so a
     record is sampled and clipped whole on one rank."""
-    return data.subset(torch.nonzero(record_groups(data.record_index) % world_size == rank).flatten())
+    return data.subset(torch.nonzero(data.groups % world_size == rank).flatten())
 
 
 def shuffled_batches(n: int, batch_size: int, steps: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
@@ -363,7 +363,7 @@ def train_phase(model: nn.Module, optimizer: torch.optim.Optimizer, phase: Phase
             if phase.private:
                 sigma = phase.sigmas[epoch]
                 stats.sigmas.append(sigma)
-                batches = poisson_batches(record_groups(data.record_index), phase.sample_rate, steps, rng.sampling)
+                batches = poisson_batches(data.groups, phase.sample_rate, steps, rng.sampling)
             else:
                 sigma = 0.0
                 batches = shuffled_batches(len(data), min(phase.batch_size, len(data)), steps, rng.sampling)
