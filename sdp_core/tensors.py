@@ -196,15 +196,20 @@ class RowCounts:
     flagged_runs: int  # maximal runs of flagged positions within a row
 
 
+def run_starts(marked: torch.Tensor) -> torch.Tensor:
+    """[N, T] bool: where each maximal run of marked positions of a row begins."""
+    starts = marked.clone()
+    starts[:, 1:] &= ~marked[:, :-1]
+    return starts
+
+
 def row_counts(rows: LMData) -> RowCounts:
     """The positions a loss reads, how many of them are flagged and in how many runs, block by block."""
     valid = flagged = runs = 0
     for block in rows.blocks():
         read = block.valid
         marked = block.sensitive & read
-        starts = marked.clone()
-        starts[:, 1:] &= ~marked[:, :-1]
-        valid, flagged, runs = valid + int(read.sum()), flagged + int(marked.sum()), runs + int(starts.sum())
+        valid, flagged, runs = valid + int(read.sum()), flagged + int(marked.sum()), runs + int(run_starts(marked).sum())
     return RowCounts(valid, flagged, runs)
 
 

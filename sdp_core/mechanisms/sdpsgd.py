@@ -67,7 +67,7 @@ from sdp_core.mechanisms.base import MechanismPlan, calibrate, within_token_budg
 from sdp_core.mechanisms.registry import register_mechanism
 from sdp_core.preparation import TrialData
 from sdp_core.privacy import PrivacyLedger
-from sdp_core.tensors import LMData, record_groups
+from sdp_core.tensors import LMData, record_groups, run_starts
 from sdp_core.train.loop import BatchStep, DPStep, Phase, StepContext
 
 
@@ -169,9 +169,7 @@ def segment_summary(data: LMData) -> SegmentSummary:
         lengths = row_lengths(block.valid)
         inside = torch.arange(block.sensitive.shape[1]) < lengths[:, None]
         marked = private_positions(block.sensitive) & inside
-        starts = marked.clone()
-        starts[:, 1:] &= ~marked[:, :-1]
-        counts = starts.sum(1)
+        counts = run_starts(marked).sum(1)
         k = max(k, int(counts.max()))
         segments, private, positions = segments + int(counts.sum()), private + int(marked.sum()), positions + int(
             lengths.sum())
