@@ -133,12 +133,14 @@ def drive(address: str, sizes: list[int], mechanisms: list[str], base: int, step
     size its tiled data put into the object store as a sweep leaves it and one trial per mechanism; a JSON line per
     trial."""
     from dataclasses import replace
+    from functools import partial
 
     import ray
 
     from sdp_core.config import parse_model
     from sdp_core.config.trial import TrialConfig
     from sdp_core.mechanisms import get_mechanism
+    from sdp_core.metrics import evaluation_rows
     from sdp_core.preparation import prepare_trial_data
     from sdp_core.sweep.prepare import SharedData
 
@@ -152,8 +154,10 @@ def drive(address: str, sizes: list[int], mechanisms: list[str], base: int, step
         data = replace(d, train=tiled(d.train, n), train_redacted=tiled(d.train_redacted, n),
                        validation=tiled(d.validation, n // 10), test=tiled(d.test, n // 10), train_records=n)
         prepared = replace(small, data=data)
-        for cfg in configs.values():  # as `prepare_shared` does before the data goes to the object store
-            get_mechanism(cfg["mechanism"]["name"])(data, parse_model(TrialConfig, cfg))
+        for cfg in map(partial(parse_model, TrialConfig), configs.values()):  # as `prepare_shared` does before
+            get_mechanism(cfg.mechanism.name)(data, cfg)  # the data goes to the object store
+            for rows in (data.validation, data.test):
+                evaluation_rows(rows, cfg.evaluation.held_out_records, cfg.data.seed)
         every, records = prepared.apart(0)
         shared = SharedData(ray.put(every), ray.put(records))
         del data, prepared, every, records

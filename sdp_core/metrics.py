@@ -25,10 +25,17 @@ BOOTSTRAP_RESAMPLES = 2_000
 def evaluation_rows(data: LMData, records: int | None, seed: int) -> LMData:
     """The rows of `records` of the data's records, drawn without replacement by `seed` (all of them when `records`
     is None or not below their number), in their order: what every trial of a sweep evaluates on, since it depends
-    on the prepared data and the data seed alone."""
-    ids = data.record_index.unique()
-    if records is None or records >= len(ids):
+    on the prepared data and the data seed alone. A statistic of the rows (`LMData.statistic`): drawn once, when a
+    sweep plans its data, and kept with the rows, so a trial reads the subset's own rows and never the held-out
+    split's (a subset scattered over a split would map most of its pages)."""
+    if records is None or records >= data.records:
         return data
+    return data.statistic(drawn_rows, records, seed)
+
+
+def drawn_rows(data: LMData, records: int, seed: int) -> LMData:
+    """`evaluation_rows`' draw: the rows of `records` records chosen without replacement by `seed`, in their order."""
+    ids = data.record_index.unique()
     chosen = np.sort(np.random.default_rng(seed).choice(ids.numpy(), size=records, replace=False))
     return data.subset(torch.isin(data.record_index, torch.from_numpy(chosen)).nonzero().flatten())
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, replace
-from typing import Callable, Iterator, Protocol, TypeVar
+from typing import Callable, Hashable, Iterator, Protocol, TypeVar
 
 import numpy as np
 import torch
@@ -100,17 +100,18 @@ class LMData:
         """`lm` or `classification`: what a model trained on these rows predicts."""
         return "lm" if self.labels is None else "classification"
 
-    def statistic(self, compute: Callable[[LMData], T]) -> T:
-        """`compute(self)`, a statistic of every row (a count, a plan's layout), computed once and kept with the
-        rows: pickled with them, so a sweep's trials read what its preparation computed when it planned every
-        mechanism (`sweep.prepare.prepare_shared`) instead of reading every row again. `compute` is a module-level
-        function of the rows' ids, secret mask, record indices and the positions a loss reads (`valid`), never of
-        the weights' values (a weighting keeps the statistics, `with_weighting`); the rows are never changed in
-        place (module docstring)."""
+    def statistic(self, compute: Callable[..., T], *args: Hashable) -> T:
+        """`compute(self, *args)`, a statistic of every row (a count, a plan's layout, the rows of a seeded subset),
+        computed once per `args` and kept with the rows: pickled with them, so a sweep's trials read what its
+        preparation computed when it planned every mechanism (`sweep.prepare.prepare_shared`) instead of reading
+        every row again. `compute` is a module-level function of the rows' ids, secret mask, record indices and the
+        positions a loss reads (`valid`), never of the weights' values (a weighting keeps the statistics,
+        `with_weighting`); the rows are never changed in place (module docstring)."""
         kept = self.__dict__.setdefault("_statistics", {})
-        key = f"{compute.__module__}.{compute.__qualname__}"
+        name = f"{compute.__module__}.{compute.__qualname__}"
+        key = f"{name}{args!r}" if args else name
         if key not in kept:
-            kept[key] = compute(self)
+            kept[key] = compute(self, *args)
         return kept[key]
 
     def blocks(self) -> Iterator[LMData]:

@@ -172,3 +172,16 @@ def test_row_groups_number_the_records_in_order_and_are_read_over_the_buffers():
     assert isinstance(again, LMData)
     assert again.groups.dtype == torch.int32 and torch.equal(again.groups, data.groups)
     assert any(again.groups.data_ptr() == np.frombuffer(m, dtype=np.uint8).ctypes.data for m in memory)
+
+
+def scaled_sum(rows: LMData, scale: int) -> int:
+    CALLS.append(scale)
+    return scale * int(rows.input_ids.sum())
+
+
+def test_a_statistic_with_arguments_is_computed_once_for_each_of_them():
+    data = lm_data(600)
+    CALLS.clear()
+    total = int(data.input_ids.sum())
+    assert [data.statistic(scaled_sum, s) for s in (1, 2, 1, 2)] == [total, 2 * total, total, 2 * total]
+    assert CALLS == [1, 2]

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 
 import pytest
 import torch
 
 from sdp_core.config import parse_model
 from sdp_core.config.trial import TrialConfig
+from sdp_core.metrics import evaluation_rows
 from sdp_core.privacy import assert_no_bare_epsilon, epsilon_from_ledger
 from sdp_core.preparation import data_key, prepare_trial_data
+from sdp_core.tensors import LMData
 from sdp_core.text.encode import encode
 from sdp_core.trial import run_trial
 from tests.conftest import run_main, small_trial_dict
@@ -109,7 +112,6 @@ def test_what_every_trial_of_a_sweep_reads_holds_no_record_text_past_the_members
     """The part of a setting's data every trial of a sweep unpickles (`PreparedData.apart`) does not grow with the
     records' text: of the training records it holds the first `max_eval_records` alone, of the held-out ones none.
     CRT reads every training record: it fails without them, and plans as on the data in hand once they are back."""
-    import pickle
 
     from sdp_core.mechanisms import MECHANISMS
 
@@ -366,6 +368,9 @@ def test_every_trial_of_a_sweep_evaluates_on_the_same_seeded_held_out_records(tm
                                                       training={"max_steps": 2}))
             for seed, name in ((0, "nodp"), (1, "dpsgd"))]
     shared = prepare_shared(cfgs)
+    # as a sweep's trials read it, before any trial ran
+    kept = [pickle.loads(pickle.dumps(split, protocol=5)) for split in (shared[data_key(cfgs[0])].data.validation,
+                                                                          shared[data_key(cfgs[0])].data.test)]
     rows = [run_trial(cfg, prepared=shared[data_key(cfg)]) for cfg in cfgs]
     by_split = {prefix: {records for p, records in seen if p == prefix} for prefix in ("val", "test")}
     assert len(seen) == 6 and all(len(sets) == 1 for sets in by_split.values())  # one subset per split, all trials
@@ -375,3 +380,6 @@ def test_every_trial_of_a_sweep_evaluates_on_the_same_seeded_held_out_records(tm
     assert validation <= set(data.validation.record_index.tolist()) and test <= set(data.test.record_index.tolist())
     assert all(r.metrics["val_perplexity_ci_low"] < r.metrics["val_perplexity"] < r.metrics["val_perplexity_ci_high"]
                for r in rows)
+    # Drawn when the sweep planned its data, and pickled with the rows: a trial's subset takes no row of the split.
+    monkeypatch.setattr(LMData, "subset", lambda *args: pytest.fail("the held-out split's rows were read"))
+    assert [set(evaluation_rows(split, 10, cfgs[0].data.seed).record_index.tolist()) for split in kept] == [validation, test]

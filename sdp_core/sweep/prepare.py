@@ -37,6 +37,7 @@ from sdp_core.detectors import get_policy
 from sdp_core.errors import UserError
 from sdp_core.logs import configure_logging
 from sdp_core.mechanisms import get_mechanism
+from sdp_core.metrics import evaluation_rows
 from sdp_core.preparation import PreparedData, TrialRecords, data_key, prepare_trial_data
 from sdp_core.progress import ProgressEvent, relayed_progress, replayed_progress
 from sdp_core.sweep.pipeline import FILE_MIN_BYTES, FileDetections, detect_file, file_source, ray_detection
@@ -72,7 +73,8 @@ def members_kept(trials: list[TrialConfig], key: str) -> int:
 
 def prepare_shared(trials: list[TrialConfig]) -> dict[str, PreparedData]:
     """The data the trials of a sweep share, prepared once per distinct data setting (`data_key`), with each
-    mechanism's plan made once so its own detection (CRT's conservative policy) is cached before the trials start.
+    mechanism's plan made once so its own detection (CRT's conservative policy) is cached before the trials start,
+    and each trial's evaluation subset drawn (`metrics.evaluation_rows`), so that it travels with the rows.
     A setting whose preparation fails is left out: its trials prepare it themselves and report the problem."""
     prepared: dict[str, PreparedData] = {}
     planned: set[tuple[str, str]] = set()
@@ -87,6 +89,8 @@ def prepare_shared(trials: list[TrialConfig]) -> dict[str, PreparedData]:
             if (key, cfg.mechanism.name) not in planned:
                 planned.add((key, cfg.mechanism.name))
                 get_mechanism(cfg.mechanism.name)(prepared[key].data, cfg)
+            for rows in (prepared[key].data.validation, prepared[key].data.test):
+                evaluation_rows(rows, cfg.evaluation.held_out_records, cfg.data.seed)
         except UserError:  # includes PrivacyError: the trial itself records it
             if key not in prepared:
                 failed.add(key)
