@@ -382,4 +382,5 @@ def test_every_trial_of_a_sweep_evaluates_on_the_same_seeded_held_out_records(tm
                for r in rows)
     # Drawn when the sweep planned its data, and pickled with the rows: a trial's subset takes no row of the split.
     monkeypatch.setattr(LMData, "subset", lambda *args: pytest.fail("the held-out split's rows were read"))
-    assert [set(evaluation_rows(split, 10, cfgs[0].data.seed).record_index.tolist()) for split in kept] == [validation, test]
+    drawn = [evaluation_rows(split, 10, cfgs[0].data.seed) for split in kept]
+    assert [set(rows.record_index.tolist()) for rows in drawn] == [validation, test]
