@@ -9,7 +9,7 @@ second of theirs (the share of a core's work the pipeline adds, whatever else ru
 each with `--cpus` // 2 CPUs): how many records each node detected, and whether its shards equal the one-node run's,
 record for record.
 
-`--same-on-two-nodes` checks that a cluster's layout does not change what a trial gets, per size: `prepare_once`
+`--same-on-two-nodes` checks that a cluster's layout does not change what a trial gets or trains, per size: `prepare_once`
 (detection on the cluster, then splits, canaries, tokenizer and rows in the preparation task) on a one-node Ray of
 `--cpus` CPUs and on a two-node Ray of half as many each, every run with an empty cache of its own (so both detect
 and train the tokenizer themselves), in a driver process of its own that digests what each data setting holds (40
@@ -18,7 +18,9 @@ training records, the first training records kept beside the rows, the canaries 
 went into), the tokenizer (`backend_tokenizer.to_str()`), every row array of every split (ids, weights, secret mask,
 record indices) and each entry of the detector's summary (but the seconds its recall estimate took). A table of the
 two runs' digests side by side, the records each node's detection actors detected (the pipeline's manifest), and a
-non-zero exit on any difference, or if detection did not run on both nodes.
+non-zero exit on any difference, or if detection did not run on both nodes. Then, in each layout, a DP-SGD and an
+ATDP trial of 3 steps on that data (noise from the trial's seed, so two runs compare), in two nodes one on each:
+the digests of their trained models' files, their metrics (but times) and their privacy reports, side by side.
 
 `--trial-data` measures instead what a sweep prepares after detection, per size: `prepare_trial_data` (splits,
 canaries, the tokenizer, the rows of every split) in a process of its own, its peak resident memory, wall time and
@@ -317,11 +319,38 @@ def setting_digests(shared: SharedData) -> dict[str, str]:
     return out
 
 
+SAME_TRIALS = ("dpsgd", "atdp")
+"""The trials each layout of `--same-on-two-nodes` trains on its prepared data, seed 0 and 1: in two nodes, the
+first on the head and the second on the other node."""
+
+
+def trained_digest(trial: dict, prepared: list) -> dict:
+    """In a Ray task: one trial on the setting's shared data (`prepared[0]`, a `SharedData`, read as a sweep's trial
+    reads it), its trained model saved; the digest of the model's files and of its metrics but the timed ones,
+    and the node it ran on."""
+    import ray
+
+    from sdp_core.config import parse_model
+    from sdp_core.config.trial import TrialConfig
+    from sdp_core.trial import run_trial
+
+    with tempfile.TemporaryDirectory() as out:
+        row = run_trial(parse_model(TrialConfig, trial), Path(out), prepared=prepared[0].get())
+        files = sorted((Path(out) / "model").iterdir())
+        model = digest(*[(f.name.encode(), f.read_bytes()) for f in files if f.is_file()])
+    metrics = {k: v for k, v in row.metrics.items() if not (k.endswith("_seconds") or k.startswith("time"))}
+    return {"model": model, "metrics": digest(metrics), "epsilon": digest(row.privacy),
+            "node": ray.get_runtime_context().get_node_id()}
+
+
 def same_drive(path: Path, policy: str, max_length: int, address: str) -> dict:
     """In this process (started as `--same-drive`): `prepare_once` on the file, connected to the cluster at
     `address`, with this run's cache (`$SDP_CACHE_DIR`, set by the caller); every data setting's digests
-    (`setting_digests`) and the records each node's detection actors detected (the pipeline's manifest)."""
+    (`setting_digests`), the records each node's detection actors detected (the pipeline's manifest), and the
+    `SAME_TRIALS` trained on it (`trained_digest`: a few steps each, noise from the trial's seed so that two runs
+    compare), the i-th on the cluster's i-th node."""
     import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from sdp_core.io import cache_root
     from sdp_core.sweep.prepare import prepare_once
@@ -334,8 +363,18 @@ def same_drive(path: Path, policy: str, max_length: int, address: str) -> dict:
     prepared = prepare_once([trial], None)
     wall = time.perf_counter() - start
     manifests = [json.loads(m.read_text()) for m in (cache_root() / "detections").glob("*.shards/manifest.json")]
+    (shared,) = prepared.values()
+    head = ray.get_runtime_context().get_node_id()
+    nodes = [head, *sorted(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["NodeID"] != head)]
+    task = ray.remote(num_cpus=1, max_calls=1)(trained_digest)
+    settings = {"training": {"max_steps": 3}, "evaluation": {"exposure": False, "mia": False},
+                "privacy": {"reproducible_noise": True}}
+    on = lambda i: NodeAffinitySchedulingStrategy(nodes[i % len(nodes)], soft=False)  # noqa: E731
+    trained = ray.get([task.options(scheduling_strategy=on(i)).remote(
+        {**trial, **settings, "seed": i, "mechanism": {"name": name}}, [shared]) for i, name in enumerate(SAME_TRIALS)])
     return {"wall_s": wall, "nodes": [sorted(m["nodes"].values(), reverse=True) for m in manifests],
-            "settings": {key: setting_digests(shared) for key, shared in prepared.items()}}
+            "settings": {key: setting_digests(shared) for key, shared in prepared.items()},
+            "trained": {name: {**t, "node": nodes.index(t.pop("node"))} for name, t in zip(SAME_TRIALS, trained)}}
 
 
 def same_on_two_nodes(sizes: list[int], policy: str, max_length: int, cpus: int, work: Path) -> bool:
@@ -367,6 +406,17 @@ def same_on_two_nodes(sizes: list[int], policy: str, max_length: int, cpus: int,
                 ok &= a == b
                 print(f"{item:>44} {a[:12]:>12} {b[:12]:>12} {'yes' if a == b else 'NO':>5}")
         print(f"detection ran on both nodes: {'yes' if both else 'NO'}", flush=True)
+        print(f"\n{'trained (node: one / two nodes)':>44} {'one node':>12} {'two nodes':>12} {'equal':>5}")
+        for name, mine in one["trained"].items():
+            theirs = two["trained"][name]
+            for item in ("model", "metrics", "epsilon"):
+                same = mine[item] == theirs[item]
+                ok &= same
+                label = f"{name} {item} (node {mine['node']} / {theirs['node']})"
+                print(f"{label:>44} {mine[item][:12]:>12} {theirs[item][:12]:>12} {'yes' if same else 'NO':>5}")
+        apart = sorted(t["node"] for t in two["trained"].values()) == list(range(len(SAME_TRIALS)))
+        ok &= apart
+        print(f"the two-node run's trials ran on both nodes: {'yes' if apart else 'NO'}", flush=True)
     return ok
 
 
@@ -663,7 +713,7 @@ def main() -> None:
     print(f"policy {args.policy}; logs and shards in {work}", flush=True)
     if args.same_on_two_nodes:
         if not same_on_two_nodes(args.sizes, args.policy, args.max_length, args.cpus, work):
-            raise SystemExit("two nodes prepared other data than one node, or detection did not run on both")
+            raise SystemExit("two nodes prepared or trained otherwise than one node, or did not both detect and train")
         return
     if args.sweep_prep:
         sweep_prep_table(args.sizes, args.policy, args.max_length, args.against, args.cpus, work, args.json,
