@@ -22,7 +22,7 @@ from sdp_core.data.classification import class_labels
 from sdp_core.data.customersim import generate_customersim
 from sdp_core.data.loaders import load_records
 from sdp_core.data.splits import splits_with_canaries
-from sdp_core.data.records import Record, Span, Splits
+from sdp_core.data.records import Record, Span, SpanColumns, Splits, span_columns
 from sdp_core.detectors import Policy, detect_records, get_policy, masked_share
 from sdp_core.detectors.estimate import estimable_types, estimate_summary
 from sdp_core.detectors.evaluation import evaluate
@@ -52,6 +52,14 @@ class TrialRecords:
 
     splits: Splits
     train_spans: list[list[Span]]  # policy spans of each training record
+
+    def __reduce__(self) -> tuple:
+        """Pickled as arrays (`data.records.Splits`, `span_columns`), which Ray's object store keeps as they are."""
+        return _trial_records, (self.splits, span_columns(self.train_spans))
+
+
+def _trial_records(splits: Splits, train_spans: SpanColumns) -> TrialRecords:
+    return TrialRecords(splits, [list(spans or ()) for spans in train_spans.lists()])
 
 
 @dataclass(frozen=True)

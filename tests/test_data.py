@@ -148,3 +148,24 @@ def test_business_messages_are_the_same_in_every_process():
     texts = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO,
                             env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
     assert len(texts) == 1
+
+
+def test_splits_pickle_as_columns_and_come_back_record_for_record():
+    """A sweep's records travel as arrays (`Splits.__reduce__`): the texts (any Unicode, lone surrogates included),
+    gold spans or none, empty ones, class labels and meta come back as they were, and the arrays are out of band
+    (what Ray's object store keeps as they are), not in the pickle's own bytes."""
+    import pickle
+
+    from sdp_core.data.records import Splits
+
+    train = customersim_splits(40, 2, 2, seed=3).train
+    odd = [Record("naïve café ☕ \udcff Jane", (Span(12, 16, "PERSON"), Span(0, 5, "x")), 2, {"locale": "fr"}),
+           Record("", None), Record("no secret", ()), Record("z", None, 0)]
+    splits = Splits([*train, *odd], odd[:2], [])
+    buffers: list = []
+    payload = pickle.dumps(splits, protocol=5, buffer_callback=buffers.append)
+    again = pickle.loads(payload, buffers=buffers)
+    for mine, theirs in zip((splits.train, splits.validation, splits.test), (again.train, again.validation, again.test)):
+        assert [(r.text, r.spans, r.label, r.meta) for r in mine] == [(r.text, r.spans, r.label, r.meta) for r in theirs]
+    assert train[0].text.encode() not in payload and sum(memoryview(b).nbytes for b in buffers) > sum(
+        len(r.text) for r in train)
