@@ -174,7 +174,7 @@ def sweep_trial(config: dict, report_interval: float = 0.0, early_stopping: bool
 
     try:
         # Here, not at the top: the trial's stack (GPT-2's modelling, the attacks) is this trial worker's, and the
-        # sweep's driver, which imports this module, never trains (2 CPU-s of its start).
+        # sweep's driver, which imports this module, never trains (about 1 CPU-s of its start, Opacus apart).
         from sdp_core.trial import run_trial
 
         cfg = parse_model(TrialConfig, config["trial"], config["trial_id"])
