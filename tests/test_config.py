@@ -9,7 +9,7 @@ from sdp_core.config import parse_model
 from sdp_core.config.loading import dump_yaml, load_trial_config
 from sdp_core.config.trial import TrialConfig
 from sdp_core.errors import ConfigError, UserError
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_main
 
 
 def _write(tmp_path, text: str, name: str = "cfg.yaml"):
@@ -60,7 +60,7 @@ def test_overrides_are_validated_like_the_file(tmp_path):
 ])
 def test_validate_command_prints_one_line_per_problem_and_exits_2(tmp_path, text, expected):
     path = _write(tmp_path, text)
-    proc = run_cli("validate", str(path))
+    proc = run_main("validate", str(path))  # in this process; the shipped configs' test below is a real subprocess
     assert proc.returncode == 2
     assert expected in proc.stderr and "Traceback" not in proc.stderr
     assert proc.stderr.strip().count("\n") == 0

@@ -18,6 +18,7 @@ from sdp_core.sweep import driver
 from sdp_core.sweep.driver import SweepSearch, open_studies, reconcile, sweep_trial
 from sdp_core.sweep.space import check_space, sample, trial_config_dict
 from sdp_core.sweep.store import SweepStore
+from sdp_core import trial as trial_module  # the trial function reads run_trial from here
 from sdp_core.row import TrialRow
 from sdp_core.trial import TrainingProgress
 from tests.conftest import small_trial_dict
@@ -102,7 +103,7 @@ def test_trial_function_reports_held_out_progress_then_one_final_row(monkeypatch
         on_step(TrainingProgress(2, "dp", None, lambda: next(held_out)))
         return TrialRow(name=cfg.name, state="finished", seed=cfg.seed, config={}, metrics={"val_perplexity": 9.0})
 
-    monkeypatch.setattr(driver, "run_trial", fake_run_trial)
+    monkeypatch.setattr(trial_module, "run_trial", fake_run_trial)
     monkeypatch.setattr(driver.time, "monotonic", iter(range(100)).__next__)  # one second per call
     sweep_trial(config, report_interval=interval, early_stopping=early_stopping)
     assert [(r["step"], r["val_loss"], r["final"]) for r in reports] == [(s, v, f) for s, v, f in expected]
@@ -122,7 +123,7 @@ def test_trial_function_turns_errors_into_rows(monkeypatch, error, state, messag
     def failing_run_trial(cfg, out_dir, on_step, on_plan, prepared):
         raise error
 
-    monkeypatch.setattr(driver, "run_trial", failing_run_trial)
+    monkeypatch.setattr(trial_module, "run_trial", failing_run_trial)
     sweep_trial({"trial_id": "trial_0001", "params": {}, "objectives": OBJECTIVES,
                  "trial": small_trial_dict(name="t", seed=1)})
     (final,) = reports

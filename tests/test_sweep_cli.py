@@ -22,7 +22,7 @@ from optuna.trial import TrialState
 from sdp_core.config.loading import load_sweep_config, load_trial_config
 from sdp_core.sweep.driver import open_studies
 from sdp_core.sweep.store import SweepStore
-from tests.conftest import REPO, run_cli, run_main
+from tests.conftest import REPO, run_main
 
 SMOKE = REPO / "sweeps" / "smoke.yaml"
 
@@ -54,7 +54,7 @@ def test_bad_input_is_one_line_exit_2_and_no_folder(tmp_path, case):
     else:
         args = [str(SMOKE), "--address", f"127.0.0.1:{free_port()}"]
     out = tmp_path / "out"
-    result = run_cli("run", *args, "--out", str(out))
+    result = run_main("run", *args, "--out", str(out))  # in this process, as tests/test_bad_inputs' cases
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr

@@ -22,6 +22,7 @@ from sdp_core.report.statement import sweep_cost
 from sdp_core.sweep import driver
 from sdp_core.sweep.driver import GridSearch, completed_row, sweep_trial
 from sdp_core.sweep.store import SweepStore
+from sdp_core import trial as trial_module  # the trial function reads run_trial from here
 from sdp_core.row import TrialRow
 from tests.conftest import small_trial_dict
 
@@ -85,7 +86,7 @@ def test_a_trial_publishes_its_plan_before_its_first_step_and_in_its_failed_row(
         on_step(SimpleNamespace(step=2))
         raise RuntimeError("loss is NaN")
 
-    monkeypatch.setattr(driver, "run_trial", run_trial)
+    monkeypatch.setattr(trial_module, "run_trial", run_trial)
     sweep_trial(trial_config("trial_0000"), report_interval=3600.0)  # progress throttled away: the plan still goes
     assert [json.loads(r["ledger"]) if "ledger" in r else None for r in reports] == [plan, None]
     row = json.loads(reports[-1]["row"])

@@ -57,7 +57,6 @@ import math
 from dataclasses import dataclass
 
 import torch
-from opacus.distributed import DifferentiallyPrivateDistributedDataParallel as DPDDP
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
@@ -274,6 +273,8 @@ class SelectiveStep:
     """
 
     def __init__(self, ctx: StepContext, phase: SelectivePhase):
+        from opacus.distributed import DifferentiallyPrivateDistributedDataParallel as DPDDP  # as DPStep's Opacus
+
         self.phase, self.noise, self.world_size = phase, ctx.noise, ctx.world_size
         self.dp = DPStep(ctx, phase)
         self.lm = ctx.model.module if isinstance(ctx.model, DPDDP) else ctx.model

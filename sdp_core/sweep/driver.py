@@ -40,7 +40,7 @@ import sys
 import time
 from functools import partial
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import optuna
 from optuna.storages import JournalStorage
@@ -62,7 +62,9 @@ from sdp_core.sweep.space import MECHANISM_PARAM, sample, trial_config_dict
 from sdp_core.sweep.store import SweepStore
 from sdp_core.preparation import data_key
 from sdp_core.row import TrialRow
-from sdp_core.trial import TrainingProgress, run_trial
+
+if TYPE_CHECKING:
+    from sdp_core.trial import TrainingProgress
 
 MAX_RETRIES = 2
 """A trial whose Ray worker dies (killed, out of memory, node lost) is re-run from the start this many times
@@ -171,6 +173,10 @@ def sweep_trial(config: dict, report_interval: float = 0.0, early_stopping: bool
             report()
 
     try:
+        # Here, not at the top: the trial's stack (GPT-2's modelling, the attacks) is this trial worker's, and the
+        # sweep's driver, which imports this module, never trains (about 1 CPU-s of its start, Opacus apart).
+        from sdp_core.trial import run_trial
+
         cfg = parse_model(TrialConfig, config["trial"], config["trial_id"])
         out_dir = Path(models_dir) / config["trial_id"] if models_dir else None
         shared = (prepared or {}).get(data_key(cfg))

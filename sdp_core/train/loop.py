@@ -42,8 +42,6 @@ from torch.profiler import record_function
 
 from sdp_core.config.training import PrivacyConfig, TrainingConfig
 from sdp_core.tensors import LMData, model_device, record_groups, record_losses
-from sdp_core.train.clipping import CLIPPING
-from sdp_core.train.noise import dp_optimizer_class
 from sdp_core.train.host_memory import keep_freed_host_memory
 from sdp_core.train.precision import FP32, Precision, resolve_precision, use_tf32
 
@@ -271,6 +269,11 @@ class DPStep:
     """
 
     def __init__(self, ctx: StepContext, phase: Phase):
+        # Opacus (and the torch dynamo it imports, 2 CPU-s) only where a private step is taken: a sweep's driver
+        # plans phases with this module and never steps.
+        from sdp_core.train.clipping import CLIPPING
+        from sdp_core.train.noise import dp_optimizer_class
+
         self.precision, self.device = ctx.precision, model_device(ctx.model)
         self.clipping = CLIPPING[ctx.grad_sample_mode](ctx.model, phase.max_grad_norm, ctx.precision.loss_scale)
         self.module = self.clipping.module
