@@ -167,10 +167,9 @@ def product_format(x: torch.Tensor) -> torch.dtype:
 def instantiation_product(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """x @ y for instantiated per-record gradients. On a GPU, `fp32_product`. On a CPU, bf16 operands are
     multiplied as bf16 (fp32 accumulation, the result rounded to bf16, as a bf16 step's weight gradients are) and the
-    product stays bf16: an instantiated G_i's norm and clipped sum read the same numbers, upcast exactly to fp32
-    (`instantiated`: once, or a block at a time for a G_i over `UPCAST_WHOLE` entries), so rounding them moves no
-    record past C. The product runs on the CPU's bf16 units (about 3× faster than upcasting both operands, at
-    gpt2-tiny's head)."""
+    product stays bf16: an instantiated G_i's norm and clipped sum read the same numbers, upcast exactly to fp32 a
+    block at a time (`fp32_blocks`), so rounding them moves no record past C. The product runs on the CPU's bf16
+    units (about 3× faster than upcasting both operands, at gpt2-tiny's head), and no fp32 copy of all G_i is made."""
     if not x.is_cuda and x.dtype == torch.bfloat16 and y.dtype == x.dtype:
         return x @ y
     return fp32_product(x, y)
@@ -286,14 +285,12 @@ SQUARES_CHUNK = 32
 γ_36 ≈ 4·10⁻⁶ below the true sum, and partial sums that take 1/32 of the tensor's memory."""
 UPCAST_BLOCK = 2**19
 """Entries (over all records) of a bf16 tensor upcast to fp32 at a time (`fp32_blocks`): 2 MiB blocks, which the
-allocator reuses."""
-UPCAST_WHOLE = 2**24
-"""A 16-bit instantiated G_i of at most this many entries (64 MiB in fp32) is upcast once and kept in fp32, which
-its norm and its clipped sum then both read; a larger one stays 16-bit and is upcast block by block, once for the
-norm and once for the sum. gpt2-tiny's head (B × V × d = 32 × 4,000 × 128) is upcast once: with freed host memory
-kept for the next step (`host_memory`, a CPU training process's default) its 64 MiB cost no page faults, and each
-blockwise pass over its 16 M entries cost more than the one copy (11–12 ms against 9 ms on one thread). A GPU's
-16-bit products come out in fp32 already (`instantiation_product`)."""
+allocator reuses. One fp32 copy of a head's G_i (B × V × d: 64 MiB at gpt2-tiny) is fresh memory every step, and
+on a CPU its page faults cost more than the products that fill it."""
+UPCAST_WHOLE = 2**22
+"""A 16-bit instantiated G_i of at most this many entries (16 MiB in fp32, memory the allocator reuses) is upcast
+once and kept in fp32, which its norm and its clipped sum then both read; a larger one (an LM head's) stays 16-bit
+and is upcast block by block, once for the norm and once for the sum."""
 
 
 def fp32_blocks(x: torch.Tensor) -> Iterator[torch.Tensor]:
