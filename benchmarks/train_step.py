@@ -15,9 +15,12 @@ records (`--windows 1`, the default).
 side-by-side comparison a change to the private step is judged by. `--profile` also breaks each step down by part
 (the `record_function` ranges of `sdp_core.train`: forward, output-gradient backward, ghost norms, instantiated
 per-record gradients, embedding norms, LayerNorm and biases, clipped sums, noise and optimizer) from
-`torch.profiler`: device time on a GPU, CPU time on a CPU; and counts the operators each part launches per step
+`torch.profiler`: device time on a GPU, the host thread's time on a CPU; and counts the operators each part launches per step
 (kernel launches on a GPU, aten ops that move data on a CPU), in a table and as `parts_ops` in each `--json` row, so
-that a private step's launches can be driven down on a CPU and checked on a GPU.
+that a private step's launches can be driven down on a CPU and checked on a GPU. The profiler's times are the host
+thread's wall clock (on a GPU, the device's): on a shared CPU they include the time the process waited for a core,
+which `--clock cpu` leaves out, so each profiled variant also shows its profiled steps' time on the run's clock and on
+the wall; parts of variants profiled at different loads do not compare.
 
 Each variant's process keeps freed host memory for its next step, as a trial's does (`training.keep_host_memory`);
 `--host-memory keep,system` times glibc's defaults beside it (each step's page faults are in the table: the work the
@@ -105,9 +108,9 @@ def part_ranges(profiler) -> list[tuple[object, list]]:
 
 def part_seconds(profiler, gpu: bool) -> dict[str, float]:
     """Seconds in each of `PARTS` over the profiled steps: device time of the kernels launched inside each range on
-    a GPU, CPU time on a CPU. A range counts its children and also the ops other threads started while it was open
-    (`part_ranges`). On a GPU each range's host time is also kept (`host.` + name): where it exceeds the device
-    time, launching is the limit."""
+    a GPU, the host thread's wall-clock time on a CPU (the profiler's "CPU time", waits for a core included). A range
+    counts its children and also the ops other threads started while it was open (`part_ranges`). On a GPU each
+    range's host time is also kept (`host.` + name): where it exceeds the device time, launching is the limit."""
 
     def spent(event) -> float:
         return event.device_time_total if gpu else event.cpu_time_total
@@ -212,10 +215,12 @@ def measure_variant(variant: str, precision: str, preset: str, batch: int, lengt
     result["step_extra_mb"] = result["peak_mb"] - base
     if profile:
         activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if gpu else [])
+        start, wall = now(), time.perf_counter()
         with torch.profiler.profile(activities=activities) as profiler:
             for _ in range(steps):
                 step(fixed, 1.0)
             synchronize()
+        result["profiled_s"] = {"clock": (now() - start) / steps, "wall": (time.perf_counter() - wall) / steps}
         result["parts_s"] = {name: s / steps for name, s in part_seconds(profiler, gpu).items() if s > 0}
         result["parts_ops"] = {name: round(n / steps) for name, n in part_ops(profiler, gpu).items() if n > 0}
     step.close()
@@ -350,8 +355,10 @@ def print_tables(results: dict[tuple[str, str, str, str, str], dict], args: argp
         return
     gpu = device != "CPU"
     parts = Table(title="Where a step's time goes (ms per step, torch.profiler: "
-                        f"{'device time / host time' if gpu else 'CPU time'}; step.clipping encloses the bk.* rows)")
-    for col in ("shape", "precision", "code", "rows per record", "variant", *(p.split(".", 1)[1] for p in PARTS)):
+                        f"{'device time / host time' if gpu else 'host thread, wall clock'}; step.clipping encloses "
+                        "the bk.* rows)")
+    for col in ("shape", "precision", "code", "rows per record", "variant", *(p.split(".", 1)[1] for p in PARTS),
+                f"profiled step: {args.clock} / wall"):
         parts.add_column(col, justify="right")
 
     def cell(seconds: dict[str, float], part: str) -> str:
@@ -361,7 +368,8 @@ def print_tables(results: dict[tuple[str, str, str, str, str], dict], args: argp
 
     for (shape, precision, code, windows, variant), r in results.items():
         if "parts_s" in r:
-            parts.add_row(shape, precision, code, windows, variant, *(cell(r["parts_s"], p) for p in PARTS))
+            profiled = f"{1000 * r['profiled_s']['clock']:.1f} / {1000 * r['profiled_s']['wall']:.1f}"
+            parts.add_row(shape, precision, code, windows, variant, *(cell(r["parts_s"], p) for p in PARTS), profiled)
     console.print(parts)
     ops = Table(title=f"Operators each part launches per step ({'kernel launches' if gpu else 'aten ops that move data'}"
                       "); last column: a private step's clipping + noise and optimizer over the non-private step's "

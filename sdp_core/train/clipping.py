@@ -380,6 +380,14 @@ EXPONENT_BITS = 0x7F800000
 """The exponent field of an IEEE-754 fp32 number: x's bits masked by it are those of 2^⌊log₂ x⌋ (x normal)."""
 
 
+def largest_magnitudes(x: torch.Tensor) -> torch.Tensor:
+    """max_j |x_ij| per record of a [B, ...] tensor, in fp32 (exact; inf or NaN where the record holds one). A CPU
+    takes |x| and its maximum, about 8× faster than its inf-norm reduction at gpt2-tiny's embedding gradients (32 ×
+    128 × 128); a GPU runs the one reduction kernel, without the copy."""
+    flat = x.flatten(1)
+    return (torch.linalg.vector_norm(flat, ord=math.inf, dim=1) if x.is_cuda else flat.abs().amax(1)).float()
+
+
 def power_of_two_scaled(*xs: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """(x_i / s_i, s_i) per record of each [B, ...] tensor, s_i = 2^e_i ≤ the record's largest |entry| < 2^(e_i + 1),
     e_i clamped to [−126, 126] so that s_i and 1/s_i are normal numbers in fp32 and bf16: the scaled entries are
@@ -389,7 +397,7 @@ def power_of_two_scaled(*xs: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch
     (e + 127)·2²³, 2^−e the bits 254·2²³ minus those), so they are exact (and stay exact cast to bf16); the exponents
     of all the tensors (every ghost layer's a and g) are worked out together, in a few operations; each scaled copy
     is made when the iterator reaches it."""
-    largest = torch.stack([torch.linalg.vector_norm(x.flatten(1), ord=math.inf, dim=1).float() for x in xs])
+    largest = torch.stack([largest_magnitudes(x) for x in xs])
     bits = (largest.view(torch.int32) & EXPONENT_BITS).clamp(1 << 23, 253 << 23)
     inverses, scales = ((254 << 23) - bits).view(torch.float32), bits.view(torch.float32).double()
     # one cast per format, not per tensor; a bf16 x times an fp32 inverse is fp32 (on a CPU), exact as well
@@ -524,11 +532,17 @@ def weight_gradients(a: torch.Tensor, g: torch.Tensor, transposed: bool) -> Para
 
 
 def affine(module: nn.Module, a: torch.Tensor, g: torch.Tensor, transposed: bool) -> LayerGradients:
-    """y = a·Wᵀ + b (or a·W + b): the weight's gradients and, with a bias, its G_i = Σ_t g_it (small: fp32 [B, d])."""
+    """y = a·Wᵀ + b (or a·W + b): the weight's gradients and, with a bias, its G_i = Σ_t g_it (small: fp32 [B, d]).
+
+    A CPU's bf16 g is summed as bf16 (fp32 accumulation, the result rounded to bf16, as a bf16 step's bias gradient
+    is) and then upcast, exactly: as for `instantiation_product`, the norm and the clipped sum both read these very
+    numbers, so the rounding moves no record past C. Summing into fp32 directly would upcast all of g first (a CPU's
+    reductions do not widen as they read), four times the time of the bf16 sum at gpt2-tiny's widths."""
     out: LayerGradients = {"weight": weight_gradients(a, g, transposed)}
     if module.bias is not None:
         with record_function("bk.small_layers"):
-            out["bias"] = g.sum(1, dtype=torch.float32)
+            low = not g.is_cuda and g.dtype == torch.bfloat16
+            out["bias"] = g.sum(1).float() if low else g.sum(1, dtype=torch.float32)
     return out
 
 
