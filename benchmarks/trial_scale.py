@@ -70,18 +70,11 @@ def tiled(rows, records: int):
                                                                           rows.sensitive)), index[keep])
 
 
-def _status(key: str) -> float:
-    """A line of this process's /proc status in MB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(f"{key}:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def _trial(trial: dict, shared: list) -> dict:
     """One trial on the shared data in this (fresh) worker: its memory and times (see the module docstring).
     `shared` holds the setting's `SharedData`, in a list so that it is read here, timed."""
     import sdp_core.trial
+    from benchmarks.proctree import peak_rss_mb, private_mb, rss_mb
     from sdp_core.config import parse_model
     from sdp_core.config.trial import TrialConfig
     from sdp_core.trial import run_trial
@@ -97,12 +90,13 @@ def _trial(trial: dict, shared: list) -> dict:
         return out
 
     sdp_core.trial.utility_metrics = timed_score  # type: ignore[assignment]  # this worker runs this trial only
+    me = os.getpid()
     own = {"peak": 0.0}
     done = threading.Event()
 
     def sample() -> None:
         while not done.wait(SAMPLE_INTERVAL):
-            own["peak"] = max(own["peak"], _status("RssAnon"))
+            own["peak"] = max(own["peak"], private_mb(me))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -113,8 +107,8 @@ def _trial(trial: dict, shared: list) -> dict:
         if name not in marks:
             marks[name] = time.perf_counter() - start
             marks[f"{name}_cpu_s"] = time.process_time() - cpu
-            marks[f"{name}_own_mb"] = _status("RssAnon")
-            marks[f"{name}_rss_mb"] = _status("VmRSS")
+            marks[f"{name}_own_mb"] = private_mb(me)
+            marks[f"{name}_rss_mb"] = rss_mb(me)
 
     data = shared[0].get()
     mark("read")
@@ -124,7 +118,7 @@ def _trial(trial: dict, shared: list) -> dict:
     sampler.join()
     return {**marks, "evaluate_s": row.timings["evaluate"], "wall_s": time.perf_counter() - start,
             "evaluate_cpu_s": sum(scoring[1:]),
-            "peak_mb": _status("VmHWM"), "own_mb": max(own["peak"], _status("RssAnon")),
+            "peak_mb": peak_rss_mb(me), "own_mb": max(own["peak"], private_mb(me)),
             "steps": row.metrics["steps"], "val_perplexity": row.metrics["val_perplexity"]}
 
 
