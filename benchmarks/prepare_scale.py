@@ -23,8 +23,8 @@ ATDP trial of 3 steps on that data (noise from the trial's seed, so two runs com
 the digests of their trained models' files, their metrics (but times) and their privacy reports, side by side.
 
 `--trial-data` measures instead what a sweep prepares after detection, per size: `prepare_trial_data` (splits,
-canaries, the tokenizer, the rows of every split) in a process of its own, its peak resident memory, wall time and
-the rows' bytes, on this checkout and, with `--against DIR`, on DIR's `sdp_core` side by side (detection cached
+canaries, the tokenizer, the rows of every split) in a process of its own, its peak resident memory, wall and CPU
+time, the time of its tokenizer and encoding (`timings["tokenize"]`) and the rows' bytes, on this checkout and, with `--against DIR`, on DIR's `sdp_core` side by side (detection cached
 first by a pass not counted, so both sides read it from the cache).
 
 `--tokenizer-sample` compares a BPE trained on a seeded sample of each size with one trained on the largest
@@ -212,12 +212,14 @@ def trial_data(path: Path, policy: str, max_length: int) -> dict:
 
     cfg = parse_model(TrialConfig, {"data": {"source": "file", "path": str(path), "max_length": max_length},
                                     "detector": {"policy": policy}})
-    start = time.perf_counter()
-    data = prepare_trial_data(cfg).data
+    start, cpu = time.perf_counter(), time.process_time()
+    prepared = prepare_trial_data(cfg)
+    data = prepared.data
     parts = (data.train, data.train_redacted, data.validation, data.test)
     rows = sum(t.numel() * t.element_size() for p in parts
                for t in (p.input_ids, p.weights, p.sensitive, p.record_index))
-    return {"wall_s": time.perf_counter() - start, "rows_mb": rows / 2**20,
+    return {"wall_s": time.perf_counter() - start, "cpu_s": time.process_time() - cpu,
+            "tokenize_s": prepared.timings["tokenize"], "rows_mb": rows / 2**20,
             "tokens": sum(p.input_ids.numel() for p in parts),
             "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
@@ -539,10 +541,11 @@ def trial_data_table(sizes: list[int], policy: str, max_length: int, against: Pa
     """Peak memory of a trial's data preparation per size, this checkout beside `against` (when given)."""
     rows = side_by_side(sizes, against, lambda path, code: in_checkout(
         code, "--trial-data-drive", path, ["--policy", policy, "--max-length", str(max_length)]))
-    print(f"\n{'records':>9} {'side':>6} {'wall s':>7} {'peak MB':>8} {'rows MB':>8} {'bytes/token':>11}")
+    print(f"\n{'records':>9} {'side':>6} {'wall s':>7} {'CPU s':>7} {'tokenize s':>10} {'peak MB':>8} {'rows MB':>8} "
+          f"{'bytes/token':>11}")
     for r in rows:
-        print(f"{r['size']:>9,} {r['side']:>6} {r['wall_s']:>7.1f} {r['peak_mb']:>8.0f} {r['rows_mb']:>8.0f} "
-              f"{r['rows_mb'] * 2**20 / r['tokens']:>11.1f}")
+        print(f"{r['size']:>9,} {r['side']:>6} {r['wall_s']:>7.1f} {r['cpu_s']:>7.1f} {r['tokenize_s']:>10.1f} "
+              f"{r['peak_mb']:>8.0f} {r['rows_mb']:>8.0f} {r['rows_mb'] * 2**20 / r['tokens']:>11.1f}")
     growth(rows)
 
 

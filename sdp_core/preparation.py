@@ -33,7 +33,7 @@ from sdp_core.errors import UserError
 from sdp_core.io import fingerprint
 from sdp_core.tensors import LMData
 from sdp_core.text.encode import encode, encode_windows
-from sdp_core.text.redaction import redact
+from sdp_core.text.redaction import RedactedTexts, redact
 from sdp_core.text.tokenizer import cached_bpe_tokenizer, load_pretrained_tokenizer
 
 if TYPE_CHECKING:
@@ -231,15 +231,15 @@ def prepare_trial_data(cfg: TrialConfig) -> PreparedData:
               for name, recs in (("train", splits.train), ("validation", splits.validation), ("test", splits.test))}
     # Records longer than a row become windows (text.encode); every copy of a canary stays inside one window.
     whole = [text for family in canaries for text in family.inserted_texts()]
-    train, windows = encode_windows([r.text for r in splits.train], train_spans, tokenizer, L, labels["train"],
+    train_texts = [r.text for r in splits.train]
+    train, windows = encode_windows(train_texts, train_spans, tokenizer, L, labels["train"],
                                     keep_whole=whole, on_long=on_long)
     data = TrialData(
         records=TrialRecords(splits, train_spans),
         train_records=len(splits.train),
         train=train,
-        train_redacted=encode([redact(r.text, s) for r, s in zip(splits.train, train_spans)],
-                              [[] for _ in splits.train], tokenizer, L, labels["train"], keep_whole=whole,
-                              on_long=on_long),
+        train_redacted=encode(RedactedTexts(train_texts, train_spans), [()] * len(train_texts), tokenizer, L,
+                              labels["train"], keep_whole=whole, on_long=on_long),
         validation=encode([r.text for r in splits.validation], eval_spans["validation"], tokenizer, L,
                           labels["validation"], on_long=on_long),
         test=encode([r.text for r in splits.test], eval_spans["test"], tokenizer, L, labels["test"], on_long=on_long),

@@ -151,6 +151,71 @@ def test_records_encoded_a_few_at_a_time_give_the_rows_of_one_pass(monkeypatch, 
         encode_windows(["short one", "short two", "short three", PROSE], [[]] * 4, tokenizer(), 24, on_long="refuse")
 
 
+def _windows_token_by_token(text, offsets, spans, capacity, keep_whole):
+    """A second implementation of `window_bounds`: each token's first word character, line start and sentence
+    start read from the text token by token (`str.lstrip`, `text[a - 1]`), then the same preference of cuts."""
+    from sdp_core.data.structure import SENTENCE_END
+
+    n = len(offsets)
+    if n <= capacity:
+        return [(0, n)]
+    words = [a + len(text[a:b]) - len(text[a:b].lstrip()) for a, b in offsets]
+    sentence_starts = {m.end() for m in SENTENCE_END.finditer(text)}
+    secret = [any(s.start < a < s.end for s in _trimmed(text, spans)) for a, _ in offsets]
+    inside_whole = [any(text.startswith(w, k) and k < a < k + len(w) for w in keep_whole if w
+                        for k in range(len(text))) for a, _ in offsets]
+    tiers = [lambda i: offsets[i][0] > 0 and text[offsets[i][0] - 1] == "\n" and not secret[i],
+             lambda i: words[i] in sentence_starts and not secret[i], lambda i: not secret[i], lambda i: True]
+    bounds, s = [], 0
+    while n - s > capacity:
+        cut = next(max(i for i in range(s + 1, s + capacity + 1) if ok(i) and not inside_whole[i])
+                   for ok in tiers if any(ok(i) and not inside_whole[i] for i in range(s + 1, s + capacity + 1)))
+        bounds.append((s, cut))
+        s = cut
+    return bounds + [(s, n)]
+
+
+def _trimmed(text, spans):
+    """Spans trimmed of surrounding whitespace, merged where they overlap or touch."""
+    out = []
+    for s in sorted(spans):
+        piece = text[s.start : s.end]
+        a, b = s.start + len(piece) - len(piece.lstrip()), s.end - len(piece) + len(piece.rstrip())
+        if b > a:
+            if out and a <= out[-1].end:
+                out[-1] = Span(out[-1].start, max(out[-1].end, b))
+            else:
+                out.append(Span(a, b))
+    return out
+
+
+def test_window_bounds_equal_a_token_by_token_reading_of_the_text():
+    """Cuts read from arrays over the text's characters equal those read token by token, on texts with every kind
+    of whitespace `str.isspace` knows (no-break and ideographic spaces, line and paragraph separators, tabs),
+    characters past the BMP's Latin range, line and sentence starts, secrets and canaries."""
+    from sdp_core.text.encode import window_bounds
+
+    tok = tokenizer()
+    rng = np.random.default_rng(0)
+    pieces = ["word", "Sims", "5551234567", ". ", "! ", "? ", "\n", "USR: ", " ", "\t", "\u00a0", "\u3000", "\u2028",
+              "\u2029", "\u0085", "\x1c", "é", "日本", "x", "\" ", ".) "]
+    for case in range(60):
+        text = "".join(rng.choice(pieces, size=int(rng.integers(20, 120))))
+        enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+        offsets = enc["offset_mapping"]
+        starts = sorted(rng.choice(len(text), size=3, replace=False).tolist())
+        spans = [Span(a, min(a + int(rng.integers(1, 12)), len(text))) for a in starts]
+        keep_whole = [text[5:15]] if case % 3 == 0 else []
+        for capacity in (8, 20):
+            try:
+                expected = _windows_token_by_token(text, offsets, spans, capacity, keep_whole)
+            except StopIteration:  # no cut allowed: a canary longer than a row
+                with pytest.raises(UserError, match="canary is longer"):
+                    window_bounds(text, offsets, spans, capacity, keep_whole)
+                continue
+            assert window_bounds(text, offsets, spans, capacity, keep_whole) == expected, (case, capacity)
+
+
 def test_labelled_records_are_truncated_and_the_drop_is_counted():
     tok = tokenizer()
     data, summary = encode_windows(["short one", PROSE], [[], []], tok, 24, labels=[0, 1])

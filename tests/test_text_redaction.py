@@ -33,3 +33,14 @@ def test_no_spans_and_custom_mask():
 
 def test_unsorted_spans():
     assert redact("a 1 b 2 c", [Span(6, 7), Span(2, 3)]) == "a <mask> b <mask> c"
+
+
+def test_texts_redacted_as_they_are_read_equal_the_redacted_list():
+    from sdp_core.text.redaction import RedactedTexts
+
+    texts = ["call Betty Sims at 555-123-4567", "nothing here", "id 42 and 43"]
+    spans = [[Span(5, 10), Span(11, 15), Span(19, 31)], [], [Span(3, 5), Span(10, 12)]]
+    lazy = RedactedTexts(texts, spans)
+    expected = [redact(t, s) for t, s in zip(texts, spans)]
+    assert len(lazy) == 3 and list(lazy) == expected and lazy[1:] == expected[1:] and lazy[-1] == expected[-1]
+    assert expected[0] == "call <mask> at <mask>"

@@ -19,6 +19,8 @@ Privacy unit. The record, whatever its length: a private phase Poisson-samples r
 
 from __future__ import annotations
 
+import functools
+import sys
 from dataclasses import asdict, dataclass
 from typing import Literal, Sequence
 
@@ -69,17 +71,36 @@ def _occurrences(text: str, pieces: Sequence[str]) -> np.ndarray:
     return merged_intervals(None, found)
 
 
+@functools.cache
+def _whitespace() -> np.ndarray:
+    """Every code point `str.isspace` holds (what `str.lstrip()` strips), sorted: read from Python itself, once."""
+    return np.array([c for c in range(sys.maxunicode + 1) if chr(c).isspace()], dtype=np.uint32)
+
+
+def _code_points(text: str) -> np.ndarray:
+    """`text` as one uint32 code point per character: its indices are the `str`'s."""
+    return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+
+
 def window_bounds(text: str, offsets: Sequence[tuple[int, int]], spans: Sequence[Span], capacity: int,
                   keep_whole: Sequence[str] = ()) -> list[tuple[int, int]]:
-    """[start, end) token ranges of the windows of one record (see the module docstring for where they end)."""
+    """[start, end) token ranges of the windows of one record (see the module docstring for where they end).
+    Each token's features are read from arrays over the text's characters, not token by token in Python."""
     n = len(offsets)
     if n <= capacity:
         return [(0, n)]
-    starts = np.array([a for a, _ in offsets], dtype=np.int64)
-    # First non-space character of each token: a byte-level BPE token carries the space before its word.
-    words = starts + np.array([len(text[a:b]) - len(text[a:b].lstrip()) for a, b in offsets], dtype=np.int64)
-    line = np.array([a > 0 and text[a - 1] == "\n" for a in starts])
-    sentence = np.isin(words, [m.end() for m in SENTENCE_END.finditer(text)])
+    bounds_of_tokens = np.asarray(offsets, dtype=np.int64).reshape(n, 2)
+    starts, ends = bounds_of_tokens[:, 0], bounds_of_tokens[:, 1]
+    chars = _code_points(text)
+    # First non-space character of each token (a byte-level BPE token carries the space before its word): the
+    # first non-space character at or after its start, or its end if it is all spaces.
+    position = np.arange(len(chars) + 1)
+    position[:-1][np.isin(chars, _whitespace())] = len(chars)
+    words = np.minimum(np.minimum.accumulate(position[::-1])[::-1][starts], ends)
+    line = (starts > 0) & (chars[np.maximum(starts - 1, 0)] == ord("\n"))
+    sentence_start = np.zeros(len(chars) + 1, dtype=bool)
+    sentence_start[[m.end() for m in SENTENCE_END.finditer(text)]] = True
+    sentence = sentence_start[words]
     outside = ~_strictly_inside(starts, merged_intervals(text, spans))
     allowed = ~_strictly_inside(starts, _occurrences(text, keep_whole))
     tiers = [line & outside, sentence & outside, outside, np.ones(n, dtype=bool)]
@@ -142,7 +163,8 @@ def _encode_chunk(texts: Sequence[str], spans: Sequence[Sequence[Span]], tokeniz
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     capacity = max_length - 2
     part = range(first, min(first + ENCODE_CHUNK, len(texts)))
-    enc = tokenizer([texts[r] for r in part], add_special_tokens=False, return_offsets_mapping=True)
+    chunk = [texts[r] for r in part]  # read once: `texts` may make each text as it is read (`RedactedTexts`)
+    enc = tokenizer(chunk, add_special_tokens=False, return_offsets_mapping=True)
     lengths = [len(ids) for ids in enc["input_ids"]]
     too_long = next((r for r, k in zip(part, lengths) if k > capacity), None)
     if on_long == "refuse" and too_long is not None:
@@ -154,7 +176,7 @@ def _encode_chunk(texts: Sequence[str], spans: Sequence[Sequence[Span]], tokeniz
         if labels is not None:
             bounds = [(0, min(len(ids), capacity))]
         else:
-            bounds = window_bounds(texts[first + i], offsets, spans[first + i], capacity, keep_whole)
+            bounds = window_bounds(chunk[i], offsets, spans[first + i], capacity, keep_whole)
         rows += [(i, a, b) for a, b in bounds]
     input_ids = np.full((len(rows), max_length), pad, dtype=id_dtype(tokenizer))
     sensitive = np.zeros((len(rows), max_length), dtype=np.bool_)
@@ -165,7 +187,7 @@ def _encode_chunk(texts: Sequence[str], spans: Sequence[Sequence[Span]], tokeniz
         input_ids[row, b - a + 1] = eos
         if spans[first + i]:
             if i not in record_masks:
-                record_masks = {i: token_mask(enc["offset_mapping"][i], spans[first + i], texts[first + i])}
+                record_masks = {i: token_mask(enc["offset_mapping"][i], spans[first + i], chunk[i])}
             sensitive[row, 1 : b - a + 1] = record_masks[i][a:b]
     record_index = np.array([first + i for i, _, _ in rows], dtype=np.int32).reshape(len(rows))
     return input_ids, sensitive, record_index, sum(lengths), sum(b - a for _, a, b in rows)

@@ -8,7 +8,7 @@ separate masks. The tokenizer holds `<mask>` as one atomic special token that th
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Sequence, overload
 
 from sdp_core.data.records import Span
 from sdp_core.text.alignment import merged_intervals
@@ -35,3 +35,26 @@ def redact(text: str, spans: Sequence[Span], mask: str = MASK) -> str:
         last = end
     pieces.append(text[last:])
     return "".join(pieces)
+
+
+class RedactedTexts(Sequence[str]):
+    """Texts redacted as they are read: `redact(texts[i], spans[i])` for each i, made on each read and not kept, so
+    that a corpus's redacted copy never exists whole (encoding reads it a chunk at a time, `text.encode`)."""
+
+    def __init__(self, texts: Sequence[str], spans: Sequence[Sequence[Span]]):
+        assert len(texts) == len(spans), "a list of spans per text"
+        self.texts, self.spans = texts, spans
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        return redact(self.texts[i], self.spans[i])
