@@ -167,10 +167,15 @@ class LMData:
         them)."""
         return self.__dict__["_weights"] > 0
 
+    def stored(self) -> tuple[torch.Tensor | None, ...]:
+        """The tensors these rows keep: ids, the weights as stored (not a weighting's), the secret mask, record
+        indices and labels (None for LM rows): what is pickled, and, in a sweep's trial, the object store's memory."""
+        return self.input_ids, self.__dict__["_weights"], self.sensitive, self.record_index, self.labels
+
     def __reduce__(self) -> tuple:
         """Pickled as compact arrays (see the module docstring), unpickled as these tensors, with the weighting and
         the statistics computed so far (`statistic`)."""
-        tensors = (self.input_ids, self.__dict__["_weights"], self.sensitive, self.record_index, self.labels)
+        tensors = self.stored()
         return _unpack, (tuple(pack(t) if t is not None else None for t in tensors),
                          tuple(str(t.dtype).removeprefix("torch.") if t is not None else None for t in tensors),
                          self.weighting, self.__dict__.get("_statistics", {}))

@@ -44,6 +44,7 @@ from sdp_core.config.training import PrivacyConfig, TrainingConfig
 from sdp_core.tensors import LMData, model_device, record_groups, record_losses
 from sdp_core.train.host_memory import keep_freed_host_memory
 from sdp_core.train.precision import FP32, Precision, resolve_precision, use_tf32
+from sdp_core.train.shared_pages import unmap_read_pages
 
 RANK_SEED_STRIDE = 1_000_003
 """With reproducible noise, rank r samples with seed `seed + r * stride`: a distinct stream per rank."""
@@ -374,7 +375,9 @@ def train_phase(model: nn.Module, optimizer: torch.optim.Optimizer, phase: Phase
                 if phase.private:
                     assert ledger is not None, "a private phase is charged to its ledger"
                     ledger.record_steps(ledger_key(phase.name, epoch), 1)
-                loss = step(data.subset(rows).to(device), sigma)
+                batch = data.subset(rows).to(device)
+                unmap_read_pages(data.stored())  # the shared rows' pages this batch mapped (`shared_pages`)
+                loss = step(batch, sigma)
                 stats.add(phase.expected_batch_size if phase.private else len(rows), loss)
                 if on_step is not None:
                     on_step(stats)
