@@ -19,8 +19,6 @@ Privacy unit. The record, whatever its length: a private phase Poisson-samples r
 
 from __future__ import annotations
 
-import functools
-import sys
 from dataclasses import asdict, dataclass
 from typing import Literal, Sequence
 
@@ -71,36 +69,17 @@ def _occurrences(text: str, pieces: Sequence[str]) -> np.ndarray:
     return merged_intervals(None, found)
 
 
-@functools.cache
-def _whitespace() -> np.ndarray:
-    """Every code point `str.isspace` holds (what `str.lstrip()` strips), sorted: read from Python itself, once."""
-    return np.array([c for c in range(sys.maxunicode + 1) if chr(c).isspace()], dtype=np.uint32)
-
-
-def _code_points(text: str) -> np.ndarray:
-    """`text` as one uint32 code point per character: its indices are the `str`'s."""
-    return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
-
-
 def window_bounds(text: str, offsets: Sequence[tuple[int, int]], spans: Sequence[Span], capacity: int,
                   keep_whole: Sequence[str] = ()) -> list[tuple[int, int]]:
-    """[start, end) token ranges of the windows of one record (see the module docstring for where they end).
-    Each token's features are read from arrays over the text's characters, not token by token in Python."""
+    """[start, end) token ranges of the windows of one record (see the module docstring for where they end)."""
     n = len(offsets)
     if n <= capacity:
         return [(0, n)]
-    bounds_of_tokens = np.asarray(offsets, dtype=np.int64).reshape(n, 2)
-    starts, ends = bounds_of_tokens[:, 0], bounds_of_tokens[:, 1]
-    chars = _code_points(text)
-    # First non-space character of each token (a byte-level BPE token carries the space before its word): the
-    # first non-space character at or after its start, or its end if it is all spaces.
-    position = np.arange(len(chars) + 1)
-    position[:-1][np.isin(chars, _whitespace())] = len(chars)
-    words = np.minimum(np.minimum.accumulate(position[::-1])[::-1][starts], ends)
-    line = (starts > 0) & (chars[np.maximum(starts - 1, 0)] == ord("\n"))
-    sentence_start = np.zeros(len(chars) + 1, dtype=bool)
-    sentence_start[[m.end() for m in SENTENCE_END.finditer(text)]] = True
-    sentence = sentence_start[words]
+    starts = np.array([a for a, _ in offsets], dtype=np.int64)
+    # First non-space character of each token: a byte-level BPE token carries the space before its word.
+    words = starts + np.array([len(text[a:b]) - len(text[a:b].lstrip()) for a, b in offsets], dtype=np.int64)
+    line = np.array([a > 0 and text[a - 1] == "\n" for a in starts])
+    sentence = np.isin(words, [m.end() for m in SENTENCE_END.finditer(text)])
     outside = ~_strictly_inside(starts, merged_intervals(text, spans))
     allowed = ~_strictly_inside(starts, _occurrences(text, keep_whole))
     tiers = [line & outside, sentence & outside, outside, np.ones(n, dtype=bool)]
