@@ -25,7 +25,7 @@ from sdp_core.data.splits import splits_with_canaries
 from sdp_core.data.records import Record, Span, SpanColumns, Splits, span_columns
 from sdp_core.detectors import Policy, detect_records, get_policy, masked_share
 from sdp_core.detectors.estimate import estimable_types, estimate_summary
-from sdp_core.detectors.evaluation import evaluate
+from sdp_core.detectors.evaluation import Evaluation, Rate, evaluate
 from sdp_core.detectors.miss import drop_missed
 from sdp_core.detectors.registry import policy_types
 from sdp_core.detectors.review import Labels, labels_path, review_recall, review_summary
@@ -81,6 +81,8 @@ class TrialData:
     test: LMData
     tokenizer: PreTrainedTokenizerFast
     first_train: tuple[Record, ...] = ()  # the first training records, kept beside the rows when the rest is apart
+    missing_rate: Rate | None = None  # of the training records' gold secret tokens, the share the policy missed
+    # (JFT's m̃, `detectors.evaluation`); None without gold spans. Counted once here, so no trial reads the records
 
     def fetch_records(self) -> TrialRecords:
         """The records: in hand, or read from Ray's object store (a copy of all of them in this process)."""
@@ -234,6 +236,7 @@ def prepare_trial_data(cfg: TrialConfig) -> PreparedData:
     train_texts = [r.text for r in splits.train]
     train, windows = encode_windows(train_texts, train_spans, tokenizer, L, labels["train"],
                                     keep_whole=whole, on_long=on_long)
+    on_gold = evaluate(splits.train, train_spans) if all(r.spans is not None for r in splits.train) else None
     data = TrialData(
         records=TrialRecords(splits, train_spans),
         train_records=len(splits.train),
@@ -244,23 +247,25 @@ def prepare_trial_data(cfg: TrialConfig) -> PreparedData:
                           labels["validation"], on_long=on_long),
         test=encode([r.text for r in splits.test], eval_spans["test"], tokenizer, L, labels["test"], on_long=on_long),
         tokenizer=tokenizer,
+        missing_rate=on_gold.missing_rate if on_gold is not None else None,
     )
     timings["tokenize"] = time.perf_counter() - t0
     log.info("%d training records -> %d rows of %d tokens (%d split, up to %d windows each; %d tokens dropped)",
              windows.records, windows.rows, L, windows.records_split, windows.windows_per_record_max,
              windows.tokens_dropped)
     reviewed = Labels.read(labels_path(cfg.data.path)) if cfg.data.source == "file" and cfg.data.path else None
-    detector = {**detector_summary(policy, splits, policy_spans, data, cfg.detector, reviewed),
+    detector = {**detector_summary(policy, splits, policy_spans, data, cfg.detector, on_gold, reviewed),
                 "windows": windows.to_dict(),
                 "data_seed": cfg.data.seed, "data_fingerprint": data_fingerprint(splits)}
     return PreparedData(data, canaries, detector, timings)
 
 
 def detector_summary(policy: Policy, splits: Splits, policy_spans: dict[str, list[list[Span]]], data: TrialData,
-                     settings: DetectorConfig, labels: Labels | None = None) -> dict:
+                     settings: DetectorConfig, gold: Evaluation | None, labels: Labels | None = None) -> dict:
     """Counts and rates only: records per split, secrets detected in train, redacted fraction (of the training rows'
     tokens), the share of each split's non-space characters the policy masks (what Redacted, JFT's phase 1 and CRT's
-    public set lose) beside the share gold spans cover, and recall per label with 95 % intervals where gold exists;
+    public set lose) beside the share gold spans cover, and recall per label with 95 % intervals where gold exists
+    (`gold`: the training records' evaluation against their gold spans, None without);
     the types the policy `settings` name masks, masks without claiming them and leaves in the clear, where it
     declares them; without gold, the recall estimate per type (at most `settings.estimate_per_type` secrets each);
     and recall on the records a person reviewed (`labels`, `sdp-sweep detect --review`)."""
@@ -276,10 +281,9 @@ def detector_summary(policy: Policy, splits: Splits, policy_spans: dict[str, lis
                                      for name, recs in parts.items()},
                "gold_char_share": {name: rate(masked_share([r.text for r in recs], [r.spans for r in recs]))
                                    for name, recs in parts.items() if recs and all(r.spans is not None for r in recs)}}
-    if all(r.spans is not None for r in records):
-        ev = evaluate(records, spans)
-        summary.update(recall=rate(ev.recall), missing_rate=rate(ev.missing_rate), precision=ev.precision,
-                       recall_per_label={k: rate(v.tokens) for k, v in ev.per_label.items()})
+    if gold is not None:
+        summary.update(recall=rate(gold.recall), missing_rate=rate(gold.missing_rate), precision=gold.precision,
+                       recall_per_label={k: rate(v.tokens) for k, v in gold.per_label.items()})
     elif records:  # no gold: the policy's recall per type, estimated by inserting secrets into copies of the data
         summary["recall_estimate"] = estimate_summary(records, policy,
                                                       types=estimable_types(types.masks if types else None),

@@ -218,6 +218,24 @@ def test_crt_confidentiality_does_not_hold_when_a_secret_escapes_both_policies(t
     assert bayes["delta2_estimate"] == missed_by_both / n and bayes["delta2"] == pytest.approx(_upper_95(missed_by_both, n))
 
 
+def test_jft_light_noise_plans_without_reading_the_records(trial_data):
+    """m̃ from gold spans is counted when the data is prepared: a trial whose records are held apart (a sweep's,
+    `PreparedData.apart`) plans the same phases and budget without fetching them."""
+    from dataclasses import replace
+
+    from sdp_core.detectors.evaluation import evaluate
+
+    records = trial_data.fetch_records()
+    assert trial_data.missing_rate == evaluate(records.splits.train, records.train_spans).missing_rate
+    cfg = _configured(mechanism={"name": "jft", "phase1_mode": "light_noise"})
+    apart = replace(trial_data, records=None)
+    with pytest.raises(RuntimeError, match="held apart"):
+        apart.fetch_records()
+    with_records, without = MECHANISMS["jft"](trial_data, cfg), MECHANISMS["jft"](apart, cfg)
+    assert [p.sigmas for p in without.phases] == [p.sigmas for p in with_records.phases]
+    assert without.ledger.report() == with_records.ledger.report()
+
+
 def test_jft_light_noise_is_an_estimate_beside_its_formal_bound(trial_data):
     pld_accounting = {**BASE.privacy.model_dump(mode="json"), "accountant": "pld"}
     cfg = _configured(mechanism={"name": "jft", "phase1_mode": "light_noise"}, privacy=pld_accounting)

@@ -16,7 +16,6 @@ from typing import Any, Mapping
 from sdp_core.config.mechanism import JFTConfig
 from sdp_core.config.trial import TrialConfig
 from sdp_core.detectors.audit import missing_rate, read_audit
-from sdp_core.detectors.evaluation import evaluate
 from sdp_core.errors import UserError
 from sdp_core.mechanisms.base import (
     MechanismPlan,
@@ -76,9 +75,8 @@ def estimated_missing_rate(d: TrialData, m: JFTConfig):
     """m̃ with its 95 % interval: from gold spans when the data has them, else from a marked sampling audit."""
     if m.audit_path:
         return missing_rate(read_audit(m.audit_path)), "sampling audit"
-    records = d.fetch_records()
-    if all(r.spans is not None for r in records.splits.train):
-        return evaluate(records.splits.train, records.train_spans).missing_rate, "gold spans"
+    if d.missing_rate is not None:  # counted when the data was prepared: the records are not read again
+        return d.missing_rate, "gold spans"
     raise UserError("jft light_noise needs gold spans in the data or mechanism.audit_path (a marked sampling audit)")
 
 
