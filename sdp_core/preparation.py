@@ -10,8 +10,8 @@ import json
 import logging
 import random
 import time
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from transformers import PreTrainedTokenizerFast
 
@@ -31,7 +31,7 @@ from sdp_core.detectors.registry import policy_types
 from sdp_core.detectors.review import Labels, labels_path, review_recall, review_summary
 from sdp_core.errors import UserError
 from sdp_core.io import fingerprint
-from sdp_core.tensors import LMData
+from sdp_core.tensors import LMData, memoised
 from sdp_core.text.encode import encode, encode_windows
 from sdp_core.text.redaction import RedactedTexts, redact
 from sdp_core.text.tokenizer import cached_bpe_tokenizer, load_pretrained_tokenizer
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from ray import ObjectRef
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,14 @@ class TrialData:
     first_train: tuple[Record, ...] = ()  # the first training records, kept beside the rows when the rest is apart
     missing_rate: Rate | None = None  # of the training records' gold secret tokens, the share the policy missed
     # (JFT's m̃, `detectors.evaluation`); None without gold spans. Counted once here, so no trial reads the records
+    derivations: dict[str, Any] = field(default_factory=dict, compare=False)  # `derived`'s, kept with the data
+
+    def derived(self, compute: Callable[..., T], *args: object) -> T:
+        """`compute(self, *args)`: what a mechanism derives from the data alone (CRT's split of the training lines,
+        `mechanisms.crt.crt_split`), computed once per `args` and kept with the data. A sweep plans every mechanism
+        before its data goes to the object store (`sweep.prepare.prepare_shared`), so its trials read what was
+        derived there instead of the records; `args` name every setting `compute` reads."""
+        return memoised(self.derivations, compute, self, *args)
 
     def fetch_records(self) -> TrialRecords:
         """The records: in hand, or read from Ray's object store (a copy of all of them in this process)."""

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, replace
-from typing import Callable, Hashable, Iterator, Protocol, TypeVar
+from typing import Any, Callable, Hashable, Iterator, Protocol, TypeVar
 
 import numpy as np
 import torch
@@ -107,12 +107,7 @@ class LMData:
         every row again. `compute` is a module-level function of the rows' ids, secret mask, record indices and the
         positions a loss reads (`valid`), never of the weights' values (a weighting keeps the statistics,
         `with_weighting`); the rows are never changed in place (module docstring)."""
-        kept = self.__dict__.setdefault("_statistics", {})
-        name = f"{compute.__module__}.{compute.__qualname__}"
-        key = f"{name}{args!r}" if args else name
-        if key not in kept:
-            kept[key] = compute(self, *args)
-        return kept[key]
+        return memoised(self.__dict__.setdefault("_statistics", {}), compute, self, *args)
 
     def blocks(self) -> Iterator[LMData]:
         """These rows `BLOCK_ROWS` at a time, each block a view of them (no copy): what reads every row reads them
@@ -179,6 +174,16 @@ class LMData:
         return _unpack, (tuple(pack(t) if t is not None else None for t in tensors),
                          tuple(str(t.dtype).removeprefix("torch.") if t is not None else None for t in tensors),
                          self.weighting, self.__dict__.get("_statistics", {}))
+
+
+def memoised(kept: dict[str, Any], compute: Callable[..., T], target: object, *args: object) -> T:
+    """`compute(target, *args)`, kept in `kept` under the function's qualified name and the arguments' repr (what
+    `LMData.statistic` and `TrialData.derived` keep, and pickle, with what they are computed from)."""
+    name = f"{compute.__module__}.{compute.__qualname__}"
+    key = f"{name}{args!r}" if args else name
+    if key not in kept:
+        kept[key] = compute(target, *args)
+    return kept[key]
 
 
 # The field's reads and writes go through `_Weights` (a data descriptor set once the dataclass is made, so that its

@@ -236,6 +236,25 @@ def test_jft_light_noise_plans_without_reading_the_records(trial_data):
     assert without.ledger.report() == with_records.ledger.report()
 
 
+def test_crt_plans_from_its_split_derived_once_without_reading_the_records_again(trial_data):
+    """CRT's split of the lines depends on the data and its settings alone: derived once (as a sweep's preparation
+    does), it travels with the data (pickled, records held apart), and a trial plans the same phases from it; a
+    setting it was not derived for reads the records again."""
+    import pickle
+    from dataclasses import replace
+
+    cfg = _with(name="crt")
+    planned = MECHANISMS["crt"](trial_data, cfg)
+    apart = pickle.loads(pickle.dumps(replace(trial_data, records=None)))
+    again = MECHANISMS["crt"](apart, cfg)
+    assert [(p.name, len(p.data), p.sigmas) for p in again.phases] == [(p.name, len(p.data), p.sigmas)
+                                                                      for p in planned.phases]
+    assert all(torch.equal(a.data.input_ids, b.data.input_ids) for a, b in zip(again.phases, planned.phases))
+    assert again.details == planned.details and again.ledger.report() == planned.ledger.report()
+    with pytest.raises(RuntimeError, match="held apart"):
+        MECHANISMS["crt"](apart, _with(name="crt", dedup=not cfg.mechanism.dedup))
+
+
 def test_jft_light_noise_is_an_estimate_beside_its_formal_bound(trial_data):
     pld_accounting = {**BASE.privacy.model_dump(mode="json"), "accountant": "pld"}
     cfg = _configured(mechanism={"name": "jft", "phase1_mode": "light_noise"}, privacy=pld_accounting)
@@ -268,7 +287,8 @@ def test_crt_with_no_private_records_is_a_clear_error(trial_data):
 
     lines = ["SYS: hello there.", "USR: hi.", "SYS: how can I help?", "USR: just browsing."]
     plain = TrialRecords(Splits([Record(t) for t in lines], [], []), [[] for _ in range(4)])
-    d = type(trial_data)(**{**trial_data.__dict__, "records": plain, "train_records": len(lines)})
+    d = type(trial_data)(**{**trial_data.__dict__, "records": plain, "train_records": len(lines),
+                            "derivations": {}})  # other records: nothing derived from the fixture's
     with pytest.raises(UserError, match="no private records"):
         MECHANISMS["crt"](d, _with(name="crt"))
 

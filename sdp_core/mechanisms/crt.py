@@ -25,7 +25,9 @@ share neither π nor π_c fully masks, both at their 95 % one-sided Clopper–Pe
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 
+from sdp_core.config.detector import DetectorConfig
 from sdp_core.config.mechanism import CRTConfig
 from sdp_core.config.trial import TrialConfig
 from sdp_core.data.records import Record, Span
@@ -38,7 +40,8 @@ from sdp_core.preparation import TrialData
 from sdp_core.privacy import PrivacyLedger, bayesian_confidentiality_report, crt_gamma_delta2
 from sdp_core.privacy.confidentiality import confidentiality_claim
 from sdp_core.text.dedup import duplicate_spans
-from sdp_core.text.encode import encode
+from sdp_core.tensors import LMData
+from sdp_core.text.encode import OnLong, encode
 from sdp_core.text.redaction import MASK, redact
 
 
@@ -87,47 +90,75 @@ def in_context(records: list[Record], lines: list[str], private: list[bool]) -> 
     return pri, pub
 
 
-def crt(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
-    m = cfg.mechanism
-    assert isinstance(m, CRTConfig)
+@dataclass(frozen=True)
+class CRTSplit:
+    """CRT's split of the training records' lines (`crt_split`), which depends on the data and its settings alone:
+    D_pri and D_pub as rows, the counts the report gives, and, with gold spans, the gold secrets, those π does not
+    fully mask and those neither π nor π_c does (None without gold)."""
+
+    private_rows: LMData
+    public_rows: LMData | None  # None: every record has a private line
+    units: int
+    private_units: int
+    private_records: int
+    public_records: int
+    duplicates_masked: int
+    conservative_policy: str
+    gold_secrets: int | None
+    missed_by_policy: int | None
+    missed_by_both: int | None
+
+
+def crt_split(d: TrialData, detector: DetectorConfig, dedup: bool, max_length: int, on_long: OnLong) -> CRTSplit:
+    """Every training line, deduplicated (`dedup`) and redacted by π, flagged private by π, π_c (the `detector`
+    settings' conservative policy) or a `<mask>`, and rebuilt into D_pri and D_pub (`in_context`) as rows: read
+    from the records once per data setting (`TrialData.derived`), so that a sweep's CRT trials do not read them."""
     records = d.fetch_records()
     texts, pi_spans, gold, _ = line_units(records.splits.train, records.train_spans)
-    dups = duplicate_spans(texts) if m.dedup else [[] for _ in texts]
-    conservative = get_policy(cfg.detector.conservative_policy, cfg.detector)
+    dups = duplicate_spans(texts) if dedup else [[] for _ in texts]
+    conservative = get_policy(detector.conservative_policy, detector)
     pi_c_spans = detect_records(texts, conservative)
     redacted = [redact(t, sorted({*s, *u})) for t, s, u in zip(texts, pi_spans, dups)]
     private = [bool(s or c) or MASK in r for s, c, r in zip(pi_spans, pi_c_spans, redacted)]
     if not any(private):
         raise UserError("CRT found no private records (π and π_c flag nothing): use No-DP or a stronger policy")
     pri, pub = in_context(records.splits.train, redacted, private)
-    rows = lambda texts: encode(texts, [[] for _ in texts], d.tokenizer, cfg.data.max_length,  # noqa: E731
-                                on_long=cfg.data.on_long_records)
-    pri_data = rows(pri)
-    pub_data = rows(pub) if pub else None
-
-    # One public and one private phase per epoch, in alternation; σ is the same for every private epoch.
-    phases = []
-    for epoch in range(cfg.training.epochs):
-        if pub_data is not None:
-            phases.append(public_phase(f"public_{epoch}", pub_data, cfg, 1))
-        phases.append(private_phase(f"private_{epoch}", pri_data, cfg, 1))
-
-    missed_by_both, estimates = None, None  # None: no gold spans to check π and π_c against
+    rows = lambda texts: encode(texts, [()] * len(texts), d.tokenizer, max_length, on_long=on_long)  # noqa: E731
+    secrets = missed_by_policy = missed_by_both = None
     if all(g is not None for g in gold):
         units = [Record(t, g) for t, g in zip(texts, gold)]
         caught = evaluate(units, pi_spans).secrets
         caught_by_either = evaluate(units, [sorted({*a, *b}) for a, b in zip(pi_spans, pi_c_spans)]).secrets
-        missed_by_both = caught_by_either.n - caught_by_either.k
-        if caught.n:  # no gold secret at all leaves nothing to estimate γ and δ₂ from
-            estimates = crt_gamma_delta2(caught.n - caught.k, missed_by_both, caught.n)
+        secrets, missed_by_policy, missed_by_both = caught.n, caught.n - caught.k, caught_by_either.n - caught_by_either.k
+    return CRTSplit(rows(pri), rows(pub) if pub else None, len(texts), sum(private), len(pri), len(pub),
+                    sum(len(u) for u in dups), conservative.name, secrets, missed_by_policy, missed_by_both)
+
+
+def crt(d: TrialData, cfg: TrialConfig) -> MechanismPlan:
+    m = cfg.mechanism
+    assert isinstance(m, CRTConfig)
+    split = d.derived(crt_split, cfg.detector, m.dedup, cfg.data.max_length, cfg.data.on_long_records)
+
+    # One public and one private phase per epoch, in alternation; σ is the same for every private epoch.
+    phases = []
+    for epoch in range(cfg.training.epochs):
+        if split.public_rows is not None:
+            phases.append(public_phase(f"public_{epoch}", split.public_rows, cfg, 1))
+        phases.append(private_phase(f"private_{epoch}", split.private_rows, cfg, 1))
+
+    missed_by_both, estimates = split.missed_by_both, None  # None: no gold spans to check π and π_c against
+    if split.gold_secrets:  # no gold secret at all leaves nothing to estimate γ and δ₂ from
+        assert split.missed_by_policy is not None and missed_by_both is not None
+        estimates = crt_gamma_delta2(split.missed_by_policy, missed_by_both, split.gold_secrets)
     phases, ledger = calibrate(phases, cfg, notion="confidentiality", held_out=d.validation, touches="private")
     if missed_by_both:  # a gold secret neither policy masks trained without noise in D_pub: no (ε, δ) holds for it
         ledger = PrivacyLedger.from_dict({**ledger.to_dict(), "notion": "none"})
 
     p = cfg.privacy
-    details = {"units": len(texts), "private_units": sum(private), "public_units": len(texts) - sum(private),
-               "private_records": len(pri), "public_records": len(pub), "trained_as": "records (lines in context)",
-               "duplicates_masked": sum(len(u) for u in dups), "conservative_policy": conservative.name,
+    details = {"units": split.units, "private_units": split.private_units,
+               "public_units": split.units - split.private_units, "private_records": split.private_records,
+               "public_records": split.public_records, "trained_as": "records (lines in context)",
+               "duplicates_masked": split.duplicates_masked, "conservative_policy": split.conservative_policy,
                "confidentiality": confidentiality_claim(ledger.plan, p.delta, p.accountant, missed_by_both)}
     derived = ["CRT's split of the training lines by π, π_c and dedup, counted without noise: the sizes of D_pri "
                "(q = B/|D_pri| uses it) and D_pub (it sets the public steps) (`mechanism.units`, "
