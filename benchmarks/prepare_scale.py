@@ -39,7 +39,8 @@ object store's shared memory it maps), and named by what it ran: the driver, the
 actors, the trials, and the rest (Ray's own processes, Ray Data's read tasks). `--json FILE` writes one row per size
 and process kind, `{"size", "process", "peak_mb", "private_mb", "wall_s"}` (and `side`), wall time being what that kind
 of process took (the driver: `prepare_once`; a kind of worker: from its first process seen to its last gone; a
-trial: the longer of the two), beside each trial's start-up (reading the prepared data) and evaluation seconds.
+trial: the longer of the two), beside each trial's start-up (reading the prepared data), its mechanism's plan (made
+once more before the trial, timed alone) and evaluation seconds.
 `--object-store-mb` sizes the head's object store (1 GiB by default): below the rows' size, the run spills to disk,
 and what Ray spilled and restored is printed (`ray memory --stats-only`). The trials draw their noise from their seed
 (`privacy.reproducible_noise`: no guarantee, which a benchmark's trials do not need), so two runs' trials compare
@@ -52,7 +53,7 @@ number for number.
         [--against /tmp/before]
     python -m benchmarks.prepare_scale --tokenizer-sample --sizes 10000 30000 100000
     python -m benchmarks.prepare_scale --sweep-prep --sizes 10000 100000 --policy identifier,phone,email \
-        [--against /tmp/before] [--json rows.json] [--object-store-mb 75]
+        [--against /tmp/before] [--json rows.json] [--object-store-mb 75] [--mechanism crt]
 """
 
 from __future__ import annotations
@@ -224,7 +225,7 @@ def trial_data(path: Path, policy: str, max_length: int) -> dict:
             "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def sweep_prep(path: Path, policy: str, max_length: int, address: str, trials: int) -> dict:
+def sweep_prep(path: Path, policy: str, max_length: int, address: str, trials: int, mechanism: str | None) -> dict:
     """In this process (started as `--sweep-prep-drive`): what a sweep's driver does before its trials start,
     `prepare_once` on the file (detection on the cluster, then splits, tokenizer, rows and plans), connected to the
     head at `address`, then `trials` trials side by side; the driver's peak memory and wall time, and the trials'
@@ -239,7 +240,7 @@ def sweep_prep(path: Path, policy: str, max_length: int, address: str, trials: i
     # Noise from the trial's seed (no guarantee, a benchmark's trials), so that two runs' trials can be compared
     trial = {"data": {"source": "file", "path": str(path), "max_length": max_length}, "detector": {"policy": policy},
              "training": {"max_steps": 2}, "evaluation": {"exposure": False, "mia": False},
-             "privacy": {"reproducible_noise": True}}
+             "privacy": {"reproducible_noise": True}, **({"mechanism": {"name": mechanism}} if mechanism else {})}
     start = time.perf_counter()
     prepared = prepare_once([trial], None)
     wall = time.perf_counter() - start
@@ -259,14 +260,19 @@ def _trial_task(trial: dict, prepared: object) -> dict:
 
     from sdp_core.config import parse_model
     from sdp_core.config.trial import TrialConfig
+    from sdp_core.mechanisms import get_mechanism
     from sdp_core.trial import run_trial
 
+    cfg = parse_model(TrialConfig, trial)
     start = time.perf_counter()
     shared = prepared[0]  # type: ignore[index]
     data = ray.get(shared) if isinstance(shared, ray.ObjectRef) else shared.get()
     startup = time.perf_counter() - start
-    row = run_trial(parse_model(TrialConfig, trial), prepared=data)
-    return {"startup_s": startup, "evaluate_s": row.timings["evaluate"], "wall_s": time.perf_counter() - start,
+    get_mechanism(cfg.mechanism.name)(data.data, cfg)  # the plan alone, timed the same way on either checkout
+    plan = time.perf_counter() - start - startup
+    row = run_trial(cfg, prepared=data)
+    return {"startup_s": startup, "plan_s": plan, "evaluate_s": row.timings["evaluate"],
+            "wall_s": time.perf_counter() - start,
             **{k: row.metrics.get(k) for k in ("val_perplexity", "val_perplexity_ci_low", "val_perplexity_ci_high")}}
 
 
@@ -550,20 +556,20 @@ def trial_data_table(sizes: list[int], policy: str, max_length: int, against: Pa
 
 
 def sweep_prep_table(sizes: list[int], policy: str, max_length: int, against: Path | None, cpus: int,
-                     work: Path, json_path: Path | None, object_store_mb: int) -> None:
+                     work: Path, json_path: Path | None, object_store_mb: int, mechanism: str | None) -> None:
     """Every process's peak memory through a sweep's preparation and two trials per size, on a Ray head of `cpus`
     CPUs and an object store of `object_store_mb` started for the run, this checkout beside `against` (when given);
     the rows to `json_path` (when given); what the object store spilled to disk."""
     head = ray_node(cpus, None, work / "ray.log", object_store_mb)
     processes: list[dict] = []
+    settings = ["--policy", policy, "--max-length", str(max_length), *(["--mechanism", mechanism] if mechanism else [])]
     try:
         address = head.address  # type: ignore[attr-defined]
         wait_for_cpus(address, cpus)
         with Peaks([head.pid], work / "ray" / "session_latest" / "logs") as peaks:
             def measure(path: Path, code: Path) -> dict:
                 peaks.take()  # what ran before (a first pass, an earlier side) is not this one's
-                run = in_checkout(code, "--sweep-prep-drive", path,
-                                  ["--policy", policy, "--max-length", str(max_length), "--address", address], peaks)
+                run = in_checkout(code, "--sweep-prep-drive", path, [*settings, "--address", address], peaks)
                 time.sleep(2 * peaks.interval)  # the last samples of the trials' workers
                 kinds = peaks.take()
                 # Its own count of its peak: exact; its private pages as sampled.
@@ -574,8 +580,7 @@ def sweep_prep_table(sizes: list[int], policy: str, max_length: int, against: Pa
                 return run
 
             rows = side_by_side(sizes, against, measure, lambda path: in_checkout(
-                REPO, "--sweep-prep-drive", path, ["--policy", policy, "--max-length", str(max_length), "--address",
-                                                   address, "--trials", "0"]))
+                REPO, "--sweep-prep-drive", path, [*settings, "--address", address, "--trials", "0"]))
         stats = subprocess.run([str(Path(sys.executable).parent / "ray"), "memory", "--stats-only", "--address",
                                 address], capture_output=True, text=True).stdout
         print(f"object store of {object_store_mb:,} MB:", *[line.strip() for line in stats.splitlines()
@@ -589,13 +594,13 @@ def sweep_prep_table(sizes: list[int], policy: str, max_length: int, against: Pa
                               "private_mb": round(p["private_mb"]), "wall_s": round(p["wall_s"], 1)})
             print(f"{r['size']:>9,} {r['side']:>6} {kind:>12} {p['peak_mb']:>8.0f} {p['private_mb']:>10.0f} "
                   f"{p['wall_s']:>7.1f}")
-    print(f"\n{'records':>9} {'side':>6} {'trial start-up s':>16} {'trial evaluation s':>18} {'val perplexity':>14} "
-          f"{'95 % interval':>15}")
+    print(f"\n{'records':>9} {'side':>6} {'trial start-up s':>16} {'plan s':>7} {'trial evaluation s':>18} "
+          f"{'val perplexity':>14} {'95 % interval':>15}")
     for r in rows:
         for t in r["trials"]:
             interval = (f"{t['val_perplexity_ci_low']:.2f}–{t['val_perplexity_ci_high']:.2f}"
                         if t.get("val_perplexity_ci_low") is not None else "")
-            print(f"{r['size']:>9,} {r['side']:>6} {t['startup_s']:>16.1f} {t['evaluate_s']:>18.1f} "
+            print(f"{r['size']:>9,} {r['side']:>6} {t['startup_s']:>16.1f} {t['plan_s']:>7.1f} {t['evaluate_s']:>18.1f} "
                   f"{t['val_perplexity']:>14.2f} {interval:>15}")
     if json_path is not None:
         json_path.write_text(json.dumps(processes, indent=1) + "\n")
@@ -685,6 +690,7 @@ def main() -> None:
     parser.add_argument("--address", help=argparse.SUPPRESS)
     parser.add_argument("--cache", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--trials", type=int, default=2, help=argparse.SUPPRESS)
+    parser.add_argument("--mechanism", help="--sweep-prep: the trials' mechanism (by default the default trial's)")
     parser.add_argument("--workers", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.policy = args.policy or ("identifier,phone,email" if args.same_on_two_nodes else "general")
@@ -698,7 +704,8 @@ def main() -> None:
         print(json.dumps(trial_data(args.trial_data_drive, args.policy, args.max_length)))
         return
     if args.sweep_prep_drive:
-        print(json.dumps(sweep_prep(args.sweep_prep_drive, args.policy, args.max_length, args.address, args.trials)))
+        print(json.dumps(sweep_prep(args.sweep_prep_drive, args.policy, args.max_length, args.address, args.trials,
+                                    args.mechanism)))
         return
     if args.tokenizer_sample:
         tokenizer_sample_table(args.sizes, args.vocab_size)
@@ -720,7 +727,7 @@ def main() -> None:
         return
     if args.sweep_prep:
         sweep_prep_table(args.sizes, args.policy, args.max_length, args.against, args.cpus, work, args.json,
-                         args.object_store_mb)
+                         args.object_store_mb, args.mechanism)
         return
     rows = []
     for n in args.sizes:

@@ -284,7 +284,8 @@ def run_trial(cfg: TrialConfig, out_dir: Path | None = None, show_progress: bool
     data = prepared.data
     seed_everything(cfg.seed)  # after the data, which depends on data.seed alone, prepared here or not
     warn_on_delta(cfg.privacy.delta, data.train_records)
-    plan = get_mechanism(cfg.mechanism.name)(data, cfg)
+    with timed(timings, "plan"):  # the mechanism's plan: its phases' rows, calibration, its ledger
+        plan = get_mechanism(cfg.mechanism.name)(data, cfg)
     if on_plan is not None:
         on_plan(plan.ledger.to_dict())
     # A GPU when the trial has one (a sweep's `resources.gpu`); batches follow the model (train.loop.model_device).
