@@ -18,7 +18,7 @@ from sdp_core.models.gpt2 import build_gpt2
 from sdp_core.privacy import PrivacyLedger
 from sdp_core.tensors import LMData
 from sdp_core.train.loop import Phase, StepSettings, make_optimizer, train_phase
-from sdp_core.train.shared_pages import unmap_read_pages
+from sdp_core.train.shared_pages import in_shared_memory, unmap_pages
 
 SHM = Path("/dev/shm")
 pytestmark = pytest.mark.skipif(not SHM.is_dir() or not Path("/proc/self/status").exists(),
@@ -31,7 +31,7 @@ def shared_mb() -> float:
     return sum(int(fields[k].split()[0]) for k in ("RssShmem", "RssFile")) / 1024
 
 
-def in_shared_memory(array: np.ndarray, folder: Path) -> torch.Tensor:
+def through_shared_mapping(array: np.ndarray, folder: Path) -> torch.Tensor:
     """`array` written to a file in shared memory and read back through a shared, read-only mapping, as a trial
     reads a row array of Ray's object store (a file in /dev/shm, mapped shared)."""
     path = folder / f"rows-{len(list(folder.iterdir()))}"
@@ -51,26 +51,28 @@ def shm_folder():
 def test_read_pages_of_shared_rows_are_unmapped_and_read_again_unchanged(shm_folder):
     rows = np.random.default_rng(0).integers(0, 50_257, size=(16_384, 512), dtype=np.uint16)  # 16 MiB
     digest = hashlib.sha256(rows.tobytes()).hexdigest()
-    tensor = in_shared_memory(rows, shm_folder)
+    tensor = through_shared_mapping(rows, shm_folder)
     before = shared_mb()
     assert int(tensor.sum()) == int(rows.sum())  # every page read, so mapped
     mapped = shared_mb()
     assert mapped - before > 15
-    given_back = unmap_read_pages([tensor])
+    assert in_shared_memory([tensor, None]) == [tensor]
+    given_back = unmap_pages([tensor])
     assert given_back > 15 * 2**20 and shared_mb() < mapped - 15
     assert hashlib.sha256(tensor.numpy().tobytes()).hexdigest() == digest  # read again: the same bytes
 
 
-def test_private_memory_is_left_alone():
-    tensor = torch.arange(4 * 2**20, dtype=torch.int32)  # 16 MiB of this process's own heap
-    assert unmap_read_pages([tensor, None]) == 0
-    assert torch.equal(tensor, torch.arange(4 * 2**20, dtype=torch.int32))  # not zeroed
+def test_private_memory_is_never_taken_for_shared_memory():
+    """The process's own memory must never be unmapped: `MADV_DONTNEED` would zero it."""
+    own = torch.arange(4 * 2**20, dtype=torch.int32)  # 16 MiB of this process's heap
+    assert in_shared_memory([own, own[: 2**20], None]) == []
 
 
 def test_a_private_phase_on_shared_rows_trains_the_model_it_trains_on_private_rows(shm_folder, monkeypatch):
     """The rows a step reads after the pages of the earlier steps were unmapped are the rows: the same parameters
-    as trained on a private copy of them (the same batches and noise, from the seed), and every step of the shared
-    rows unmapped pages while no step of the private ones did."""
+    as trained on a private copy of them (the same batches and noise, from the seed); past a bound of 0 MB every
+    step of the shared rows unmapped their pages, no step of the private ones did, and under the default bound (1 MiB
+    of rows) no step does."""
     from sdp_core.train import loop
 
     g = torch.Generator().manual_seed(0)
@@ -80,18 +82,18 @@ def test_a_private_phase_on_shared_rows_trains_the_model_it_trains_on_private_ro
     weights[:, 0] = False
     index = torch.arange(8_192, dtype=torch.int32)
     private = LMData(ids, weights, sensitive, index)
-    shared = LMData(*(in_shared_memory(t.numpy(), shm_folder) for t in (ids, weights, sensitive, index)))
+    shared = LMData(*(through_shared_mapping(t.numpy(), shm_folder) for t in (ids, weights, sensitive, index)))
     models, unmapped = [], []
-    for rows in (private, shared):
+    for rows, bound in ((private, 0), (shared, 0), (shared, StepSettings().shared_rows_mb)):
         given_back: list[int] = []
-        monkeypatch.setattr(loop, "unmap_read_pages", lambda ts: given_back.append(unmap_read_pages(ts)) or 0)
+        monkeypatch.setattr(loop, "unmap_pages", lambda ts: given_back.append(unmap_pages(ts)) or 0)
         torch.manual_seed(0)
         model = build_gpt2("gpt2-tiny", None, 300, 64, 0.0)
         phase = Phase("dp", rows, private=True, epochs=1, batch_size=32, sigmas=(1.0,), max_steps=3)
         ledger = PrivacyLedger(notion="DP", delta=1e-5, accountant="rdp", plan=phase_events(phase, "dpsgd", "all"))
         train_phase(model, make_optimizer(model, "sgd", 0.1, 0.0), phase, ledger, seed=0,
-                    settings=StepSettings(grad_sample_mode="bk", reproducible_noise=True))
+                    settings=StepSettings(grad_sample_mode="bk", reproducible_noise=True, shared_rows_mb=bound))
         models.append(model.state_dict())
         unmapped.append(given_back)
-    assert all(torch.equal(models[0][k], models[1][k]) for k in models[0])
-    assert unmapped[0] == [0, 0, 0] and len(unmapped[1]) == 3 and all(b > 0 for b in unmapped[1])
+    assert all(torch.equal(models[0][k], models[i][k]) for i in (1, 2) for k in models[0])
+    assert unmapped[0] == [] and len(unmapped[1]) == 3 and all(b > 0 for b in unmapped[1]) and unmapped[2] == []

@@ -44,7 +44,7 @@ from sdp_core.config.training import PrivacyConfig, TrainingConfig
 from sdp_core.tensors import LMData, model_device, record_groups, record_losses
 from sdp_core.train.host_memory import keep_freed_host_memory
 from sdp_core.train.precision import FP32, Precision, resolve_precision, use_tf32
-from sdp_core.train.shared_pages import unmap_read_pages
+from sdp_core.train.shared_pages import in_shared_memory, mapped_shared_mb, unmap_pages
 
 RANK_SEED_STRIDE = 1_000_003
 """With reproducible noise, rank r samples with seed `seed + r * stride`: a distinct stream per rank."""
@@ -79,6 +79,7 @@ class StepSettings:
     loss_scale: float = 1024.0  # fp16: a private step's fixed loss scale
     tf32: bool = True
     keep_host_memory: bool = True  # `host_memory.keep_freed_host_memory`
+    shared_rows_mb: int | None = 512  # `training.shared_rows_mb`: shared memory mapped before a step unmaps the rows
     reproducible_noise: bool = False  # debugging only: privacy randomness from the trial seed (`PrivacyRandomness`)
     secure_mode: bool = False  # Opacus' noise that resists floating-point attacks (`privacy.secure_mode`)
 
@@ -86,7 +87,7 @@ class StepSettings:
     def from_config(cls, training: TrainingConfig, privacy: PrivacyConfig) -> StepSettings:
         return cls(grad_sample_mode=training.grad_sample_mode, precision=training.precision,
                    loss_scale=training.loss_scale, tf32=training.tf32, keep_host_memory=training.keep_host_memory,
-                   reproducible_noise=privacy.reproducible_noise, secure_mode=privacy.secure_mode)
+                   shared_rows_mb=training.shared_rows_mb, reproducible_noise=privacy.reproducible_noise, secure_mode=privacy.secure_mode)
 
     def set_process_switches(self, device: torch.device) -> None:
         """This process's switches for training on `device`: TF32 (`precision.use_tf32`) and, for a CPU's steps,
@@ -360,6 +361,9 @@ def train_phase(model: nn.Module, optimizer: torch.optim.Optimizer, phase: Phase
     model.train()
     step = phase.batch_step(StepContext(model, optimizer, settings.grad_sample_mode, rng.noise, world_size, precision,
                                         settings.secure_mode))
+    # The object store's rows (`shared_pages`): their pages a batch maps in are unmapped past `shared_rows_mb`.
+    shared_limit = settings.shared_rows_mb
+    shared_rows = in_shared_memory(data.stored()) if shared_limit is not None else []
     try:
         for epoch, steps in enumerate(phase.epoch_steps()):
             if steps == 0:
@@ -376,7 +380,8 @@ def train_phase(model: nn.Module, optimizer: torch.optim.Optimizer, phase: Phase
                     assert ledger is not None, "a private phase is charged to its ledger"
                     ledger.record_steps(ledger_key(phase.name, epoch), 1)
                 batch = data.subset(rows).to(device)
-                unmap_read_pages(data.stored())  # the shared rows' pages this batch mapped (`shared_pages`)
+                if shared_limit is not None and shared_rows and mapped_shared_mb() > shared_limit:
+                    unmap_pages(shared_rows)  # their data stays in shared memory
                 loss = step(batch, sigma)
                 stats.add(phase.expected_batch_size if phase.private else len(rows), loss)
                 if on_step is not None:
