@@ -151,7 +151,7 @@ def test_a_sigterm_stops_the_sweep_with_the_resume_line(tmp_path, monkeypatch, c
     store.create(cfg)
     original = signal.getsignal(signal.SIGTERM)
     try:
-        assert cli._sweep(store, cfg) == 130
+        assert cli._sweep(store, cfg, own_ray=False) == 130
     finally:
         signal.signal(signal.SIGTERM, original)
     assert capsys.readouterr().err.splitlines()[-1] == (f"interrupted; continue the sweep with: sdp-sweep resume "
