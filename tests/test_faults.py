@@ -65,14 +65,15 @@ def kill_workers(store: SweepStore, plan: dict[str, int], done: threading.Event,
 
 
 @pytest.fixture(scope="module")
-def local_ray():
+def own_ray():
+    """A Ray of this module's own (not the shared `local_ray`): the test SIGKILLs its workers."""
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 
 
 @pytest.mark.slow
-def test_killed_workers_are_retried_a_bounded_number_of_times_and_nothing_is_lost(local_ray, tmp_path, monkeypatch):
+def test_killed_workers_are_retried_a_bounded_number_of_times_and_nothing_is_lost(own_ray, tmp_path, monkeypatch):
     # A bound of one retry (the shipped bound is 2): each retry is a new trial actor importing the training stack
     # (about 10 CPU-s); one is enough to tell a bounded retry from none (`once`) and from an unbounded one (`always`),
     # and the bound the driver reads is the one in force, whatever its value.
