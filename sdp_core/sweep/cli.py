@@ -81,9 +81,10 @@ def stop_as_on_ctrl_c(signum: int, frame: FrameType | None) -> None:
     on_sigint(signal.SIGINT, frame)
 
 
-def _sweep(store: SweepStore, cfg: SweepConfig) -> int:
+def _sweep(store: SweepStore, cfg: SweepConfig, own_ray: bool) -> int:
     """Run the sweep to completion on the connected Ray with the live view, then report; the exit code. Stopped by
-    Ctrl-C or SIGTERM, it says how to continue."""
+    Ctrl-C or SIGTERM, it says how to continue. That Ray is shut down afterwards when `own_ray` (`connect_ray`
+    started or joined it), else left to the process that initialised it."""
     import ray
 
     from sdp_core.sweep.driver import run_sweep
@@ -102,7 +103,8 @@ def _sweep(store: SweepStore, cfg: SweepConfig) -> int:
         print(f"interrupted; continue the sweep with: sdp-sweep resume {store.root}", file=sys.stderr)
         return 130
     finally:
-        ray.shutdown()
+        if own_ray:
+            ray.shutdown()
         signal.signal(signal.SIGINT, handlers[0])
         signal.signal(signal.SIGTERM, handlers[1])
     summary, last, code = closing_lines(rows, trials_due(cfg, rows), store.root)
@@ -146,12 +148,12 @@ def run_run(args: argparse.Namespace) -> int:
         print(budget_line(cfg), flush=True)
     from sdp_core.sweep.jobs import connect_ray
 
-    connect_ray(args.address)  # an address that does not answer fails here, before the folder exists
+    own_ray = connect_ray(args.address)  # an address that does not answer fails here, before the folder exists
     if args.overwrite and folder.exists():
         shutil.rmtree(folder)
     store = SweepStore(folder)
     store.create(cfg)
-    return _sweep(store, cfg)
+    return _sweep(store, cfg, own_ray)
 
 
 def run_resume(args: argparse.Namespace) -> int:
@@ -162,6 +164,6 @@ def run_resume(args: argparse.Namespace) -> int:
     from sdp_core.sweep.jobs import connect_ray
 
     rows = store.rows()
-    if len(rows) < trials_due(cfg, rows):  # a finished sweep only gets its report rebuilt
-        connect_ray(args.address)
-    return _sweep(store, cfg)
+    # a finished sweep only gets its report rebuilt
+    own_ray = len(rows) < trials_due(cfg, rows) and connect_ray(args.address)
+    return _sweep(store, cfg, own_ray)
