@@ -129,7 +129,7 @@ def test_a_trials_step_settings_reach_the_step_the_loop_builds(monkeypatch):
     """Every step setting comes from the trial's config field of its name (each set away from the loop's default,
     so a setting left behind shows), and the loop builds its step with them: fp16 resolved with the trial's scale."""
     training = TrainingConfig(grad_sample_mode="bk", precision="fp16", loss_scale=64.0, tf32=False,
-                              keep_host_memory=False)
+                              keep_host_memory=False, shared_rows_mb=64)
     privacy = PrivacyConfig(reproducible_noise=True, secure_mode=True)
     settings = StepSettings.from_config(training, privacy)
     for setting in fields(StepSettings):
