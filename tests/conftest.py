@@ -34,66 +34,14 @@ def _private_ray_token() -> Path:
 os.environ["RAY_AUTH_TOKEN_PATH"] = str(_private_ray_token())
 
 
-@pytest.fixture(scope="session")
-def local_ray(tmp_path_factory) -> Path:
-    """A private local Ray (never a cluster someone else started) for the tests that ask for it; its Ray Train
-    storage folder. One Ray of this pytest process serves consecutive tests that use it (`pytest_runtest_setup`
-    starts it, `pytest_runtest_teardown` stops it after the last of them): each start costs about 9 CPU-s, and its
-    daemons and pre-started workers more. A sweep run by the CLI's `main` in such a test runs on it and leaves it
-    up (`connect_ray`). Tests that need a Ray of their own (nodes, a head, killed workers) start one instead."""
-    return tmp_path_factory.mktemp("ray-train")
-
-
-def _uses_local_ray(item: pytest.Item | None) -> bool:
-    return item is not None and "local_ray" in getattr(item, "fixturenames", ())
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Start the shared local Ray before the fixtures of a test that uses it (a module fixture may run a sweep)."""
-    if _uses_local_ray(item):
-        import ray
-
-        if not ray.is_initialized():
-            ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    """After a test that used the shared Ray: stop it when the next test does not use it (nothing idles beside the
-    tests that follow), and check that the test left no actor alive for the next one to find."""
-    if not _uses_local_ray(item):
-        return
+@pytest.fixture(scope="module")
+def local_ray(tmp_path_factory):
+    """A private local Ray for one test module (never a cluster someone else started); its Train storage folder."""
     import ray
 
-    if not _uses_local_ray(nextitem):
-        ray.shutdown()
-        return
-    left = live_actors()
-    if left:
-        ray.shutdown()  # the next test starts a fresh Ray
-        pytest.fail(f"{item.nodeid} left Ray actors alive: {left}")
-
-
-# Ray Data's own detached singletons (its stats, its autoscaling coordinator, its actor-location tracker, each
-# created once per Ray with `get_if_exists` and used by every later dataset): state of the library, not of a test.
-RAY_DATA_SINGLETONS = {"datasets_stats_actor", "AutoscalingCoordinator", "ActorLocationTracker"}
-
-
-def live_actors(wait_s: float = 10.0) -> list[str]:
-    """The actors of this process's Ray not yet dead (class and name), but for Ray Data's singletons; waits up to
-    `wait_s` for those being ended (Tune and Ray Train end their actors asynchronously)."""
-    import time
-
-    import ray
-
-    deadline = time.monotonic() + wait_s
-    while True:
-        alive = [f"{a['ActorClassName']} {a['Name']}".strip() for a in ray._private.state.actors().values()
-                 if a["State"] != "DEAD" and not (a["IsDetached"] and a["Name"] in RAY_DATA_SINGLETONS)]
-        if not alive or time.monotonic() > deadline:
-            return alive
-        time.sleep(0.2)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield tmp_path_factory.mktemp("ray-train")
+    ray.shutdown()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -158,11 +106,6 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: int = 600, env: dict[s
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Files with `slow` tests (Ray clusters, sweeps, Ray Train) run first: side by side (pytest-xdist, one file per
     process at a time), the long files start early and the short ones fill in around them, instead of a long file
-    running alone at the end. Of those, the files that use the shared local Ray come first, and in each of them the
-    tests that use it: one after the other in a process, they share its one Ray."""
+    running alone at the end."""
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    ray_files = {item.path for item in items if _uses_local_ray(item)}
-    order = {path: i for i, path in enumerate(dict.fromkeys(item.path for item in items))}  # files as collected
-    # stable: the order inside each group is kept
-    items.sort(key=lambda item: (item.path not in slow_files, item.path not in ray_files, order[item.path],
-                                 not _uses_local_ray(item)))
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: the order inside each group is kept

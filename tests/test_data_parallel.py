@@ -4,7 +4,6 @@ about as long as the rest of the sweep tests, and test files run side by side)."
 from __future__ import annotations
 
 import copy
-import signal
 from functools import partial
 
 import pytest
@@ -65,12 +64,8 @@ def test_two_workers_take_the_one_worker_step_on_the_same_batch(local_ray, mecha
     one = copy.deepcopy(model)
     settings = StepSettings(grad_sample_mode=mode, reproducible_noise=True)
     train_phase(one, SGD(one), phase, ledgers[0], seed=3, settings=settings)
-    on_ctrl_c = signal.getsignal(signal.SIGINT)
-    try:
-        state, stats = run_private_phase_distributed(copy.deepcopy(model), SGD, phase, ledgers[1], 3, settings,
-                                                     workers=2, storage_path=local_ray)
-    finally:  # Ray Train's fit leaves its SIGINT handler, which holds its controller: restored, the controller ends
-        signal.signal(signal.SIGINT, on_ctrl_c)
+    state, stats = run_private_phase_distributed(copy.deepcopy(model), SGD, phase, ledgers[1], 3, settings, workers=2,
+                                                 storage_path=local_ray)
     after_one, after_two = _flat(one.state_dict().values()), _flat(state[k] for k in model.state_dict())
     assert (after_one - before).norm() > 1e-3  # the steps moved the model
     assert torch.allclose(after_one, after_two, atol=1e-6, rtol=1e-5)

@@ -65,29 +65,25 @@ def kill_workers(store: SweepStore, plan: dict[str, int], done: threading.Event,
 
 
 @pytest.fixture(scope="module")
-def own_ray():
-    """A Ray of this module's own (not the shared `local_ray`): the test SIGKILLs its workers."""
+def local_ray():
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 
 
 @pytest.mark.slow
-def test_killed_workers_are_retried_a_bounded_number_of_times_and_nothing_is_lost(own_ray, tmp_path, monkeypatch):
+def test_killed_workers_are_retried_a_bounded_number_of_times_and_nothing_is_lost(local_ray, tmp_path, monkeypatch):
     # A bound of one retry (the shipped bound is 2): each retry is a new trial actor importing the training stack
     # (about 10 CPU-s); one is enough to tell a bounded retry from none (`once`) and from an unbounded one (`always`),
     # and the bound the driver reads is the one in force, whatever its value.
     retries = 1
     monkeypatch.setattr(driver, "MAX_RETRIES", retries)
-    # In this order each fault is followed by a trial that runs to its end: the sweep goes on after a trial that
-    # raised (`fails`) and after one whose retries ran out (`always`), without a trial added after the last fault.
-    cfg = grid({"fails": {"set": {"data.source": "file", "data.path": "/nonexistent/data.jsonl"}},
-                "always": {"set": {"training.learning_rate": 3e-3}}, "once": {"set": {"training.learning_rate": 1e-3}}})
+    cfg = grid({"once": {"set": {"training.learning_rate": 1e-3}}, "always": {"set": {"training.learning_rate": 3e-3}},
+                "fails": {"set": {"data.source": "file", "data.path": "/nonexistent/data.jsonl"}}, "after": {"set": {"training.max_steps": 2}}})
     store = SweepStore(tmp_path / "out")
     store.create(cfg)
     done, log = threading.Event(), []
-    plan = {"fails-s0": 0, "always-s0": retries + 1, "once-s0": 1}
-    watcher = threading.Thread(target=kill_workers, args=(store, plan, done, log))
+    watcher = threading.Thread(target=kill_workers, args=(store, {"once-s0": 1, "always-s0": retries + 1}, done, log))
     watcher.start()
     try:
         rows = run_sweep(cfg, None, store)
@@ -95,12 +91,12 @@ def test_killed_workers_are_retried_a_bounded_number_of_times_and_nothing_is_los
         done.set()
         watcher.join()
 
-    assert log == ["always-s0"] * (retries + 1) + ["once-s0"]
-    assert sorted(rows) == ["always-s0", "fails-s0", "once-s0"]  # no trial lost
+    assert log == ["once-s0"] + ["always-s0"] * (retries + 1)
+    assert sorted(rows) == ["after-s0", "always-s0", "fails-s0", "once-s0"]  # no trial lost
+    assert rows["once-s0"]["state"] == "finished"  # killed once, retried from the start, finished
+    assert rows["always-s0"]["state"] == "failed" and "worker died" in rows["always-s0"]["error"]
     assert rows["fails-s0"]["state"] == "failed" and "nonexistent" in rows["fails-s0"]["error"]  # raised: no retry
-    assert rows["always-s0"]["state"] == "failed" and "worker died" in rows["always-s0"]["error"]  # after a raise
-    # killed once, retried from the start, finished: the sweep went on after every fault
-    assert rows["once-s0"]["state"] == "finished"
+    assert rows["after-s0"]["state"] == "finished"  # the sweep went on after every fault
 
 
 ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))

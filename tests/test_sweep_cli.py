@@ -87,9 +87,9 @@ def stop_session(sid: int, first: signal.Signals = signal.SIGTERM) -> None:
 
 
 @pytest.fixture(scope="module")
-def resumed_sweep(local_ray, tmp_path_factory) -> tuple[Path, dict[str, str], subprocess.CompletedProcess]:
-    """The smoke sweep of 4 trials, SIGKILLed (driver and its local Ray) once a trial finished, then resumed (on
-    this process's shared local Ray): its folder, the rows stored before the kill, and the resume's result."""
+def resumed_sweep(tmp_path_factory) -> tuple[Path, dict[str, str], subprocess.CompletedProcess]:
+    """The smoke sweep of 4 trials, SIGKILLed (driver and its local Ray) once a trial finished, then resumed: its
+    folder, the rows stored before the kill, and the resume's result."""
     out = tmp_path_factory.mktemp("killed") / "out"
     proc = subprocess.Popen([sys.executable, "-m", "sdp_core.cli", "run", str(SMOKE), "--out", str(out),
                              "--set", "num_trials=4"], cwd=REPO, start_new_session=True,
@@ -151,7 +151,7 @@ def test_a_sigterm_stops_the_sweep_with_the_resume_line(tmp_path, monkeypatch, c
     store.create(cfg)
     original = signal.getsignal(signal.SIGTERM)
     try:
-        assert cli._sweep(store, cfg, own_ray=False) == 130
+        assert cli._sweep(store, cfg) == 130
     finally:
         signal.signal(signal.SIGTERM, original)
     assert capsys.readouterr().err.splitlines()[-1] == (f"interrupted; continue the sweep with: sdp-sweep resume "

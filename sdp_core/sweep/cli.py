@@ -81,10 +81,9 @@ def stop_as_on_ctrl_c(signum: int, frame: FrameType | None) -> None:
     on_sigint(signal.SIGINT, frame)
 
 
-def _sweep(store: SweepStore, cfg: SweepConfig, own_ray: bool) -> int:
+def _sweep(store: SweepStore, cfg: SweepConfig) -> int:
     """Run the sweep to completion on the connected Ray with the live view, then report; the exit code. Stopped by
-    Ctrl-C or SIGTERM, it says how to continue. That Ray is shut down afterwards when `own_ray` (`connect_ray`
-    started or joined it), else left to the process that initialised it."""
+    Ctrl-C or SIGTERM, it says how to continue."""
     import ray
 
     from sdp_core.sweep.driver import run_sweep
@@ -103,8 +102,7 @@ def _sweep(store: SweepStore, cfg: SweepConfig, own_ray: bool) -> int:
         print(f"interrupted; continue the sweep with: sdp-sweep resume {store.root}", file=sys.stderr)
         return 130
     finally:
-        if own_ray:
-            ray.shutdown()
+        ray.shutdown()
         signal.signal(signal.SIGINT, handlers[0])
         signal.signal(signal.SIGTERM, handlers[1])
     summary, last, code = closing_lines(rows, trials_due(cfg, rows), store.root)
@@ -148,12 +146,12 @@ def run_run(args: argparse.Namespace) -> int:
         print(budget_line(cfg), flush=True)
     from sdp_core.sweep.jobs import connect_ray
 
-    own_ray = connect_ray(args.address)  # an address that does not answer fails here, before the folder exists
+    connect_ray(args.address)  # an address that does not answer fails here, before the folder exists
     if args.overwrite and folder.exists():
         shutil.rmtree(folder)
     store = SweepStore(folder)
     store.create(cfg)
-    return _sweep(store, cfg, own_ray)
+    return _sweep(store, cfg)
 
 
 def run_resume(args: argparse.Namespace) -> int:
@@ -164,6 +162,6 @@ def run_resume(args: argparse.Namespace) -> int:
     from sdp_core.sweep.jobs import connect_ray
 
     rows = store.rows()
-    # a finished sweep only gets its report rebuilt
-    own_ray = len(rows) < trials_due(cfg, rows) and connect_ray(args.address)
-    return _sweep(store, cfg, own_ray)
+    if len(rows) < trials_due(cfg, rows):  # a finished sweep only gets its report rebuilt
+        connect_ray(args.address)
+    return _sweep(store, cfg)

@@ -1,7 +1,6 @@
 """Where a sweep's Ray comes from: a private local instance, a named cluster, or the cluster of a Ray job.
 
-Local sweeps start their own Ray (`address="local"`) and never attach to one they happen to find on the machine;
-a process that has initialised Ray already (a notebook, a test session) runs its sweeps on that Ray and keeps it.
+Local sweeps start their own Ray (`address="local"`) and never attach to one they happen to find on the machine.
 `--address` / `RAY_ADDRESS` joins a cluster; an address nobody answers at is one line and exit code 2. Inside
 `ray job submit` (the job supervisor sets `RAY_JOB_CONFIG_JSON_ENV_VAR`) a bare `ray.init()` joins the job's
 cluster, and outputs need absolute paths because the job runs in a temporary copy of the working directory.
@@ -42,18 +41,14 @@ def _local_auth_notice(record: logging.LogRecord) -> bool:
     return not record.getMessage().startswith("Token authentication is enabled for this Ray cluster")
 
 
-def connect_ray(address: str | None) -> bool:
-    """Join the job's cluster, the cluster at `address` (or `RAY_ADDRESS`), or start a private local Ray: True, and
-    the caller shuts that Ray down when done. Without `address`, a process whose Ray is initialised already (a
-    notebook's `ray.init`, a test session's) uses that Ray and leaves it running, as its owner expects: False."""
+def connect_ray(address: str | None) -> None:
+    """Join the job's cluster, the cluster at `address` (or `RAY_ADDRESS`), or start a private local Ray."""
     import ray
 
-    if address is None and ray.is_initialized():
-        return False
     quiet = dict(log_to_driver=False, logging_level=logging.WARNING)  # trial errors are in the rows
     if in_ray_job():
         ray.init(**quiet)
-        return True
+        return
     address = address or os.environ.get("RAY_ADDRESS")
     if not address or address == "local":
         # A new local Ray turns token authentication on (a token under ~/.ray) and warns that it did: advice
@@ -64,11 +59,10 @@ def connect_ray(address: str | None) -> bool:
             ray.init(address="local", include_dashboard=False, **quiet)
         finally:
             auth_log.removeFilter(_local_auth_notice)
-        return True
+        return
     if address != "auto":
         _probe(address)
     try:
         ray.init(address=address, **quiet)
     except (ConnectionError, RuntimeError, ValueError) as e:
         raise UserError(f"cannot join the Ray cluster at {address}: {str(e).splitlines()[0]}") from None
-    return True
