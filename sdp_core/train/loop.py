@@ -388,5 +388,7 @@ def train_phase(model: nn.Module, optimizer: torch.optim.Optimizer, phase: Phase
                     on_step(stats)
     finally:
         step.close()
+        if shared_rows:  # what this phase left mapped, so that the next phase's pages do not add to it
+            unmap_pages(shared_rows)
     stats.seconds = time.perf_counter() - start
     return stats
