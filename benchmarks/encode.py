@@ -76,7 +76,8 @@ def main() -> None:
     for name in inputs:  # both checkouts make the same rows
         if "before" in sides:
             (a, sa), (b, sb) = rows["now", name], rows["before", name]  # type: ignore[misc]
-            assert sa.to_dict() == sb.to_dict() and all(torch.equal(x, y) for x, y in zip(a.stored()[:4], b.stored()[:4])), name
+            assert sa.to_dict() == sb.to_dict(), name
+            assert all(torch.equal(x, y) for x, y in zip(a.stored()[:4], b.stored()[:4])), name
 
     print(f"\n{args.records:,} clinic notes, rows of {args.max_length} tokens, {args.rounds} rounds, one thread, "
           "CPU seconds per 1,000 records (median)")

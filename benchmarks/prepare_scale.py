@@ -24,8 +24,9 @@ the digests of their trained models' files, their metrics (but times) and their 
 
 `--trial-data` measures instead what a sweep prepares after detection, per size: `prepare_trial_data` (splits,
 canaries, the tokenizer, the rows of every split) in a process of its own, its peak resident memory, wall and CPU
-time, the time of its tokenizer and encoding (`timings["tokenize"]`) and the rows' bytes, on this checkout and, with `--against DIR`, on DIR's `sdp_core` side by side (detection cached
-first by a pass not counted, so both sides read it from the cache).
+time, the time of its tokenizer and encoding (`timings["tokenize"]`) and the rows' bytes, on this checkout and,
+with `--against DIR`, on DIR's `sdp_core` side by side (detection cached first by a pass not counted, so both sides
+read it from the cache).
 
 `--tokenizer-sample` compares a BPE trained on a seeded sample of each size with one trained on the largest
 (`tokenizer.train_records`): the vocabulary they share and the tokens a held-out note becomes.
@@ -600,8 +601,8 @@ def sweep_prep_table(sizes: list[int], policy: str, max_length: int, against: Pa
         for t in r["trials"]:
             interval = (f"{t['val_perplexity_ci_low']:.2f}–{t['val_perplexity_ci_high']:.2f}"
                         if t.get("val_perplexity_ci_low") is not None else "")
-            print(f"{r['size']:>9,} {r['side']:>6} {t['startup_s']:>16.1f} {t['plan_s']:>7.1f} {t['evaluate_s']:>18.1f} "
-                  f"{t['val_perplexity']:>14.2f} {interval:>15}")
+            print(f"{r['size']:>9,} {r['side']:>6} {t['startup_s']:>16.1f} {t['plan_s']:>7.1f} "
+                  f"{t['evaluate_s']:>18.1f} {t['val_perplexity']:>14.2f} {interval:>15}")
     if json_path is not None:
         json_path.write_text(json.dumps(processes, indent=1) + "\n")
 

@@ -72,7 +72,8 @@ class SpanColumns:
         """The lists as tuples, None where there was none."""
         spans = [Span(a, b, self.labels[k]) for a, b, k in self.spans.tolist()]
         ends = np.cumsum(np.maximum(self.counts, 0)).tolist()
-        return [None if count < 0 else tuple(spans[end - count : end]) for count, end in zip(self.counts.tolist(), ends)]
+        return [None if count < 0 else tuple(spans[end - count : end])
+                for count, end in zip(self.counts.tolist(), ends)]
 
 
 def span_columns(lists: Sequence[Sequence[Span] | None]) -> SpanColumns:

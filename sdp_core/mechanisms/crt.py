@@ -129,7 +129,8 @@ def crt_split(d: TrialData, detector: DetectorConfig, dedup: bool, max_length: i
         units = [Record(t, g) for t, g in zip(texts, gold)]
         caught = evaluate(units, pi_spans).secrets
         caught_by_either = evaluate(units, [sorted({*a, *b}) for a, b in zip(pi_spans, pi_c_spans)]).secrets
-        secrets, missed_by_policy, missed_by_both = caught.n, caught.n - caught.k, caught_by_either.n - caught_by_either.k
+        secrets, missed_by_policy = caught.n, caught.n - caught.k
+        missed_by_both = caught_by_either.n - caught_by_either.k
     return CRTSplit(rows(pri), rows(pub) if pub else None, len(texts), sum(private), len(pri), len(pub),
                     sum(len(u) for u in dups), conservative.name, secrets, missed_by_policy, missed_by_both)
 

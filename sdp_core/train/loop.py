@@ -87,7 +87,8 @@ class StepSettings:
     def from_config(cls, training: TrainingConfig, privacy: PrivacyConfig) -> StepSettings:
         return cls(grad_sample_mode=training.grad_sample_mode, precision=training.precision,
                    loss_scale=training.loss_scale, tf32=training.tf32, keep_host_memory=training.keep_host_memory,
-                   shared_rows_mb=training.shared_rows_mb, reproducible_noise=privacy.reproducible_noise, secure_mode=privacy.secure_mode)
+                   shared_rows_mb=training.shared_rows_mb, reproducible_noise=privacy.reproducible_noise,
+                   secure_mode=privacy.secure_mode)
 
     def set_process_switches(self, device: torch.device) -> None:
         """This process's switches for training on `device`: TF32 (`precision.use_tf32`) and, for a CPU's steps,

@@ -67,6 +67,12 @@ def mapped_shared_mb() -> float:
     return 0.0
 
 
+def _address_range(t: torch.Tensor) -> tuple[int, int]:
+    """[start, end) of a contiguous tensor's bytes in this process's memory."""
+    start = t.data_ptr()
+    return start, start + t.numel() * t.element_size()
+
+
 def in_shared_memory(tensors: Iterable[torch.Tensor | None]) -> list[torch.Tensor]:
     """Those of `tensors` (on the CPU, contiguous, not empty) that lie inside one shared mapping of this process,
     from one reading of `/proc/self/maps`: what `unmap_pages` may be given for as long as they live."""
@@ -75,8 +81,7 @@ def in_shared_memory(tensors: Iterable[torch.Tensor | None]) -> list[torch.Tenso
     for t in tensors:
         if t is None or t.device.type != "cpu" or not t.is_contiguous() or t.numel() == 0:
             continue
-        start = t.data_ptr()
-        end = start + t.numel() * t.element_size()
+        start, end = _address_range(t)
         if any(low <= start and end <= high for low, high in shared):
             found.append(t)
     return found
@@ -90,8 +95,8 @@ def unmap_pages(shared: Iterable[torch.Tensor]) -> int:
         return 0
     page, done = mmap.PAGESIZE, 0
     for t in shared:
-        start = t.data_ptr()
-        first, last = -(-start // page) * page, (start + t.numel() * t.element_size()) // page * page
+        start, end = _address_range(t)
+        first, last = -(-start // page) * page, end // page * page
         if last > first and advise(first, last - first, mmap.MADV_DONTNEED) == 0:  # whole pages inside it only
             done += last - first
     return done
