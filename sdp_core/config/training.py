@@ -59,7 +59,7 @@ class TrainingConfig(Strict):
                                    "not fault every page of its tensors in again (30-50 % of a gpt2-tiny step); "
                                    "costs 80-240 MB more peak memory there")
     shared_rows_mb: int | None = Field(
-        512, ge=0, description="a sweep's trial reads its rows from Ray's object store (shared memory), and each "
+        128, ge=0, description="a sweep's trial reads its rows from Ray's object store (shared memory), and each "
         "batch maps the pages around its rows into the trial's process: once the shared memory it has mapped "
         "passes this many MB, a step unmaps the rows' pages (their data stays in the store; reading them again "
         "faults them back in, about 5 µs per 64 KiB), so a trial's memory stays bounded whatever the rows' size; "
