@@ -8,6 +8,7 @@ import csv
 from pathlib import Path
 
 import pytest
+import torch
 
 from sdp_core.data.clinic import generate_clinic
 from sdp_core.data.loaders import load_records, save_jsonl, save_parquet
@@ -105,8 +106,6 @@ def test_a_preparation_looks_the_files_records_up_and_detects_only_the_others(js
 
 
 def test_data_not_known_to_be_small_is_prepared_in_a_task_as_it_would_be_here(local_ray, monkeypatch):
-    import torch
-
     from sdp_core.config import parse_model
     from sdp_core.config.trial import TrialConfig
     from sdp_core.preparation import data_key
@@ -130,6 +129,33 @@ def test_data_not_known_to_be_small_is_prepared_in_a_task_as_it_would_be_here(lo
         a, b = getattr(got.data, part), getattr(expected.data, part)
         assert all(torch.equal(getattr(a, f), getattr(b, f)) for f in ("input_ids", "weights", "sensitive"))
     assert got.data.tokenizer.get_vocab() == expected.data.tokenizer.get_vocab()
+
+
+@pytest.mark.parametrize("labels", [None, [0, 1, 2, 0, 1, 2, 0]])
+def test_rows_encoded_by_blocks_on_the_cluster_are_the_rows_encoded_here(local_ray, monkeypatch, labels):
+    """Blocks of one record in tasks (seven blocks: more than the four a 2-CPU Ray has in flight) give the rows of
+    one process, row for row, and a refusal names the record by its place in the whole list, in one line."""
+    from sdp_core.data.customersim import generate_customersim
+    from sdp_core.errors import UserError
+    from sdp_core.sweep import encoding
+    from sdp_core.text.encode import encode_windows
+    from tests.test_text_encode import PROSE, tokenizer
+
+    records = generate_customersim(5, 3)
+    texts = [r.text for r in records] + [PROSE, "short one"]
+    spans = [list(r.spans) for r in records] + [[], []]
+    whole = ("The mayor said so.",)  # no window cuts through it
+    here = encode_windows(texts, spans, tokenizer(), 24, labels, keep_whole=whole)
+    monkeypatch.setattr(encoding, "BLOCK_RECORDS", 1)
+    with encoding.ray_encoding():
+        blocks = encode_windows(texts, spans, tokenizer(), 24, labels, keep_whole=whole)
+        with pytest.raises(UserError, match=r"^record #4 has \d+ tokens"):
+            encode_windows(["short one", "short two", "short three", PROSE], [[]] * 4, tokenizer(), 24,
+                           on_long="refuse")
+    assert here[1] == blocks[1] and (here[1].records_split > 0 if labels is None else here[1].tokens_dropped > 0)
+    for name in ("input_ids", "weights", "sensitive", "record_index", "labels"):
+        a, b = getattr(here[0], name), getattr(blocks[0], name)
+        assert (a is None and b is None) or torch.equal(a, b), name
 
 
 def test_a_progress_line_names_an_expanded_policy_by_its_count_not_its_parts():

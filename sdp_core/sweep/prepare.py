@@ -2,7 +2,8 @@
 
     driver: a data file's detection (`sweep.pipeline.detect_file`: streamed, the driver holds one batch of spans)
       -> a task on the driver's node (`_prepare_remotely`, no CPU of its own; its detection misses go to the actor
-         pool like the driver's would): records, spans, tokenizer, rows and each mechanism's plan (`prepare_shared`)
+         pool like the driver's would, its encoding to tasks on the cluster, `sweep.encoding`): records, spans,
+         tokenizer, rows and each mechanism's plan (`prepare_shared`)
       -> every setting's `PreparedData` in Ray's object store, made by that task and owned by the driver, which
          holds references only; the task's worker exits once it is done, and its memory with it.
 
@@ -40,6 +41,7 @@ from sdp_core.mechanisms import get_mechanism
 from sdp_core.metrics import evaluation_rows
 from sdp_core.preparation import PreparedData, TrialRecords, data_key, prepare_trial_data
 from sdp_core.progress import ProgressEvent, relayed_progress, replayed_progress
+from sdp_core.sweep.encoding import ray_encoding
 from sdp_core.sweep.pipeline import FILE_MIN_BYTES, FileDetections, detect_file, file_source, ray_detection
 
 IN_DRIVER_RECORDS = 20_000
@@ -132,7 +134,7 @@ def _prepare_remotely(trials: list[TrialConfig], workers: int | None, files: Seq
 
     def work() -> None:  # in a thread: the generator yields the events it sends while it runs
         try:
-            with relayed_progress(events.put), ray_detection(workers, files):
+            with relayed_progress(events.put), ray_detection(workers, files), ray_encoding():
                 outcome["prepared"] = prepare_shared(trials)
         except BaseException as e:  # raised below, in the task
             outcome["error"] = e
@@ -184,7 +186,7 @@ def prepare_once(trials: list[dict], workers: int | None) -> dict[str, SharedDat
         except UserError:  # a bad policy or file: the trials report it
             continue
     if all(known_small(cfg.data) for cfg in configs):
-        with ray_detection(workers, list(files.values())):
+        with ray_detection(workers, list(files.values())), ray_encoding():
             prepared = {}
             for key, data in prepare_shared(configs).items():
                 every, records = data.apart(members_kept(configs, key))

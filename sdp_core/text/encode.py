@@ -19,8 +19,10 @@ Privacy unit. The record, whatever its length: a private phase Poisson-samples r
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass
-from typing import Literal, Sequence
+from typing import Callable, Iterator, Literal, Sequence
 
 import numpy as np
 import torch
@@ -106,6 +108,46 @@ def id_dtype(tokenizer: PreTrainedTokenizerFast) -> type[np.unsignedinteger] | t
     return np.uint16 if len(tokenizer) <= 1 << 16 else np.int32
 
 
+@dataclass(frozen=True)
+class RowLayout:
+    """What encoding reads besides the records' texts and spans: plain data, the same for every block of them."""
+
+    tokenizer: PreTrainedTokenizerFast
+    max_length: int
+    labelled: bool  # classification rows: a record is one row, never split (its label is the whole record's)
+    keep_whole: tuple[str, ...]  # texts no window cuts (the inserted canaries)
+    on_long: OnLong
+
+
+@dataclass(frozen=True)
+class EncodedRows:
+    """The rows of consecutive records before their weights: ids (`id_dtype`), secret mask, the record each row is,
+    the records' tokens and how many of them the rows hold."""
+
+    input_ids: np.ndarray  # [R, T]
+    sensitive: np.ndarray  # [R, T] bool
+    record_index: np.ndarray  # [R] int32
+    tokens: int
+    kept: int
+
+
+RowEncoder = Callable[[Sequence[str], Sequence[Sequence[Span]], RowLayout], EncodedRows]
+"""Encodes records as `encode_rows` does, wherever it runs (`encoding_runner`)."""
+
+_ENCODER: ContextVar[RowEncoder | None] = ContextVar("row_encoder", default=None)
+
+
+@contextmanager
+def encoding_runner(encoder: RowEncoder) -> Iterator[None]:
+    """Inside this block, `encode_windows` hands its records to `encoder` (a sweep's preparation: blocks of them
+    encoded on the cluster, `sweep.encoding`) instead of encoding them in this process."""
+    token = _ENCODER.set(encoder)
+    try:
+        yield
+    finally:
+        _ENCODER.reset(token)
+
+
 def encode_windows(texts: Sequence[str], spans: Sequence[Sequence[Span]], tokenizer: PreTrainedTokenizerFast,
                    max_length: int, labels: Sequence[int] | None = None, *, keep_whole: Sequence[str] = (),
                    on_long: OnLong = "split") -> tuple[LMData, WindowSummary]:
@@ -113,49 +155,62 @@ def encode_windows(texts: Sequence[str], spans: Sequence[Sequence[Span]], tokeni
 
     `sensitive` marks tokens overlapping `spans[r]`. Weights (bool) are 1 on every real token after the leading
     `<eos>` and 0 on padding and `<mask>`. With `labels` (one class id per text) the rows are classification data; a
-    classifier reads the leading `<eos>`. Records are tokenized `ENCODE_CHUNK` at a time.
+    classifier reads the leading `<eos>`. Records are tokenized `ENCODE_CHUNK` at a time, here or by the encoder of
+    an `encoding_runner` block.
     """
-    chunks = [_encode_chunk(texts, spans, tokenizer, max_length, labels, keep_whole, on_long, first)
-              for first in range(0, len(texts), ENCODE_CHUNK)]
-    tokens, kept = sum(c[3] for c in chunks), sum(c[4] for c in chunks)
-    ids = np.concatenate([c[0] for c in chunks]) if chunks else np.zeros((0, max_length), id_dtype(tokenizer))
-    sensitive = torch.from_numpy(np.concatenate([c[1] for c in chunks]) if chunks
-                                 else np.zeros((0, max_length), dtype=np.bool_))
-    record_index = torch.from_numpy(np.concatenate([c[2] for c in chunks]) if chunks else np.zeros(0, np.int32))
-    del chunks  # the split's rows are whole: each chunk's copy goes before the weights are made
+    layout = RowLayout(tokenizer, max_length, labels is not None, tuple(keep_whole), on_long)
+    rows = (_ENCODER.get() or encode_rows)(texts, spans, layout)
+    ids = rows.input_ids
+    record_index = torch.from_numpy(rows.record_index)
     weights = torch.from_numpy((ids != tokenizer.pad_token_id) & (ids != tokenizer.mask_token_id))
     weights[:, 0] = False
-    input_ids = torch.from_numpy(ids)
     y = None if labels is None else torch.tensor(labels, dtype=torch.long)[record_index]
-    windows = np.bincount(record_index.numpy(), minlength=len(texts))
-    summary = WindowSummary(records=len(texts), rows=len(input_ids), records_split=int((windows > 1).sum()),
-                            windows_per_record_max=int(windows.max(initial=0)), tokens=tokens,
-                            tokens_dropped=tokens - kept)
-    return LMData(input_ids, weights, sensitive, record_index, y), summary
+    windows = np.bincount(rows.record_index, minlength=len(texts))
+    summary = WindowSummary(records=len(texts), rows=len(ids), records_split=int((windows > 1).sum()),
+                            windows_per_record_max=int(windows.max(initial=0)), tokens=rows.tokens,
+                            tokens_dropped=rows.tokens - rows.kept)
+    return LMData(torch.from_numpy(ids), weights, torch.from_numpy(rows.sensitive), record_index, y), summary
 
 
-def _encode_chunk(texts: Sequence[str], spans: Sequence[Sequence[Span]], tokenizer: PreTrainedTokenizerFast,
-                  max_length: int, labels: Sequence[int] | None, keep_whole: Sequence[str], on_long: OnLong,
-                  first: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
-    """Rows (ids in `id_dtype`, sensitive, record index) of records first .. first + `ENCODE_CHUNK`; their tokens,
-    and how many of them the rows hold."""
+def encode_rows(texts: Sequence[str], spans: Sequence[Sequence[Span]], layout: RowLayout, first: int = 0
+                ) -> EncodedRows:
+    """The rows of `texts` in this process, `ENCODE_CHUNK` records at a time; record `i` of them is record
+    `first + i` of the whole (its number in the rows and in a refusal)."""
+    chunks = [_encode_chunk(texts, spans, layout, start, first) for start in range(0, len(texts), ENCODE_CHUNK)]
+    return chunks[0] if len(chunks) == 1 else joined_rows(chunks, layout)
+
+
+def joined_rows(parts: Sequence[EncodedRows], layout: RowLayout) -> EncodedRows:
+    """`parts`' rows one after the other, in new arrays."""
+    if not parts:
+        return EncodedRows(np.zeros((0, layout.max_length), id_dtype(layout.tokenizer)),
+                           np.zeros((0, layout.max_length), np.bool_), np.zeros(0, np.int32), 0, 0)
+    return EncodedRows(np.concatenate([p.input_ids for p in parts]), np.concatenate([p.sensitive for p in parts]),
+                       np.concatenate([p.record_index for p in parts]), sum(p.tokens for p in parts),
+                       sum(p.kept for p in parts))
+
+
+def _encode_chunk(texts: Sequence[str], spans: Sequence[Sequence[Span]], layout: RowLayout, start: int, first: int
+                  ) -> EncodedRows:
+    """The rows of records start .. start + `ENCODE_CHUNK` of `texts` (numbered from `first`)."""
+    tokenizer, max_length = layout.tokenizer, layout.max_length
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     capacity = max_length - 2
-    part = range(first, min(first + ENCODE_CHUNK, len(texts)))
+    part = range(start, min(start + ENCODE_CHUNK, len(texts)))
     chunk = [texts[r] for r in part]  # read once: `texts` may make each text as it is read (`RedactedTexts`)
     enc = tokenizer(chunk, add_special_tokens=False, return_offsets_mapping=True)
     lengths = [len(ids) for ids in enc["input_ids"]]
     too_long = next((r for r, k in zip(part, lengths) if k > capacity), None)
-    if on_long == "refuse" and too_long is not None:
-        raise UserError(f"record #{too_long + 1} has {lengths[too_long - first]} tokens, more than the {capacity} a "
-                        f"row of data.max_length {max_length} holds: raise data.max_length, or set "
+    if layout.on_long == "refuse" and too_long is not None:
+        raise UserError(f"record #{first + too_long + 1} has {lengths[too_long - start]} tokens, more than the "
+                        f"{capacity} a row of data.max_length {max_length} holds: raise data.max_length, or set "
                         f"data.on_long_records: split")
     rows: list[tuple[int, int, int]] = []  # (record in the chunk, first token, end token)
     for i, (ids, offsets) in enumerate(zip(enc["input_ids"], enc["offset_mapping"])):
-        if labels is not None:
+        if layout.labelled:
             bounds = [(0, min(len(ids), capacity))]
         else:
-            bounds = window_bounds(chunk[i], offsets, spans[first + i], capacity, keep_whole)
+            bounds = window_bounds(chunk[i], offsets, spans[start + i], capacity, layout.keep_whole)
         rows += [(i, a, b) for a, b in bounds]
     input_ids = np.full((len(rows), max_length), pad, dtype=id_dtype(tokenizer))
     sensitive = np.zeros((len(rows), max_length), dtype=np.bool_)
@@ -164,12 +219,12 @@ def _encode_chunk(texts: Sequence[str], spans: Sequence[Sequence[Span]], tokeniz
         input_ids[row, 0] = eos
         input_ids[row, 1 : b - a + 1] = enc["input_ids"][i][a:b]
         input_ids[row, b - a + 1] = eos
-        if spans[first + i]:
+        if spans[start + i]:
             if i not in record_masks:
-                record_masks = {i: token_mask(enc["offset_mapping"][i], spans[first + i], chunk[i])}
+                record_masks = {i: token_mask(enc["offset_mapping"][i], spans[start + i], chunk[i])}
             sensitive[row, 1 : b - a + 1] = record_masks[i][a:b]
-    record_index = np.array([first + i for i, _, _ in rows], dtype=np.int32).reshape(len(rows))
-    return input_ids, sensitive, record_index, sum(lengths), sum(b - a for _, a, b in rows)
+    record_index = np.array([first + start + i for i, _, _ in rows], dtype=np.int32).reshape(len(rows))
+    return EncodedRows(input_ids, sensitive, record_index, sum(lengths), sum(b - a for _, a, b in rows))
 
 
 def encode(texts: Sequence[str], spans: Sequence[Sequence[Span]], tokenizer: PreTrainedTokenizerFast,

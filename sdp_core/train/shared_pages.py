@@ -23,8 +23,9 @@ import ctypes.util
 import functools
 import mmap
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, TypeAlias
 
+import numpy as np
 import torch
 
 MAPS = Path("/proc/self/maps")
@@ -67,28 +68,42 @@ def mapped_shared_mb() -> float:
     return 0.0
 
 
-def _address_range(t: torch.Tensor) -> tuple[int, int]:
-    """[start, end) of a contiguous tensor's bytes in this process's memory."""
-    start = t.data_ptr()
-    return start, start + t.numel() * t.element_size()
+Array: TypeAlias = "torch.Tensor | np.ndarray"
 
 
-def in_shared_memory(tensors: Iterable[torch.Tensor | None]) -> list[torch.Tensor]:
-    """Those of `tensors` (on the CPU, contiguous, not empty) that lie inside one shared mapping of this process,
-    from one reading of `/proc/self/maps`: what `unmap_pages` may be given for as long as they live."""
+def _address_range(a: Array) -> tuple[int, int]:
+    """[start, end) of a contiguous tensor's or array's bytes in this process's memory."""
+    if isinstance(a, np.ndarray):
+        start = a.__array_interface__["data"][0]
+        return start, start + a.nbytes
+    start = a.data_ptr()
+    return start, start + a.numel() * a.element_size()
+
+
+def _plain_bytes(a: Array | None) -> bool:
+    """Whether `a` is contiguous, not empty, in host memory: bytes at one address range (`_address_range`)."""
+    if isinstance(a, np.ndarray):
+        return a.flags.c_contiguous and a.size > 0
+    return a is not None and a.device.type == "cpu" and a.is_contiguous() and a.numel() > 0
+
+
+def in_shared_memory(arrays: Iterable[Array | None]) -> list[Array]:
+    """Those of `arrays` (tensors on the CPU or numpy arrays, contiguous, not empty) that lie inside one shared
+    mapping of this process, from one reading of `/proc/self/maps`: what `unmap_pages` may be given for as long as
+    they live."""
     shared = shared_mappings()
     found = []
-    for t in tensors:
-        if t is None or t.device.type != "cpu" or not t.is_contiguous() or t.numel() == 0:
+    for a in arrays:
+        if not _plain_bytes(a):
             continue
-        start, end = _address_range(t)
+        start, end = _address_range(a)
         if any(low <= start and end <= high for low, high in shared):
-            found.append(t)
+            found.append(a)
     return found
 
 
-def unmap_pages(shared: Iterable[torch.Tensor]) -> int:
-    """Unmap from this process the whole pages of each tensor, which must lie in shared memory (`in_shared_memory`:
+def unmap_pages(shared: Iterable[Array]) -> int:
+    """Unmap from this process the whole pages of each tensor or array, which must lie in shared memory (`in_shared_memory`:
     on this process's own memory the call would zero them), leaving their contents there. The bytes given back."""
     advise = _madvise()
     if advise is None:
