@@ -443,7 +443,7 @@ def in_checkout(code: Path, flag: str, path: Path, args: list[str], peaks: "Peak
     return json.loads(stdout.strip().splitlines()[-1])
 
 
-KINDS = {"_prepare_remotely": "preparation", "PolicyDetector": "detection", "_encode_block": "encoding",
+KINDS = {"_prepare_remotely": "preparation", "PolicyDetector": "detection", "BlockEncoder": "encoding",
          "_trial_task": "trial"}
 """A task or actor a Ray worker runs -> the kind of process it is."""
 

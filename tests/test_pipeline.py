@@ -133,7 +133,7 @@ def test_data_not_known_to_be_small_is_prepared_in_a_task_as_it_would_be_here(lo
 
 @pytest.mark.parametrize("labels", [None, [0, 1, 2, 0, 1, 2, 0]])
 def test_rows_encoded_by_blocks_on_the_cluster_are_the_rows_encoded_here(local_ray, monkeypatch, labels):
-    """Blocks of one record in tasks (seven blocks: more than the four a 2-CPU Ray has in flight) give the rows of
+    """Blocks of one record on a pool of actors (seven blocks, two actors: 2 CPUs) give the rows of
     one process, row for row, and a refusal names the record by its place in the whole list, in one line."""
     from sdp_core.data.customersim import generate_customersim
     from sdp_core.errors import UserError
