@@ -64,6 +64,9 @@ class _Weights:
         rows.__dict__["_weights"] = weights
 
 
+Stored = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]
+"""What rows keep (`LMData.stored`): ids, the weights as stored, the secret mask, record indices and labels."""
+
 BLOCK_ROWS = 65_536
 """Rows a whole-row statistic reads at a time (`LMData.blocks`): its temporaries a few MB whatever the data's size."""
 
@@ -119,25 +122,37 @@ class LMData:
                          self.record_index[start:end], None if self.labels is None else self.labels[start:end],
                          self.weighting)
 
-    def _weights_of(self, rows: torch.Tensor) -> torch.Tensor:
-        """`weights[rows]`, a weighting computed for those rows only."""
-        stored = self.__dict__["_weights"][rows]
-        if self.weighting is None:
-            return stored
-        return self.weighting(self.input_ids[rows], self.sensitive[rows], stored > 0)
-
-    def subset(self, rows: torch.Tensor | list[int] | range) -> "LMData":
+    def subset(self, rows: torch.Tensor | list[int] | range, piece_rows: int | None = None,
+               after_piece: Callable[[], object] | None = None) -> "LMData":
         """These rows; LM rows are cut after the last column any of them predicts (padding the longest row in the
-        whole data needs): a causal model's losses on the columns kept are the same, and each step costs less."""
+        whole data needs): a causal model's losses on the columns kept are the same, and each step costs less.
+        With `piece_rows`, the rows are copied out that many at a time and `after_piece()` is called after each (a
+        trial unmaps the object store's pages each piece mapped, `train.shared_pages`): the same batch."""
         rows = torch.as_tensor(rows, dtype=torch.long)
-        weights = self._weights_of(rows)
-        if self.labels is not None:  # a classifier reads the whole row
-            return LMData(self.input_ids[rows].long(), weights.float(), self.sensitive[rows],
-                          self.record_index[rows], self.labels[rows])
+        ids, stored, sensitive, record_index, labels = self._copied(rows, piece_rows, after_piece)
+        weights = stored if self.weighting is None else self.weighting(ids, sensitive, stored > 0)
+        if labels is not None:  # a classifier reads the whole row
+            return LMData(ids.long(), weights.float(), sensitive, record_index, labels)
         used = (weights > 0).any(0).nonzero()
         end = int(used[-1]) + 1 if len(used) else weights.shape[1]
-        return LMData(self.input_ids[rows, :end].long(), weights[:, :end].float(), self.sensitive[rows, :end],
-                      self.record_index[rows])
+        return LMData(ids[:, :end].long(), weights[:, :end].float(), sensitive[:, :end].contiguous(), record_index)
+
+    def _copied(self, rows: torch.Tensor, piece_rows: int | None, after_piece: Callable[[], object] | None
+                ) -> Stored:
+        """The stored tensors' `rows` (`stored`), copied `piece_rows` at a time (all at once: None), `after_piece()`
+        after each piece."""
+        parts: list[Stored] = []
+        for piece in rows.split(piece_rows) if piece_rows else (rows,):
+            ids, weights, sensitive, record_index, labels = self.stored()
+            parts.append((ids[piece], weights[piece], sensitive[piece], record_index[piece],
+                          None if labels is None else labels[piece]))
+            if after_piece is not None:
+                after_piece()
+        if len(parts) == 1:
+            return parts[0]
+        ids_, weights_, sensitive_, index_, labels_ = zip(*parts)
+        return (torch.cat(ids_), torch.cat(weights_), torch.cat(sensitive_), torch.cat(index_),
+                None if labels_[0] is None else torch.cat(labels_))
 
     def to(self, device: torch.device | str) -> "LMData":
         """The same rows on `device` (the model's: a batch moves, the dataset stays in host memory), as a batch has
@@ -162,7 +177,7 @@ class LMData:
         them)."""
         return self.__dict__["_weights"] > 0
 
-    def stored(self) -> tuple[torch.Tensor | None, ...]:
+    def stored(self) -> Stored:
         """The tensors these rows keep: ids, the weights as stored (not a weighting's), the secret mask, record
         indices and labels (None for LM rows): what is pickled, and, in a sweep's trial, the object store's memory."""
         return self.input_ids, self.__dict__["_weights"], self.sensitive, self.record_index, self.labels

@@ -60,6 +60,26 @@ def test_a_pickled_lmdata_takes_about_4_bytes_a_token_where_the_vocabulary_fits_
     assert len(pickle.dumps(data, protocol=5)) / tokens < 4.2
 
 
+@pytest.mark.parametrize("labelled", [False, True])
+def test_a_batch_copied_in_pieces_is_the_batch_made_by_hand(labelled):
+    """`subset` with `piece_rows` (a trial reading shared rows, `train.shared_pages`): the rows in the order asked,
+    a mechanism's weighting of them, LM rows cut after the last column any of them predicts; `after_piece` once a
+    piece."""
+    data = lm_data(600, rows=40)
+    labels = torch.arange(40) % 3 if labelled else None
+    data = LMData(data.input_ids, data.weights, data.sensitive, data.record_index, labels)
+    weighting = ATDPWeights(0.25, (5, 7))
+    rows = torch.tensor([39, 0, 17, 3, 3, 22, 8])  # any order, one row twice
+    pieces: list[int] = []
+    batch = data.with_weighting(weighting).subset(rows, 3, lambda: pieces.append(1))
+    weights = weighting(data.input_ids[rows], data.sensitive[rows], data.weights[rows] > 0)
+    end = 48 if labelled else int(torch.nonzero(weights.sum(0)).max()) + 1
+    assert end == 48 or 30 < end < 48
+    assert_same(batch, LMData(data.input_ids[rows][:, :end], weights[:, :end], data.sensitive[rows][:, :end],
+                              data.record_index[rows], None if labels is None else labels[rows]))
+    assert len(pieces) == 3
+
+
 def out_of_band(obj: object) -> tuple[bytes, list[bytearray]]:
     """`obj` pickled as Ray pickles what it stores (protocol 5): the payload, and its arrays' buffers apart."""
     buffers: list[pickle.PickleBuffer] = []

@@ -1,13 +1,14 @@
-"""The pages of shared rows that a training step has read, unmapped from the process after the step.
+"""The pages of shared rows that a training step reads, unmapped from the process as it reads them.
 
 A sweep's trials read their rows as views of Ray's object store (`tensors`: shared memory, stored once per node).
 Each step copies its batch's rows out of them (`LMData.subset`), and the kernel maps into the process the pages it
 read and, around each, up to 64 KiB more (fault-around): a Poisson batch scatters its rows over all of them, so a
 trial's resident memory grew step by step towards the whole rows' size (measured: a trial at 3 M records peaked at
-1.5-2.0 GB, 0.7 GB of it its own; `docs/performance.md`). Unmapping those pages once the process has mapped
-more than `training.shared_rows_mb` keeps what a trial holds to its own memory, that bound and one batch's pages,
-whatever the data's size; the data stays where it is, in the shared memory, and a later read maps it in again
-(a fault per 64 KiB read, which is why rows that fit under the bound stay mapped).
+1.5-2.0 GB, 0.7 GB of it its own; `docs/performance.md`). A batch is read a piece at a time (`PIECE_ROWS`), and
+unmapping the pages after a piece once the process has mapped more than `training.shared_rows_mb` keeps what a
+trial holds to its own memory, that bound and one piece's pages, whatever the data's and the batch's size; the
+data stays where it is, in the shared memory, and a later read maps it in again (a fault per 64 KiB read, which is
+why rows that fit under the bound stay mapped).
 
 `madvise(MADV_DONTNEED)` does exactly that for a *shared* mapping (`madvise(2)`: later accesses "repopulate the
 memory contents from the up-to-date contents of the underlying mapped file"); on a private anonymous mapping it
@@ -29,6 +30,11 @@ import numpy as np
 import torch
 
 MAPS = Path("/proc/self/maps")
+
+PIECE_ROWS = 256
+"""Rows of a batch copied out of shared rows between two checks of what the process has mapped (`LMData.subset`):
+a row read maps up to 64 KiB of each array around it, so a piece maps at most 16 MiB of each, whatever the batch's
+size (a Poisson batch of thousands of records scattered over millions of rows mapped about 1 GB at once)."""
 
 
 @functools.cache
