@@ -74,7 +74,7 @@ def _trial(trial: dict, shared: list) -> dict:
     """One trial on the shared data in this (fresh) worker: its memory and times (see the module docstring).
     `shared` holds the setting's `SharedData`, in a list so that it is read here, timed."""
     import sdp_core.trial
-    from benchmarks.proctree import peak_rss_mb, private_mb, rss_mb
+    from benchmarks.proctree import peak_rss_mb, private_mb, rss_mb, status_mb
     from sdp_core.config import parse_model
     from sdp_core.config.trial import TrialConfig
     from sdp_core.trial import run_trial
@@ -92,19 +92,27 @@ def _trial(trial: dict, shared: list) -> dict:
     sdp_core.trial.utility_metrics = timed_score  # type: ignore[assignment]  # this worker runs this trial only
     me = os.getpid()
     own = {"peak": 0.0}
+    at_peak: dict[str, float | str] = {"rss_mb": 0.0}  # the largest resident memory sampled, and what it held
+    marks: dict[str, float] = {}
+    stage = ["start"]  # the last mark passed
     done = threading.Event()
+    start, cpu = time.perf_counter(), time.process_time()
 
     def sample() -> None:
         while not done.wait(SAMPLE_INTERVAL):
             own["peak"] = max(own["peak"], private_mb(me))
+            rss = rss_mb(me)
+            if rss > float(at_peak["rss_mb"]):
+                at_peak.update(rss_mb=rss, own_mb=private_mb(me), shared_mb=status_mb(me, "RssShmem"),
+                               files_mb=status_mb(me, "RssFile"), after=stage[0],
+                               at_s=time.perf_counter() - start)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    marks: dict[str, float] = {}
-    start, cpu = time.perf_counter(), time.process_time()
 
     def mark(name: str) -> None:
         if name not in marks:
+            stage[0] = name
             marks[name] = time.perf_counter() - start
             marks[f"{name}_cpu_s"] = time.process_time() - cpu
             marks[f"{name}_own_mb"] = private_mb(me)
@@ -118,7 +126,8 @@ def _trial(trial: dict, shared: list) -> dict:
     sampler.join()
     return {**marks, "evaluate_s": row.timings["evaluate"], "wall_s": time.perf_counter() - start,
             "evaluate_cpu_s": sum(scoring[1:]),
-            "peak_mb": peak_rss_mb(me), "own_mb": max(own["peak"], private_mb(me)),
+            "peak_mb": peak_rss_mb(me), "own_mb": max(own["peak"], private_mb(me)), "at_peak": at_peak,
+            "timings": row.timings,
             "steps": row.metrics["steps"], "val_perplexity": row.metrics["val_perplexity"]}
 
 
