@@ -27,7 +27,7 @@ def test_glue_roberta_sweep_runs_offline_from_local_folders(tmp_path):
                 "base.data.splits.test=validation", "base.data.max_length=64",
                 f"base.model.name_or_path={model}", f"base.tokenizer.name_or_path={model}",
                 "base.training.workers=1", "base.training.epochs=1", "base.training.max_steps=2",
-                "base.training.batch_size=16", f"search_space={TINY_SPACE}", "mechanisms=[dpsgd, jft]",
+                "base.training.batch_size=16", f"search_space={TINY_SPACE}", "mechanisms=[jft]",
                 "trials_per_mechanism=1", "resources.cpu=1",
                 "resources.gpu=0", "report_interval=0", "base.detector.estimate_per_type=100"]
     # The CLI's main in this process (the same code path as `sdp-sweep run`): a new interpreter would only import
@@ -35,9 +35,11 @@ def test_glue_roberta_sweep_runs_offline_from_local_folders(tmp_path):
     result = run_main("run", "sweeps/glue_roberta.yaml", "--out", str(out), *[a for s in settings for a in ("--set", s)])
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
 
+    # One trial (JFT: detection, redaction and the private phase): that DP-SGD and JFT classifiers each spend their
+    # target under their notion is tests/test_classification.py's claim, on the trial code each actor runs.
     rows = [json.loads(p.read_text()) for p in (out / "trials").glob("*.json")]
-    assert len(rows) == 2 and all(r["state"] == "finished" for r in rows), [r["error"] for r in rows]
-    assert {r["config"]["mechanism"]["name"] for r in rows} == {"dpsgd", "jft"}  # one trial each
+    assert len(rows) == 1 and all(r["state"] == "finished" for r in rows), [r["error"] for r in rows]
+    assert {r["config"]["mechanism"]["name"] for r in rows} == {"jft"}
     for row in rows:
         assert row["config"]["model"]["name_or_path"] == str(model) and row["config"]["model"]["arch"] == "roberta"
         assert row["detector"]["train_records"] == 144  # 160 less the held-out validation; GLUE's dev set is test

@@ -78,12 +78,15 @@ def test_killed_workers_are_retried_a_bounded_number_of_times_and_nothing_is_los
     # and the bound the driver reads is the one in force, whatever its value.
     retries = 1
     monkeypatch.setattr(driver, "MAX_RETRIES", retries)
-    cfg = grid({"once": {"set": {"training.learning_rate": 1e-3}}, "always": {"set": {"training.learning_rate": 3e-3}},
-                "fails": {"set": {"data.source": "file", "data.path": "/nonexistent/data.jsonl"}}, "after": {"set": {"training.max_steps": 2}}})
+    # In this order each fault is followed by a trial that runs to its end: the sweep goes on after a trial that
+    # raised (`fails`) and after one whose retries ran out (`always`), without a trial added after the last fault.
+    cfg = grid({"fails": {"set": {"data.source": "file", "data.path": "/nonexistent/data.jsonl"}},
+                "always": {"set": {"training.learning_rate": 3e-3}}, "once": {"set": {"training.learning_rate": 1e-3}}})
     store = SweepStore(tmp_path / "out")
     store.create(cfg)
     done, log = threading.Event(), []
-    watcher = threading.Thread(target=kill_workers, args=(store, {"once-s0": 1, "always-s0": retries + 1}, done, log))
+    plan = {"fails-s0": 0, "always-s0": retries + 1, "once-s0": 1}
+    watcher = threading.Thread(target=kill_workers, args=(store, plan, done, log))
     watcher.start()
     try:
         rows = run_sweep(cfg, None, store)
@@ -91,12 +94,12 @@ def test_killed_workers_are_retried_a_bounded_number_of_times_and_nothing_is_los
         done.set()
         watcher.join()
 
-    assert log == ["once-s0"] + ["always-s0"] * (retries + 1)
-    assert sorted(rows) == ["after-s0", "always-s0", "fails-s0", "once-s0"]  # no trial lost
-    assert rows["once-s0"]["state"] == "finished"  # killed once, retried from the start, finished
-    assert rows["always-s0"]["state"] == "failed" and "worker died" in rows["always-s0"]["error"]
+    assert log == ["always-s0"] * (retries + 1) + ["once-s0"]
+    assert sorted(rows) == ["always-s0", "fails-s0", "once-s0"]  # no trial lost
     assert rows["fails-s0"]["state"] == "failed" and "nonexistent" in rows["fails-s0"]["error"]  # raised: no retry
-    assert rows["after-s0"]["state"] == "finished"  # the sweep went on after every fault
+    assert rows["always-s0"]["state"] == "failed" and "worker died" in rows["always-s0"]["error"]  # after a raise
+    # killed once, retried from the start, finished: the sweep went on after every fault
+    assert rows["once-s0"]["state"] == "finished"
 
 
 ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
