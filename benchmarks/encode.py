@@ -8,12 +8,17 @@ policy's spans, and the same notes redacted (as JFT's first phase and Redacted e
 tokens trained on the redacted notes. Time is the process's CPU time (one thread), which other jobs on the machine
 move far less than the wall clock; the median of `--rounds`.
 
-    python -m benchmarks.encode [--records 2000] [--rounds 5] [--against /tmp/before]
+With `--on-ray CPUS`, then the notes encoded in this process beside the same notes encoded on a local Ray of CPUS
+CPUs by blocks (`sdp_core.sweep.encoding`, as a sweep's preparation encodes them: the actor pool's start included),
+the wall clock of each, the rows checked equal.
+
+    python -m benchmarks.encode [--records 2000] [--rounds 5] [--against /tmp/before] [--on-ray 2]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import statistics
 import sys
@@ -50,6 +55,7 @@ def main() -> None:
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--vocab", type=int, default=4_000)
     parser.add_argument("--against", type=Path, help="an earlier checkout whose text/encode.py runs beside")
+    parser.add_argument("--on-ray", type=int, metavar="CPUS", help="also: here against on a local Ray of CPUS CPUs")
     args = parser.parse_args()
     torch.set_num_threads(1)
 
@@ -88,6 +94,36 @@ def main() -> None:
         ratio = f"  {per['now'] / per['before']:>12.2f}x" if "before" in per else ""
         print(f"{name:>9} {rows['now', name][1].rows:>7,} " + " ".join(f"{per[s]:>8.3f}" for s in sides)  # type: ignore[index]
               + f" {per['tokenizer']:>9.3f}" + ratio)
+    if args.on_ray:
+        on_ray(texts, spans, tokenizer, args.max_length, args.on_ray, args.rounds)
+
+
+def on_ray(texts: list[str], spans: list, tokenizer: object, max_length: int, cpus: int, rounds: int) -> None:
+    """The notes encoded here and on a local Ray of `cpus` CPUs (blocks of a quarter of the notes over the CPUs,
+    so that each actor gets several), wall clock, the fastest of `rounds` each, rows checked equal."""
+    import ray
+
+    from sdp_core.sweep import encoding
+
+    torch.set_num_threads(cpus)
+    ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    encoding.BLOCK_RECORDS = -(-len(texts) // (4 * cpus))
+    walls: dict[str, list[float]] = {"here": [], "on Ray": []}
+    made = {}
+    try:
+        for _ in range(rounds):
+            for side in walls:
+                start = time.perf_counter()
+                with encoding.ray_encoding() if side == "on Ray" else contextlib.nullcontext():
+                    made[side] = encode_now.encode_windows(texts, spans, tokenizer, max_length)  # type: ignore[arg-type]
+                walls[side].append(time.perf_counter() - start)
+    finally:
+        ray.shutdown()
+    assert made["here"][1] == made["on Ray"][1]
+    assert all(torch.equal(x, y) for x, y in zip(made["here"][0].stored()[:4], made["on Ray"][0].stored()[:4]))
+    here, there = min(walls["here"]), min(walls["on Ray"])
+    print(f"\n{len(texts):,} notes, wall s (fastest of {rounds}): here {here:.1f}, on a local Ray of {cpus} CPUs "
+          f"(blocks of {encoding.BLOCK_RECORDS:,}, the actors' start included) {there:.1f}: {here / there:.2f}x")
 
 
 if __name__ == "__main__":

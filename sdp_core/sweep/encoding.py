@@ -4,9 +4,9 @@ joined in record order.
     the preparation's records (`preparation.prepare_trial_data`, a mechanism's plan: every `encode_windows` inside
     `ray_encoding`)
       -> blocks of `BLOCK_RECORDS` records, their texts and spans (as arrays, `data.records.span_columns`)
-      -> a pool of one-CPU actors, one a CPU of the cluster (`BlockEncoder`: each imports torch and holds the
-         tokenizer once, and encodes block after block), killed once done; the rows stay in the object store until
-         joined
+      -> a pool of one-CPU actors, one a CPU of the cluster (`EncoderPool`: each imports torch and the tokenizer
+         once, and encodes block after block, for every split and mechanism the preparation encodes), killed at its
+         end; the rows stay in the object store until joined
       -> one copy of every block's rows, in order, into the split's arrays: the joining process maps one block at a
          time (`train.shared_pages`), so it holds the rows once, not twice.
 
@@ -35,56 +35,66 @@ the windows), so that a call's overhead is a small share, and a block's texts an
 
 
 class BlockEncoder:
-    """An actor of the encoding pool (`encode_on_ray`): holds the layout (the tokenizer), encodes block after block."""
+    """An actor of the encoding pool (`EncoderPool`): encodes block after block."""
 
-    def __init__(self, layout: RowLayout):
-        self.layout = layout
-
-    def encode(self, texts: list[str], spans: SpanColumns, first: int) -> EncodedRows:
+    def encode(self, texts: list[str], spans: SpanColumns, layout: RowLayout, first: int) -> EncodedRows:
         """One block's rows, its records numbered from `first`."""
-        return encode_rows(texts, [s or () for s in spans.lists()], self.layout, first)
+        return encode_rows(texts, [s or () for s in spans.lists()], layout, first)
 
 
-def encode_on_ray(texts: Sequence[str], spans: Sequence[Sequence[Span]], layout: RowLayout) -> EncodedRows:
-    """`encode_rows` of `texts` by blocks of `BLOCK_RECORDS` on a pool of one-CPU actors, as many as the cluster's
-    CPUs (the runner of `ray_encoding`), with a progress bar of the records encoded. The actors are killed once the
-    rows are in: their processes, and what encoding left in them, are gone before the trials start (a task's
-    worker would stay, and could be handed a trial)."""
-    import ray
-    from ray.exceptions import RayTaskError
-    from ray.util import ActorPool
+class EncoderPool:
+    """The encoding actors of one `ray_encoding` block: one-CPU actors, as many as the cluster's CPUs (or the
+    blocks) at most, started when the first records past one block are encoded and kept for the block's other
+    encodings (each actor's start is a process importing torch and the tokenizer: seconds); killed at its end, so
+    that their processes, and what encoding left in them, are gone before the trials start (a task's worker would
+    stay, and could be handed a trial)."""
 
-    if len(texts) <= BLOCK_RECORDS:
-        return encode_rows(texts, spans, layout)
-    starts = range(0, len(texts), BLOCK_RECORDS)
-    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
-    layout_ref = ray.put(layout)
-    actors = [ray.remote(num_cpus=1)(BlockEncoder).remote(layout_ref) for _ in range(min(cpus, len(starts)))]
-    pool = ActorPool(actors)
-    blocks: list[EncodedRows] = []  # in record order; views of the object store until joined
-    try:
-        with count_progress("encode rows", len(texts)) as advance:
+    def __init__(self) -> None:
+        self.actors: list = []
 
-            def take_block() -> None:  # the next block in record order, once it is done
-                blocks.append(pool.get_next())
-                advance(min(BLOCK_RECORDS, len(texts) - (len(blocks) - 1) * BLOCK_RECORDS))
+    def encode(self, texts: Sequence[str], spans: Sequence[Sequence[Span]], layout: RowLayout) -> EncodedRows:
+        """`encode_rows` of `texts` by blocks of `BLOCK_RECORDS` on the actors (`ray_encoding`'s runner), with a
+        progress bar of the records encoded."""
+        import ray
+        from ray.exceptions import RayTaskError
+        from ray.util import ActorPool
 
-            for first in starts:
-                while not pool.has_free():  # a block is made as an actor frees up: its texts are not all made at once
+        if len(texts) <= BLOCK_RECORDS:
+            return encode_rows(texts, spans, layout)
+        starts = range(0, len(texts), BLOCK_RECORDS)
+        wanted = min(max(1, int(ray.cluster_resources().get("CPU", 1))), len(starts))
+        self.actors += [ray.remote(num_cpus=1)(BlockEncoder).remote() for _ in range(wanted - len(self.actors))]
+        pool = ActorPool(self.actors)
+        layout_ref = ray.put(layout)
+        blocks: list[EncodedRows] = []  # in record order; views of the object store until joined
+        try:
+            with count_progress("encode rows", len(texts)) as advance:
+
+                def take_block() -> None:  # the next block in record order, once it is done
+                    blocks.append(pool.get_next())
+                    advance(min(BLOCK_RECORDS, len(texts) - (len(blocks) - 1) * BLOCK_RECORDS))
+
+                for first in starts:
+                    while not pool.has_free():  # a block is sent as an actor frees up: not all texts at once
+                        take_block()
+                    end = min(first + BLOCK_RECORDS, len(texts))
+                    pool.submit(lambda actor, block: actor.encode.remote(*block),
+                                ([texts[r] for r in range(first, end)], span_columns(spans[first:end]), layout_ref,
+                                 first))
+                while pool.has_next():
                     take_block()
-                end = min(first + BLOCK_RECORDS, len(texts))
-                pool.submit(lambda actor, block: actor.encode.remote(*block),
-                            ([texts[r] for r in range(first, end)], span_columns(spans[first:end]), first))
-            while pool.has_next():
-                take_block()
+        except RayTaskError as e:  # a record refused (`data.on_long_records: refuse`): its line, not a traceback
+            if isinstance(e.cause, UserError):
+                raise e.cause from None
+            raise
         return _joined(blocks, layout)
-    except RayTaskError as e:  # a record refused (`data.on_long_records: refuse`): its line, not a traceback
-        if isinstance(e.cause, UserError):
-            raise e.cause from None
-        raise
-    finally:
-        for actor in actors:
+
+    def close(self) -> None:
+        import ray
+
+        for actor in self.actors:
             ray.kill(actor)
+        self.actors = []
 
 
 def _joined(blocks: list[EncodedRows], layout: RowLayout) -> EncodedRows:
@@ -106,6 +116,11 @@ def _joined(blocks: list[EncodedRows], layout: RowLayout) -> EncodedRows:
 
 @contextmanager
 def ray_encoding() -> Iterator[None]:
-    """Inside this block every `encode_windows` of more than `BLOCK_RECORDS` records runs on the cluster."""
-    with encoding_runner(encode_on_ray):
-        yield
+    """Inside this block every `encode_windows` of more than `BLOCK_RECORDS` records runs on the cluster, on one
+    pool of actors (`EncoderPool`) killed at the block's end."""
+    pool = EncoderPool()
+    try:
+        with encoding_runner(pool.encode):
+            yield
+    finally:
+        pool.close()
