@@ -59,11 +59,11 @@ class TrainingConfig(Strict):
                                    "not fault every page of its tensors in again (30-50 % of a gpt2-tiny step); "
                                    "costs 80-240 MB more peak memory there")
     shared_rows_mb: int | None = Field(
-        128, ge=0, description="a sweep's trial reads its rows from Ray's object store (shared memory), and each "
-        "batch maps the pages around its rows into the trial's process: once the shared memory it has mapped "
-        "passes this many MB, a step unmaps the rows' pages (their data stays in the store; reading them again "
-        "faults them back in, about 5 µs per 64 KiB), so a trial's memory stays bounded whatever the rows' size; "
-        "null: never")
+        128, ge=0, description="a sweep's trial reads its rows from Ray's object store (shared memory, or files "
+        "where it spills), and each batch maps the pages around its rows into the trial's process: once a phase "
+        "has mapped this many MB more than at its start, the pages are unmapped after each piece of a batch "
+        "(their data stays in the store; reading them again faults them back in, about 5 µs per 64 KiB), so a "
+        "trial's memory stays bounded whatever the rows' size; null: never")
     workers: int = Field(1, ge=1, description="Ray Train workers for the private phases")
     cpu_per_worker: float = Field(0.5, gt=0, description="CPUs each CPU Ray Train worker asks for (fractional, "
                                   "so that workers fit beside their trial on a small machine)")

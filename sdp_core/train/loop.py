@@ -44,7 +44,7 @@ from sdp_core.config.training import PrivacyConfig, TrainingConfig
 from sdp_core.tensors import LMData, model_device, record_groups, record_losses
 from sdp_core.train.host_memory import keep_freed_host_memory
 from sdp_core.train.precision import FP32, Precision, resolve_precision, use_tf32
-from sdp_core.train.shared_pages import PIECE_ROWS, in_shared_memory, mapped_shared_mb, unmap_pages
+from sdp_core.train.shared_pages import PIECE_ROWS, in_shared_memory, mapped_files_mb, unmap_pages
 
 RANK_SEED_STRIDE = 1_000_003
 """With reproducible noise, rank r samples with seed `seed + r * stride`: a distinct stream per rank."""
@@ -363,13 +363,14 @@ def train_phase(model: nn.Module, optimizer: torch.optim.Optimizer, phase: Phase
     step = phase.batch_step(StepContext(model, optimizer, settings.grad_sample_mode, rng.noise, world_size, precision,
                                         settings.secure_mode))
     # The object store's rows (`shared_pages`): a batch reads them a piece at a time, and the pages each piece maps
-    # in are unmapped once the process maps more than `shared_rows_mb` of shared memory.
+    # in are unmapped once the process maps more than `shared_rows_mb` beyond what it mapped when the phase began.
     shared_limit = settings.shared_rows_mb
     shared_rows = in_shared_memory(data.stored()) if shared_limit is not None else []
+    mapped_at_start = mapped_files_mb() if shared_rows else 0.0
 
     def unmap_past_limit() -> None:
-        if shared_limit is not None and mapped_shared_mb() > shared_limit:
-            unmap_pages(shared_rows)  # their data stays in shared memory
+        if shared_limit is not None and mapped_files_mb() - mapped_at_start > shared_limit:
+            unmap_pages(shared_rows)  # their data stays in the object store
 
     reading = (PIECE_ROWS, unmap_past_limit) if shared_rows else (None, None)
     try:

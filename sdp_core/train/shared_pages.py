@@ -5,10 +5,10 @@ Each step copies its batch's rows out of them (`LMData.subset`), and the kernel 
 read and, around each, up to 64 KiB more (fault-around): a Poisson batch scatters its rows over all of them, so a
 trial's resident memory grew step by step towards the whole rows' size (measured: a trial at 3 M records peaked at
 1.5-2.0 GB, 0.7 GB of it its own; `docs/performance.md`). A batch is read a piece at a time (`PIECE_ROWS`), and
-unmapping the pages after a piece once the process has mapped more than `training.shared_rows_mb` keeps what a
-trial holds to its own memory, that bound and one piece's pages, whatever the data's and the batch's size; the
-data stays where it is, in the shared memory, and a later read maps it in again (a fault per 64 KiB read, which is
-why rows that fit under the bound stay mapped).
+unmapping the pages after a piece once the process has mapped `training.shared_rows_mb` more than at its phase's
+start (`mapped_files_mb`) keeps what a trial holds to its own memory, that bound and one piece's pages, whatever
+the data's and the batch's size; the data stays where it is, in the object store, and a later read maps it in again
+(a fault per 64 KiB read, which is why rows that fit under the bound stay mapped).
 
 `madvise(MADV_DONTNEED)` does exactly that for a *shared* mapping (`madvise(2)`: later accesses "repopulate the
 memory contents from the up-to-date contents of the underlying mapped file"); on a private anonymous mapping it
@@ -63,15 +63,15 @@ def shared_mappings() -> list[tuple[int, int]]:
 STATUS = Path("/proc/self/status")
 
 
-def mapped_shared_mb() -> float:
-    """The shared memory this process has mapped and resident (`RssShmem`: Ray's object store is a file in
-    /dev/shm), in MB; 0 where `/proc` does not say."""
+def mapped_files_mb() -> float:
+    """The pages of files and shared memory this process has mapped and resident (`RssFile` + `RssShmem`), in MB;
+    0 where `/proc` does not say. Ray's object store is a file in /dev/shm (shared memory) or, where that is short,
+    on disk (file pages): a phase compares this with its value at its start (`train.loop.train_phase`), which holds
+    the libraries' pages."""
     if not STATUS.exists():
         return 0.0
-    for line in STATUS.read_text().splitlines():
-        if line.startswith("RssShmem:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+    fields = dict(line.split(":", 1) for line in STATUS.read_text().splitlines() if ":" in line)
+    return sum(int(fields[k].split()[0]) for k in ("RssFile", "RssShmem") if k in fields) / 1024
 
 
 Array: TypeAlias = "torch.Tensor | np.ndarray"
