@@ -22,8 +22,8 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def status_mb(pid: int, key: str) -> float:
-    """A memory line (`VmRSS`, `VmHWM`, `RssAnon`, `RssShmem`, `RssFile`) of one process's /proc status in MB (0 if it has ended)."""
+def _status_mb(pid: int, key: str) -> float:
+    """A memory line (`VmRSS`, `VmHWM`, `RssAnon`) of one process's /proc status in MB (0 if it has ended)."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith(f"{key}:"):
@@ -35,15 +35,15 @@ def status_mb(pid: int, key: str) -> float:
 
 def rss_mb(pid: int) -> float:
     """Resident memory of one process (0 if it has ended)."""
-    return status_mb(pid, "VmRSS")
+    return _status_mb(pid, "VmRSS")
 
 
 def peak_rss_mb(pid: int) -> float:
     """Peak resident memory of one process so far (the kernel's high-water mark; 0 if it has ended)."""
-    return status_mb(pid, "VmHWM")
+    return _status_mb(pid, "VmHWM")
 
 
 def private_mb(pid: int) -> float:
     """Resident memory of one process's own (anonymous) pages, without the shared memory it maps (Ray's object
     store) or its files (0 if it has ended)."""
-    return status_mb(pid, "RssAnon")
+    return _status_mb(pid, "RssAnon")

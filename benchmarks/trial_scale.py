@@ -74,7 +74,7 @@ def _trial(trial: dict, shared: list) -> dict:
     """One trial on the shared data in this (fresh) worker: its memory and times (see the module docstring).
     `shared` holds the setting's `SharedData`, in a list so that it is read here, timed."""
     import sdp_core.trial
-    from benchmarks.proctree import peak_rss_mb, private_mb, rss_mb, status_mb
+    from benchmarks.proctree import peak_rss_mb, private_mb, rss_mb
     from sdp_core.config import parse_model
     from sdp_core.config.trial import TrialConfig
     from sdp_core.trial import run_trial
@@ -103,8 +103,9 @@ def _trial(trial: dict, shared: list) -> dict:
             own["peak"] = max(own["peak"], private_mb(me))
             rss = rss_mb(me)
             if rss > float(at_peak["rss_mb"]):
-                at_peak.update(rss_mb=rss, own_mb=private_mb(me), shared_mb=status_mb(me, "RssShmem"),
-                               files_mb=status_mb(me, "RssFile"), after=stage[0],
+                status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
+                at_peak.update(rss_mb=rss, own_mb=private_mb(me), shared_mb=int(status["RssShmem"].split()[0]) / 1024,
+                               files_mb=int(status["RssFile"].split()[0]) / 1024, after=stage[0],
                                at_s=time.perf_counter() - start)
 
     sampler = threading.Thread(target=sample, daemon=True)
