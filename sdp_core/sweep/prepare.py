@@ -2,7 +2,7 @@
 
     driver: a data file's detection (`sweep.pipeline.detect_file`: streamed, the driver holds one batch of spans)
       -> a task on the driver's node (`_prepare_remotely`, no CPU of its own; its detection misses go to the actor
-         pool like the driver's would, its encoding to tasks on the cluster, `sweep.encoding`): records, spans,
+         pool like the driver's would, its encoding to actors on the cluster, `sweep.encoding`): records, spans,
          tokenizer, rows and each mechanism's plan (`prepare_shared`)
       -> every setting's `PreparedData` in Ray's object store, made by that task and owned by the driver, which
          holds references only; the task's worker exits once it is done, and its memory with it.

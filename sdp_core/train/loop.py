@@ -79,7 +79,7 @@ class StepSettings:
     loss_scale: float = 1024.0  # fp16: a private step's fixed loss scale
     tf32: bool = True
     keep_host_memory: bool = True  # `host_memory.keep_freed_host_memory`
-    shared_rows_mb: int | None = 128  # `training.shared_rows_mb`: shared memory mapped before a step unmaps the rows
+    shared_rows_mb: int | None = 128  # `training.shared_rows_mb`: MB of the store a phase maps before it unmaps rows
     reproducible_noise: bool = False  # debugging only: privacy randomness from the trial seed (`PrivacyRandomness`)
     secure_mode: bool = False  # Opacus' noise that resists floating-point attacks (`privacy.secure_mode`)
 
