@@ -141,9 +141,9 @@ class LMData:
                 ) -> Stored:
         """The stored tensors' `rows` (`stored`), copied `piece_rows` at a time (all at once: None), `after_piece()`
         after each piece."""
+        ids, weights, sensitive, record_index, labels = self.stored()
         parts: list[Stored] = []
         for piece in rows.split(piece_rows) if piece_rows else (rows,):
-            ids, weights, sensitive, record_index, labels = self.stored()
             parts.append((ids[piece], weights[piece], sensitive[piece], record_index[piece],
                           None if labels is None else labels[piece]))
             if after_piece is not None:

@@ -21,12 +21,10 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator, Sequence
 
-import numpy as np
-
 from sdp_core.data.records import Span, SpanColumns, span_columns
 from sdp_core.errors import UserError
 from sdp_core.progress import count_progress
-from sdp_core.text.encode import EncodedRows, RowLayout, encode_rows, encoding_runner
+from sdp_core.text.encode import EncodedRows, RowLayout, encode_rows, encoding_runner, joined_rows
 from sdp_core.train.shared_pages import in_shared_memory, unmap_pages
 
 BLOCK_RECORDS = 10_000
@@ -50,7 +48,7 @@ class EncoderPool:
     stay, and could be handed a trial)."""
 
     def __init__(self) -> None:
-        self.actors: list = []
+        self.actors: list = []  # handles of `BlockEncoder` actors
 
     def encode(self, texts: Sequence[str], spans: Sequence[Sequence[Span]], layout: RowLayout) -> EncodedRows:
         """`encode_rows` of `texts` by blocks of `BLOCK_RECORDS` on the actors (`ray_encoding`'s runner), with a
@@ -87,7 +85,7 @@ class EncoderPool:
             if isinstance(e.cause, UserError):
                 raise e.cause from None
             raise
-        return _joined(blocks, layout)
+        return joined_rows(blocks, layout, _unmapped)  # a block mapped at a time, not all of them
 
     def close(self) -> None:
         import ray
@@ -97,21 +95,9 @@ class EncoderPool:
         self.actors = []
 
 
-def _joined(blocks: list[EncodedRows], layout: RowLayout) -> EncodedRows:
-    """The blocks' rows, in order, in arrays of this process: each block, a view of the object store (whose pages
-    are mapped only as they are read), copied and unmapped before the next."""
-    rows = sum(len(b.record_index) for b in blocks)
-    ids = np.empty((rows, layout.max_length), blocks[0].input_ids.dtype)
-    sensitive = np.empty((rows, layout.max_length), np.bool_)
-    record_index = np.empty(rows, np.int32)
-    at = 0
-    for block in blocks:
-        n = len(block.record_index)
-        ids[at : at + n], sensitive[at : at + n], record_index[at : at + n] = (block.input_ids, block.sensitive,
-                                                                              block.record_index)
-        unmap_pages(in_shared_memory([block.input_ids, block.sensitive, block.record_index]))
-        at += n
-    return EncodedRows(ids, sensitive, record_index, sum(b.tokens for b in blocks), sum(b.kept for b in blocks))
+def _unmapped(block: EncodedRows) -> None:
+    """A block's pages of the object store, read, given back (`train.shared_pages`)."""
+    unmap_pages(in_shared_memory([block.input_ids, block.sensitive, block.record_index]))
 
 
 @contextmanager

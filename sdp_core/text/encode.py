@@ -180,14 +180,22 @@ def encode_rows(texts: Sequence[str], spans: Sequence[Sequence[Span]], layout: R
     return chunks[0] if len(chunks) == 1 else joined_rows(chunks, layout)
 
 
-def joined_rows(parts: Sequence[EncodedRows], layout: RowLayout) -> EncodedRows:
-    """`parts`' rows one after the other, in new arrays."""
-    if not parts:
-        return EncodedRows(np.zeros((0, layout.max_length), id_dtype(layout.tokenizer)),
-                           np.zeros((0, layout.max_length), np.bool_), np.zeros(0, np.int32), 0, 0)
-    return EncodedRows(np.concatenate([p.input_ids for p in parts]), np.concatenate([p.sensitive for p in parts]),
-                       np.concatenate([p.record_index for p in parts]), sum(p.tokens for p in parts),
-                       sum(p.kept for p in parts))
+def joined_rows(parts: Sequence[EncodedRows], layout: RowLayout,
+                after_each: Callable[[EncodedRows], object] | None = None) -> EncodedRows:
+    """`parts`' rows one after the other, copied into new arrays a part at a time, `after_each(part)` once a part is
+    copied (the blocks of `sweep.encoding` are views of the object store, unmapped there once copied)."""
+    n = sum(len(p.record_index) for p in parts)
+    ids = np.empty((n, layout.max_length), id_dtype(layout.tokenizer))
+    sensitive = np.empty((n, layout.max_length), np.bool_)
+    record_index = np.empty(n, np.int32)
+    at = 0
+    for part in parts:
+        end = at + len(part.record_index)
+        ids[at:end], sensitive[at:end], record_index[at:end] = part.input_ids, part.sensitive, part.record_index
+        if after_each is not None:
+            after_each(part)
+        at = end
+    return EncodedRows(ids, sensitive, record_index, sum(p.tokens for p in parts), sum(p.kept for p in parts))
 
 
 def _encode_chunk(texts: Sequence[str], spans: Sequence[Sequence[Span]], layout: RowLayout, start: int, first: int

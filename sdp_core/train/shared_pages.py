@@ -109,8 +109,9 @@ def in_shared_memory(arrays: Iterable[Array | None]) -> list[Array]:
 
 
 def unmap_pages(shared: Iterable[Array]) -> int:
-    """Unmap from this process the whole pages of each tensor or array, which must lie in shared memory (`in_shared_memory`:
-    on this process's own memory the call would zero them), leaving their contents there. The bytes given back."""
+    """Unmap from this process the whole pages of each tensor or array, which must lie in shared memory
+    (`in_shared_memory`: on this process's own memory the call would zero them), leaving their contents there. The
+    bytes given back."""
     advise = _madvise()
     if advise is None:
         return 0
