@@ -11,7 +11,7 @@ import logging
 import random
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from transformers import PreTrainedTokenizerFast
 
@@ -22,7 +22,7 @@ from sdp_core.data.classification import class_labels
 from sdp_core.data.customersim import generate_customersim
 from sdp_core.data.loaders import load_records
 from sdp_core.data.splits import splits_with_canaries
-from sdp_core.data.records import Record, Span, SpanColumns, Splits, span_columns
+from sdp_core.data.records import Record, Span, SpanColumns, Splits, record_columns
 from sdp_core.detectors import Policy, detect_records, get_policy, masked_share
 from sdp_core.detectors.estimate import estimable_types, estimate_summary
 from sdp_core.detectors.evaluation import Evaluation, Rate, evaluate
@@ -51,16 +51,8 @@ class TrialRecords:
     beside the rows); a sweep keeps them apart in Ray's object store (`PreparedData.apart`), and a trial of any
     other mechanism never fetches them."""
 
-    splits: Splits
-    train_spans: list[list[Span]]  # policy spans of each training record
-
-    def __reduce__(self) -> tuple:
-        """Pickled as arrays (`data.records.Splits`, `span_columns`), which Ray's object store keeps as they are."""
-        return _trial_records, (self.splits, span_columns(self.train_spans))
-
-
-def _trial_records(splits: Splits, train_spans: SpanColumns) -> TrialRecords:
-    return TrialRecords(splits, [list(spans or ()) for spans in train_spans.lists()])
+    splits: Splits  # pickled as arrays (`data.records.Splits`), which Ray's object store keeps as they are
+    train_spans: SpanColumns  # policy spans of each training record
 
 
 @dataclass(frozen=True)
@@ -108,7 +100,7 @@ class TrialData:
         are as many (`PreparedData.apart`), else fetched with the rest (`fetch_records`)."""
         if len(self.first_train) >= min(n, self.train_records):
             return list(self.first_train[:n])
-        return self.fetch_records().splits.train[:n]
+        return list(self.fetch_records().splits.train[:n])
 
 
 @dataclass(frozen=True)
@@ -134,25 +126,26 @@ class PreparedData:
         return replace(self, data=replace(self.data, records=records))
 
 
-def _canary_adjusted(spans: list[list[Span]], families: tuple[Canaries, ...]) -> list[list[Span]]:
+def _canary_adjusted(spans: SpanColumns, families: tuple[Canaries, ...]) -> SpanColumns:
     """The detector's spans with each canary family as the policy judged it before insertion (`data.canaries.insert_canaries`):
     a flagged family's spans added, a missed family's carved out (as are a flagged family's in missed-secret
     experiments, `missed_by_detector`)."""
-    out = list(spans)
+    out: dict[int, list[Span]] = {}  # the lists changed, by record
     for canaries in families:
         redacted = canaries.family == "flagged" and not canaries.missed_by_detector
         by_record: dict[int, list[Span]] = {}
         for ins in canaries.insertions:
             by_record.setdefault(ins.record, []).append(ins.span)
         for r, canary_spans in by_record.items():
+            before = out.get(r, spans[r])
             if redacted:
-                out[r] = sorted([*out[r], *canary_spans])
+                out[r] = sorted([*before, *canary_spans])
             else:
-                out[r] = [s for s in out[r] if not any(s.start < c.end and c.start < s.end for c in canary_spans)]
-    return out
+                out[r] = [s for s in before if not any(s.start < c.end and c.start < s.end for c in canary_spans)]
+    return spans.replaced(out)
 
 
-def _known_secrets(record: Record, detected: list[Span]) -> list[Span]:
+def _known_secrets(record: Record, detected: Sequence[Span]) -> list[Span]:
     """Detected spans plus gold spans: everything known to be secret, kept out of the tokenizer's vocabulary."""
     return sorted({*detected, *(record.spans or ())})
 
@@ -176,7 +169,7 @@ def tokenizer_sample(records: int, cfg: TrialConfig) -> list[int]:
     return sorted(random.Random(cfg.data.seed).sample(range(records), limit))
 
 
-def build_tokenizer(cfg: TrialConfig, train: list[Record], train_spans: list[list[Span]], policy: Policy
+def build_tokenizer(cfg: TrialConfig, train: Sequence[Record], train_spans: Sequence[Sequence[Span]], policy: Policy
                     ) -> PreTrainedTokenizerFast:
     """A pretrained tokenizer, or a BPE trained (once per text, `cached_bpe_tokenizer`) on text with every known
     secret redacted: the training text (`tokenizer.corpus: training`) or public text (`public`), or the seeded
@@ -193,6 +186,12 @@ def build_tokenizer(cfg: TrialConfig, train: list[Record], train_spans: list[lis
         train, train_spans = [train[i] for i in sample], [train_spans[i] for i in sample]
     clean = [redact(r.text, _known_secrets(r, s)) for r, s in zip(train, train_spans)]
     return cached_bpe_tokenizer(clean, cfg.tokenizer.vocab_size)
+
+
+def record_texts(records: Sequence[Record]) -> Sequence[str]:
+    """The records' texts, read one at a time from their arrays (`RecordColumns.texts`): a corpus's texts are
+    never copied whole while its rows are made."""
+    return record_columns(records).texts()
 
 
 def data_fingerprint(splits: Splits) -> str:
@@ -221,13 +220,13 @@ def prepare_trial_data(cfg: TrialConfig) -> PreparedData:
     train_spans = drop_missed(splits.train, train_spans, cfg.detector.miss_rate, cfg.data.seed)
     held_out = (("validation", splits.validation), ("test", splits.test))
     policy_spans = {"train": train_spans, **{name: detect_records(recs, policy) for name, recs in held_out}}
-    eval_spans: dict[str, list[list[Span]]] = {}
+    eval_spans: dict[str, Sequence[Sequence[Span]]] = {}
     for name, recs in held_out:  # gold spans; in unannotated data the policy decides what is private
         gold = [list(r.spans) for r in recs if r.spans is not None]
         eval_spans[name] = gold if len(gold) == len(recs) else policy_spans[name]
     timings["detect"] = time.perf_counter() - t0
-    log.info("%s: %d spans detected in %d of %d training records", policy.name, sum(map(len, train_spans)),
-             sum(bool(s) for s in train_spans), len(splits.train))
+    log.info("%s: %d spans detected in %d of %d training records", policy.name, train_spans.total,
+             int((train_spans.counts > 0).sum()), len(splits.train))
     # Examples only of records with gold spans, masked with every known secret: without gold, a secret the policy
     # missed would print in the clear.
     if log.isEnabledFor(logging.DEBUG):
@@ -242,7 +241,7 @@ def prepare_trial_data(cfg: TrialConfig) -> PreparedData:
               for name, recs in (("train", splits.train), ("validation", splits.validation), ("test", splits.test))}
     # Records longer than a row become windows (text.encode); every copy of a canary stays inside one window.
     whole = [text for family in canaries for text in family.inserted_texts()]
-    train_texts = [r.text for r in splits.train]
+    train_texts = record_texts(splits.train)
     train, windows = encode_windows(train_texts, train_spans, tokenizer, L, labels["train"],
                                     keep_whole=whole, on_long=on_long)
     on_gold = evaluate(splits.train, train_spans) if all(r.spans is not None for r in splits.train) else None
@@ -252,9 +251,9 @@ def prepare_trial_data(cfg: TrialConfig) -> PreparedData:
         train=train,
         train_redacted=encode(RedactedTexts(train_texts, train_spans), [()] * len(train_texts), tokenizer, L,
                               labels["train"], keep_whole=whole, on_long=on_long),
-        validation=encode([r.text for r in splits.validation], eval_spans["validation"], tokenizer, L,
+        validation=encode(record_texts(splits.validation), eval_spans["validation"], tokenizer, L,
                           labels["validation"], on_long=on_long),
-        test=encode([r.text for r in splits.test], eval_spans["test"], tokenizer, L, labels["test"], on_long=on_long),
+        test=encode(record_texts(splits.test), eval_spans["test"], tokenizer, L, labels["test"], on_long=on_long),
         tokenizer=tokenizer,
         missing_rate=on_gold.missing_rate if on_gold is not None else None,
     )
@@ -269,7 +268,7 @@ def prepare_trial_data(cfg: TrialConfig) -> PreparedData:
     return PreparedData(data, canaries, detector, timings)
 
 
-def detector_summary(policy: Policy, splits: Splits, policy_spans: dict[str, list[list[Span]]], data: TrialData,
+def detector_summary(policy: Policy, splits: Splits, policy_spans: dict[str, SpanColumns], data: TrialData,
                      settings: DetectorConfig, gold: Evaluation | None, labels: Labels | None = None) -> dict:
     """Counts and rates only: records per split, secrets detected in train, redacted fraction (of the training rows'
     tokens), the share of each split's non-space characters the policy masks (what Redacted, JFT's phase 1 and CRT's
@@ -284,11 +283,11 @@ def detector_summary(policy: Policy, splits: Splits, policy_spans: dict[str, lis
     parts = {name: getattr(splits, name) for name in ("train", "validation", "test")}
     summary = {"policy": policy.name, "policy_version": policy.version, "train_records": len(records),
                "records": {name: len(recs) for name, recs in parts.items()},
-               "secrets_detected": sum(map(len, spans)), "records_with_secrets": sum(bool(s) for s in spans),
+               "secrets_detected": spans.total, "records_with_secrets": int((spans.counts > 0).sum()),
                "redacted_token_fraction": float(data.train.sensitive.sum() / data.train.valid.sum()),
-               "masked_char_share": {name: rate(masked_share([r.text for r in recs], policy_spans[name]))
+               "masked_char_share": {name: rate(masked_share(record_texts(recs), policy_spans[name]))
                                      for name, recs in parts.items()},
-               "gold_char_share": {name: rate(masked_share([r.text for r in recs], [r.spans for r in recs]))
+               "gold_char_share": {name: rate(masked_share(record_texts(recs), record_columns(recs).spans))
                                    for name, recs in parts.items() if recs and all(r.spans is not None for r in recs)}}
     if gold is not None:
         summary.update(recall=rate(gold.recall), missing_rate=rate(gold.missing_rate), precision=gold.precision,

@@ -169,3 +169,42 @@ def test_splits_pickle_as_columns_and_come_back_record_for_record():
         assert [(r.text, r.spans, r.label, r.meta) for r in mine] == [(r.text, r.spans, r.label, r.meta) for r in theirs]
     assert train[0].text.encode() not in payload and sum(memoryview(b).nbytes for b in buffers) > sum(
         len(r.text) for r in train)
+
+
+def test_span_columns_read_as_the_lists_they_were_made_from(monkeypatch):
+    """A corpus's detections are kept as arrays (`SpanColumns`) and read as lists of spans: every read — an index
+    (negative too), a slice, iteration across chunk boundaries, `take` with repeats, `replaced`, `concatenated` and
+    a pickle — gives the plain lists they stand for (None read as empty, `lists` keeping it)."""
+    import pickle
+    import random
+
+    import numpy as np
+
+    import sdp_core.data.records as records
+    from sdp_core.data.records import concatenated, span_columns
+
+    monkeypatch.setattr(records, "SPAN_CHUNK", 7)  # several chunks in 60 lists
+    rng = random.Random(0)
+
+    def some() -> list[Span] | None:
+        return None if rng.random() < 0.1 else [
+            Span(rng.randrange(99), rng.randrange(99, 199), rng.choice("ABCD")) for _ in range(rng.randrange(4))]
+
+    lists = [some() for _ in range(60)]
+    plain = [spans or [] for spans in lists]
+    columns = span_columns(iter(lists))
+    assert list(columns) == plain and len(columns) == 60 and columns.total == sum(map(len, plain))
+    assert [columns[i] for i in range(-60, 60)] == plain + plain
+    assert columns.lists() == [None if spans is None else tuple(spans) for spans in lists]
+    assert list(columns[5:40:3]) == plain[5:40:3]
+    at = np.array([3, 3, 59, 0, 17])
+    assert list(columns.take(at)) == [plain[i] for i in at]
+    more = [some() for _ in range(9)]
+    assert list(concatenated([columns, span_columns(more)])) == plain + [spans or [] for spans in more]
+    new = {0: [Span(1, 2, "NEW")], 10: [], 59: [Span(5, 6, "A"), Span(7, 9, "Q")]}
+    assert list(columns.replaced(new)) == [new.get(i, spans) for i, spans in enumerate(plain)]
+    again = pickle.loads(pickle.dumps(columns))
+    assert list(again) == plain and again.lists() == columns.lists()
+    assert columns == lists and columns != plain[:-1] and span_columns(columns) is columns
+    with pytest.raises(IndexError):
+        columns[60]

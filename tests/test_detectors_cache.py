@@ -7,7 +7,7 @@ from typing import Sequence
 import pytest
 
 from sdp_core.config import DetectorConfig
-from sdp_core.data.records import Record, Span
+from sdp_core.data.records import Record, Span, SpanColumns, span_columns
 from sdp_core.detectors import Policy, detect_records, get_policy
 from sdp_core.detectors import spacy_tiers
 from sdp_core.detectors.cache import CACHE_ENV, default_cache_dir, detection_runner
@@ -100,9 +100,9 @@ def test_a_runner_detects_each_distinct_miss_once_and_the_cache_keeps_its_result
     """Inside `detection_runner` a miss goes to the runner (a sweep's: a Ray Data pipeline), distinct texts only."""
     asked: list[list[str]] = []
 
-    def runner(policy: Policy, texts: list[str], progress: bool) -> list[list[Span]]:
+    def runner(policy: Policy, texts: list[str], progress: bool) -> SpanColumns:
         asked.append(texts)
-        return [[Span(0, 1, "runner")] for _ in texts]
+        return span_columns([[Span(0, 1, "runner")] for _ in texts])
 
     texts = ["a 1", "b", "a 1"]
     with detection_runner(runner):

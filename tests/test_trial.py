@@ -122,7 +122,7 @@ def test_what_every_trial_of_a_sweep_reads_holds_no_record_text_past_the_members
     payload = pickle.dumps(every, protocol=5, buffer_callback=[].append)  # as Ray stores it: the rows' arrays apart
     inside = lambda r: r.text.encode() in payload  # noqa: E731
     train, held_out = records.splits.train, [*records.splits.validation, *records.splits.test]
-    assert all(map(inside, train[:5])) and not any(map(inside, train[5:] + held_out))
+    assert all(map(inside, train[:5])) and not any(map(inside, [*train[5:], *held_out]))
     buffers: list = []  # the records, as the object store keeps them: arrays, out of band
     stored = pickle.dumps(records, protocol=5, buffer_callback=buffers.append)
     assert pickle.loads(stored, buffers=buffers) == records and not any(r.text.encode() in stored for r in train)

@@ -157,7 +157,7 @@ def _draw(fmt: CanaryFormat, count: int, rng: random.Random, family: Family | No
     return secrets, family or "flagged", len(seen)
 
 
-def insert_canaries(records: list[Record], template: str, count: int, repeats: int, seed: int,
+def insert_canaries(records: Sequence[Record], template: str, count: int, repeats: int, seed: int,
                     missed_by_detector: bool = False, *, family: Family | None = None,
                     policy: tuple[str, Detect] | None = None, avoid: frozenset[int] = frozenset()
                     ) -> tuple[list[Record], Canaries]:

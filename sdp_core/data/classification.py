@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import string
+from typing import Sequence
 
 from faker import Faker
 
@@ -79,7 +80,7 @@ def classification_splits(n_train: int = 2_000, n_validation: int = 200, n_test:
                   test=generate_reviews(n_test, seed * 3 + 2))
 
 
-def class_labels(records: list[Record], num_labels: int, where: str) -> list[int]:
+def class_labels(records: Sequence[Record], num_labels: int, where: str) -> list[int]:
     """Each record's class id, checked to lie in [0, num_labels): a classifier cannot train on unlabelled data."""
     labels = []
     for i, r in enumerate(records):

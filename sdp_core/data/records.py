@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+import itertools
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Iterable, Iterator, Mapping, Sequence, overload
 
 import numpy as np
 
@@ -52,41 +54,143 @@ class Splits:
     by the pickler (about 3 KB of the pickling process's memory a record, for a 450-character note, beside the
     records themselves); the arrays go to the object store out of band, as they are."""
 
-    train: list[Record]
-    validation: list[Record]
-    test: list[Record]
+    train: Sequence[Record]
+    validation: Sequence[Record]
+    test: Sequence[Record]
 
     def __reduce__(self) -> tuple:
         return _splits_from_columns, tuple(record_columns(part) for part in (self.train, self.validation, self.test))
 
 
-@dataclass(frozen=True)
-class SpanColumns:
-    """Lists of spans (or None) as arrays (`span_columns`)."""
+SPAN_CHUNK = 4096
+"""Lists of spans made into arrays (`span_columns`), or read back as Span objects (`SpanColumns.__iter__`), at a
+time: a corpus's spans are never all Python objects at once (about 120 bytes a span, 8 spans a clinic note)."""
+
+
+@dataclass(frozen=True, eq=False)
+class SpanColumns(Sequence[list[Span]]):
+    """Lists of spans (or None) as arrays (`span_columns`): a corpus's detections, 12 bytes a span instead of
+    about 280 as objects in lists (measured: 2.3 KB a clinic note as lists, 50 bytes as arrays).
+
+    A sequence of span lists: item `i` is made from the arrays on each read (a list of `Span`s, empty where the list
+    was None: `lists` keeps the None), slices and `take` are arrays again, and iterating makes `SPAN_CHUNK` lists at
+    a time."""
 
     spans: np.ndarray  # int32 [S, 3]: every span's start, end and label code, list after list
     counts: np.ndarray  # int32 [R]: the spans of each list; −1 for None
     labels: tuple[str, ...]  # the label of each code
 
+    def __reduce__(self) -> tuple:
+        return SpanColumns, (self.spans, self.counts, self.labels)  # not the cached `ends`
+
+    @functools.cached_property
+    def ends(self) -> np.ndarray:
+        """int64 [R]: where each list's spans end in `spans`."""
+        return np.cumsum(np.maximum(self.counts, 0), dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.counts)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to any sequence of the same span lists (None reads as empty)."""
+        if not isinstance(other, Sequence) or len(other) != len(self):
+            return False
+        return all(mine == list(theirs or ()) for mine, theirs in zip(self, other))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @overload
+    def __getitem__(self, i: int) -> list[Span]: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> SpanColumns: ...
+
+    def __getitem__(self, i: int | slice) -> list[Span] | SpanColumns:
+        if isinstance(i, slice):
+            return self.take(np.arange(len(self))[i])
+        i = range(len(self))[i]  # a negative index counts from the end; out of range raises IndexError
+        end = int(self.ends[i])
+        return self._made(self.spans[end - max(int(self.counts[i]), 0) : end])
+
+    def __iter__(self) -> Iterator[list[Span]]:
+        for first in range(0, len(self), SPAN_CHUNK):
+            counts = np.maximum(self.counts[first : first + SPAN_CHUNK], 0).tolist()
+            start = int(self.ends[first - 1]) if first else 0
+            spans = self._made(self.spans[start : start + sum(counts)])
+            at = 0
+            for count in counts:
+                yield spans[at : at + count]
+                at += count
+
+    def _made(self, rows: np.ndarray) -> list[Span]:
+        return [Span(a, b, self.labels[k]) for a, b, k in rows.tolist()]
+
+    @property
+    def total(self) -> int:
+        """How many spans all lists hold."""
+        return len(self.spans)
+
+    def lists_at(self, i: int) -> tuple[Span, ...] | None:
+        """List `i` as a tuple, None where there was none."""
+        return None if self.counts[i] < 0 else tuple(self[i])
+
     def lists(self) -> list[tuple[Span, ...] | None]:
         """The lists as tuples, None where there was none."""
-        spans = [Span(a, b, self.labels[k]) for a, b, k in self.spans.tolist()]
-        ends = np.cumsum(np.maximum(self.counts, 0)).tolist()
-        return [None if count < 0 else tuple(spans[end - count : end])
-                for count, end in zip(self.counts.tolist(), ends)]
+        return [None if count < 0 else tuple(spans) for count, spans in zip(self.counts.tolist(), self)]
+
+    def take(self, indices: np.ndarray) -> SpanColumns:
+        """The lists at `indices` (any order, repeats allowed), as arrays."""
+        indices = np.asarray(indices, dtype=np.int64)
+        counts = self.counts[indices]
+        sizes = np.maximum(counts, 0).astype(np.int64)
+        starts = self.ends[indices] - sizes
+        rows = np.repeat(starts - np.cumsum(sizes) + sizes, sizes) + np.arange(int(sizes.sum()))
+        return SpanColumns(self.spans[rows], counts, self.labels)
+
+    def replaced(self, lists: Mapping[int, Sequence[Span]]) -> SpanColumns:
+        """These lists with those of `lists` (by index) put in their place."""
+        if not lists:
+            return self
+        at = sorted(lists)
+        index = np.arange(len(self))
+        index[at] = len(self) + np.arange(len(at))
+        return concatenated([self, span_columns([lists[i] for i in at])]).take(index)
 
 
-def span_columns(lists: Sequence[Sequence[Span] | None]) -> SpanColumns:
-    """`lists` as arrays (`SpanColumns`); `SpanColumns.lists` gives them back, span for span."""
+def span_columns(lists: Iterable[Sequence[Span] | None]) -> SpanColumns:
+    """`lists` as arrays (`SpanColumns`), `SPAN_CHUNK` lists at a time; `SpanColumns.lists` gives them back, span for
+    span. Lists already as arrays are returned as they are."""
+    if isinstance(lists, SpanColumns):
+        return lists
     codes: dict[str, int] = {}
-    flat = [(s.start, s.end, codes.setdefault(s.label, len(codes))) for spans in lists for s in spans or ()]
-    return SpanColumns(np.array(flat, dtype=np.int32).reshape(-1, 3),
-                       np.array([-1 if spans is None else len(spans) for spans in lists], np.int32), tuple(codes))
+    spans, counts = [], []
+    iterator = iter(lists)
+    while chunk := list(itertools.islice(iterator, SPAN_CHUNK)):
+        flat = [(s.start, s.end, codes.setdefault(s.label, len(codes))) for ss in chunk for s in ss or ()]
+        spans.append(np.array(flat, dtype=np.int32).reshape(-1, 3))
+        counts.append(np.array([-1 if ss is None else len(ss) for ss in chunk], np.int32))
+    return SpanColumns(np.concatenate(spans) if spans else np.zeros((0, 3), np.int32),
+                       np.concatenate(counts) if counts else np.zeros(0, np.int32), tuple(codes))
 
 
-@dataclass(frozen=True)
-class RecordColumns:
-    """Records as arrays (`record_columns`): what they hold, record for record, in a few objects."""
+def concatenated(parts: Sequence[SpanColumns]) -> SpanColumns:
+    """The lists of `parts`, one after another, as arrays (their label codes merged)."""
+    codes: dict[str, int] = {}
+    spans = []
+    for part in parts:
+        recoded = np.array([codes.setdefault(label, len(codes)) for label in part.labels] or [0], np.int32)
+        rows = part.spans.copy()
+        rows[:, 2] = recoded[part.spans[:, 2]]
+        spans.append(rows)
+    return SpanColumns(np.concatenate(spans) if spans else np.zeros((0, 3), np.int32),
+                       np.concatenate([p.counts for p in parts]) if parts else np.zeros(0, np.int32), tuple(codes))
+
+
+@dataclass(frozen=True, eq=False)
+class RecordColumns(Sequence[Record]):
+    """Records as arrays (`record_columns`): what they hold, record for record, in a few objects (a clinic note
+    about 0.55 KB instead of 1.2 KB as a `Record`). A sequence of records, each made from the arrays on each read,
+    as `SpanColumns` is of span lists: a prepared corpus is held so (`data.splits.splits_with_canaries`)."""
 
     text: np.ndarray  # uint8: every text's UTF-8 bytes, one after another
     text_ends: np.ndarray  # int64 [R]: where each text ends in `text`
@@ -94,16 +198,78 @@ class RecordColumns:
     labels: np.ndarray  # int64 [R]: each record's class; −1 for none
     meta: dict[int, dict]  # the records whose meta is not empty, by position
 
+    def __len__(self) -> int:
+        return len(self.text_ends)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to any sequence of equal records."""
+        return isinstance(other, Sequence) and len(other) == len(self) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @overload
+    def __getitem__(self, i: int) -> Record: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> RecordColumns: ...
+
+    def __getitem__(self, i: int | slice) -> Record | RecordColumns:
+        if isinstance(i, slice):
+            return self.take(np.arange(len(self))[i])
+        i = range(len(self))[i]  # a negative index counts from the end; out of range raises IndexError
+        spans = self.spans.lists_at(i)
+        return Record(self.text_at(i), spans, None if self.labels[i] < 0 else int(self.labels[i]), self.meta.get(i, {}))
+
+    def text_at(self, i: int) -> str:
+        """Record `i`'s text."""
+        start = int(self.text_ends[i - 1]) if i else 0
+        return str(memoryview(self.text.data)[start : int(self.text_ends[i])], "utf-8", "surrogatepass")
+
+    def texts(self) -> Sequence[str]:
+        """The records' texts, each decoded on each read (`text_at`): never all of them at once."""
+        return _Texts(self)
+
     def records(self) -> list[Record]:
-        text, starts = memoryview(self.text.data), [0, *self.text_ends.tolist()]
-        return [Record(str(text[a:b], "utf-8", "surrogatepass"), spans, None if label < 0 else label,
-                       self.meta.get(r, {}))
-                for r, (a, b, spans, label) in enumerate(zip(starts, starts[1:], self.spans.lists(),
-                                                             self.labels.tolist()))]
+        """Every record, as objects."""
+        return list(self)
+
+    def take(self, indices: np.ndarray) -> RecordColumns:
+        """The records at `indices` (any order, repeats allowed), as arrays."""
+        indices = np.asarray(indices, dtype=np.int64)
+        sizes = self.text_ends[indices] - np.concatenate([[0], self.text_ends])[indices]
+        starts = self.text_ends[indices] - sizes
+        at = np.repeat(starts - np.cumsum(sizes) + sizes, sizes) + np.arange(int(sizes.sum()))
+        meta = {k: self.meta[int(r)] for k, r in enumerate(indices.tolist()) if int(r) in self.meta}
+        return RecordColumns(self.text[at], np.cumsum(sizes, dtype=np.int64), self.spans.take(indices),
+                             self.labels[indices], meta)
+
+
+class _Texts(Sequence[str]):
+    """`RecordColumns.texts`."""
+
+    def __init__(self, records: RecordColumns):
+        self.records = records
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            return [self.records.text_at(k) for k in range(*i.indices(len(self)))]
+        return self.records.text_at(range(len(self))[i])
 
 
 def record_columns(records: Sequence[Record]) -> RecordColumns:
-    """`records` as arrays (`RecordColumns`); `RecordColumns.records` gives them back, equal record for record."""
+    """`records` as arrays (`RecordColumns`), which read back as them, equal record for record. Records already as
+    arrays are returned as they are."""
+    if isinstance(records, RecordColumns):
+        return records
     encoded = [r.text.encode("utf-8", "surrogatepass") for r in records]
     ends = np.cumsum([len(t) for t in encoded], dtype=np.int64)
     text = np.frombuffer(b"".join(encoded), dtype=np.uint8)
@@ -115,7 +281,7 @@ def record_columns(records: Sequence[Record]) -> RecordColumns:
 
 
 def _splits_from_columns(train: RecordColumns, validation: RecordColumns, test: RecordColumns) -> Splits:
-    return Splits(train.records(), validation.records(), test.records())
+    return Splits(train, validation, test)
 
 
 Part = str | tuple[str, str]

@@ -11,7 +11,7 @@ from sdp_core.data.classification import classification_splits
 from sdp_core.data.clinic import clinic_splits
 from sdp_core.data.customersim import customersim_splits
 from sdp_core.data.loaders import hf_local_path, hf_records, hf_text_fields, load_hf, load_records
-from sdp_core.data.records import Record, Splits
+from sdp_core.data.records import Record, Splits, record_columns
 from sdp_core.errors import DataError
 
 
@@ -88,10 +88,11 @@ def splits_with_canaries(cfg: DataConfig, seed: int, policy: tuple[str, Detect] 
     """Splits with the configured canary families inserted into the training records: `format`, then
     `missed_format` into other records. With `policy` (its name and `detect`), each family's canaries are the
     draws that policy flags whole, or misses (`format`: as it treats most draws; `missed_format`: misses), each
-    judged before insertion (`data.canaries.insert_canaries`)."""
+    judged before insertion (`data.canaries.insert_canaries`). Each split is held as arrays (`RecordColumns`:
+    about half a record's memory as objects), read a record at a time."""
     splits = load_splits(cfg, seed)
     if cfg.canaries is None:
-        return splits, ()
+        return _as_columns(splits), ()
     c = cfg.canaries
     train, first = insert_canaries(splits.train, c.format, c.count, c.repeats, seed, c.missed_by_detector,
                                    policy=policy)
@@ -100,4 +101,8 @@ def splits_with_canaries(cfg: DataConfig, seed: int, policy: tuple[str, Detect] 
         train, missed = insert_canaries(train, c.missed_format, c.count, c.repeats, seed, family="missed",
                                         policy=policy, avoid=frozenset(i.record for i in first.insertions))
         families.append(missed)
-    return Splits(train, splits.validation, splits.test), tuple(families)
+    return _as_columns(Splits(train, splits.validation, splits.test)), tuple(families)
+
+
+def _as_columns(splits: Splits) -> Splits:
+    return Splits(*(record_columns(part) for part in (splits.train, splits.validation, splits.test)))

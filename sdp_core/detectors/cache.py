@@ -20,14 +20,16 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from sdp_core.data.records import Record, Span
+import numpy as np
+
+from sdp_core.data.records import Record, SpanColumns, span_columns
 from sdp_core.detectors.base import Policy
 from sdp_core.errors import DataError
 from sdp_core.io import CACHE_ENV, cache_root, fingerprint  # noqa: F401  (re-exported: the cache's key and root)
 
 CHUNK = 1000  # texts per detect call: bounds memory and drives the progress bar
 
-Runner = Callable[[Policy, list[str], bool], list[list[Span]]]
+Runner = Callable[[Policy, list[str], bool], SpanColumns]
 """Detects distinct texts for `detect_records`: (policy, texts, progress) -> one span list per text, in order."""
 _RUNNER: ContextVar[Runner | None] = ContextVar("detection_runner", default=None)
 
@@ -63,20 +65,20 @@ def cache_path(cache_dir: Path, texts_fingerprint: str, policy: Policy) -> Path:
     return cache_dir / f"{readable}-{key}.parquet"
 
 
-def _write(path: Path, detected: list[list[Span]], policy: Policy) -> None:
+def _write(path: Path, detected: SpanColumns, policy: Policy) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from sdp_core.io import atomic_write_bytes
 
-    rows = [(i, s.start, s.end, s.label) for i, spans in enumerate(detected) for s in spans]
-    columns = list(zip(*rows)) if rows else [(), (), (), ()]
+    labels = pa.DictionaryArray.from_arrays(pa.array(detected.spans[:, 2], pa.int32()),
+                                            pa.array(detected.labels, pa.string()))
     table = pa.table(
         {
-            "record": pa.array(columns[0], pa.int32()),
-            "start": pa.array(columns[1], pa.int32()),
-            "end": pa.array(columns[2], pa.int32()),
-            "label": pa.array(columns[3], pa.string()).dictionary_encode(),
+            "record": pa.array(np.repeat(np.arange(len(detected), dtype=np.int32), np.maximum(detected.counts, 0))),
+            "start": pa.array(detected.spans[:, 0], pa.int32()),
+            "end": pa.array(detected.spans[:, 1], pa.int32()),
+            "label": labels,
         }
     ).replace_schema_metadata({"records": str(len(detected)), "policy": policy.key})
     sink = pa.BufferOutputStream()
@@ -84,7 +86,7 @@ def _write(path: Path, detected: list[list[Span]], policy: Policy) -> None:
     atomic_write_bytes(path, sink.getvalue().to_pybytes())
 
 
-def _read(path: Path, n_records: int) -> list[list[Span]] | None:
+def _read(path: Path, n_records: int) -> SpanColumns | None:
     import pyarrow.parquet as pq
 
     try:
@@ -93,16 +95,15 @@ def _read(path: Path, n_records: int) -> list[list[Span]] | None:
         return None
     if int((table.schema.metadata or {}).get(b"records", -1)) != n_records:
         return None
-    out: list[list[Span]] = [[] for _ in range(n_records)]
-    if table.num_rows == 0:
-        return out
-    # numpy and the label dictionary, not to_pylist: ~50x faster, and the warm path must stay well under 2 s
-    record, start, end = (table.column(c).to_numpy().tolist() for c in ("record", "start", "end"))
+    # arrays and the label dictionary, never a Span object: the warm path must stay well under 2 s
+    record = table.column("record").to_numpy()
+    if len(record) and (record.min() < 0 or record.max() >= n_records or (np.diff(record) < 0).any()):
+        return None  # not this module's layout (records in order): a miss
     labels = table.column("label").combine_chunks()
-    names = labels.dictionary.to_pylist()
-    for i, s, e, k in zip(record, start, end, labels.indices.to_numpy(zero_copy_only=False).tolist()):
-        out[i].append(Span(s, e, names[k]))
-    return out
+    spans = np.stack([table.column("start").to_numpy(), table.column("end").to_numpy(),
+                      labels.indices.to_numpy(zero_copy_only=False)], axis=1).astype(np.int32).reshape(-1, 3)
+    counts = np.bincount(record, minlength=n_records).astype(np.int32)
+    return SpanColumns(spans, counts, tuple(labels.dictionary.to_pylist()))
 
 
 def detect_records(
@@ -111,8 +112,9 @@ def detect_records(
     cache_dir: str | Path | None = None,
     use_cache: bool = True,
     progress: bool = False,
-) -> list[list[Span]]:
-    """The policy's spans for every record, read from the cache when this dataset × policy was seen before."""
+) -> SpanColumns:
+    """The policy's spans for every record, read from the cache when this dataset × policy was seen before; as
+    arrays (`SpanColumns`), never all of them as objects."""
     texts = texts_of(records)
     path = cache_path(Path(cache_dir) if cache_dir else default_cache_dir(), fingerprint(texts), policy)
     if use_cache and path.is_file():
@@ -120,24 +122,27 @@ def detect_records(
         if cached is not None:
             return cached
     # A policy's spans depend on the text alone: each distinct text is detected once (dialog data repeats lines).
-    distinct = list(dict.fromkeys(texts))
-    found = dict(zip(distinct, (_RUNNER.get() or detect_here)(policy, distinct, progress)))
-    detected = [list(found[t]) for t in texts]
+    first: dict[str, int] = {}
+    of_distinct = np.array([first.setdefault(t, len(first)) for t in texts], np.int64)
+    found = (_RUNNER.get() or detect_here)(policy, list(first), progress)
+    detected = found if len(first) == len(texts) else found.take(of_distinct)
     if use_cache:
         _write(path, detected, policy)
     return detected
 
 
-def detect_here(policy: Policy, texts: list[str], progress: bool) -> list[list[Span]]:
+def detect_here(policy: Policy, texts: list[str], progress: bool) -> SpanColumns:
     """Detect `texts` in this process, `CHUNK` at a time (with a progress bar when `progress`)."""
     chunks = [texts[i : i + CHUNK] for i in range(0, len(texts), CHUNK)]
     if not progress or len(chunks) < 2:
-        return [spans for chunk in chunks for spans in policy.detect(chunk)]
+        return span_columns(spans for chunk in chunks for spans in policy.detect(chunk))
     from sdp_core.progress import count_progress
 
-    out: list[list[Span]] = []
     with count_progress(f"detect {policy.name}", len(texts)) as advance:
-        for chunk in chunks:
-            out += policy.detect(chunk)
-            advance(len(chunk))
-    return out
+
+        def detected() -> Iterator[list]:
+            for chunk in chunks:
+                yield from policy.detect(chunk)
+                advance(len(chunk))
+
+        return span_columns(detected())

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 
-from sdp_core.data.records import Record, Span
+from typing import Sequence
+
+from sdp_core.data.records import Record, SpanColumns, span_columns
 
 
 def is_missed(value: str, rate: float, seed: int) -> bool:
@@ -19,8 +21,9 @@ def is_missed(value: str, rate: float, seed: int) -> bool:
     return int.from_bytes(digest, "big") / 2**64 < rate
 
 
-def drop_missed(records: list[Record], spans: list[list[Span]], rate: float, seed: int) -> list[list[Span]]:
+def drop_missed(records: Sequence[Record], spans: SpanColumns, rate: float, seed: int) -> SpanColumns:
     """The policy's spans with every span of a missed value removed; `rate = 0` returns them unchanged."""
     if rate <= 0:
         return spans
-    return [[s for s in ss if not is_missed(r.text[s.start:s.end], rate, seed)] for r, ss in zip(records, spans)]
+    return span_columns([s for s in ss if not is_missed(r.text[s.start:s.end], rate, seed)]
+                        for r, ss in zip(records, spans, strict=True))

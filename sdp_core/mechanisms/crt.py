@@ -26,6 +26,7 @@ share neither π nor π_c fully masks, both at their 95 % one-sided Clopper–Pe
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from sdp_core.config.detector import DetectorConfig
 from sdp_core.config.mechanism import CRTConfig
@@ -45,7 +46,7 @@ from sdp_core.text.encode import OnLong, encode
 from sdp_core.text.redaction import MASK, redact
 
 
-def line_units(records: list[Record], spans: list[list[Span]]
+def line_units(records: Sequence[Record], spans: Sequence[Sequence[Span]]
                ) -> tuple[list[str], list[list[Span]], list[tuple[Span, ...] | None], list[int]]:
     """Every non-blank line of every record, with the policy's spans and the gold spans moved into the line's
     coordinates, and the index of the record it comes from."""
@@ -65,7 +66,7 @@ def line_units(records: list[Record], spans: list[list[Span]]
     return texts, unit_spans, unit_gold, owners
 
 
-def in_context(records: list[Record], lines: list[str], private: list[bool]) -> tuple[list[str], list[str]]:
+def in_context(records: Sequence[Record], lines: list[str], private: list[bool]) -> tuple[list[str], list[str]]:
     """The records rebuilt from their `lines` (in `line_units` order; blank lines kept): (D_pri, D_pub).
 
     D_pri: each record with a private line, every line as given (redacted). D_pub: each record with a public line,

@@ -37,7 +37,7 @@ class BlockEncoder:
 
     def encode(self, texts: list[str], spans: SpanColumns, layout: RowLayout, first: int) -> EncodedRows:
         """One block's rows, its records numbered from `first`."""
-        return encode_rows(texts, [s or () for s in spans.lists()], layout, first)
+        return encode_rows(texts, spans, layout, first)
 
 
 class EncoderPool:

@@ -33,12 +33,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, ContextManager, Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from sdp_core.config import DataConfig
-from sdp_core.data.records import Span
+from sdp_core.data.records import SpanColumns, concatenated, span_columns
 from sdp_core.detectors.base import Policy
 from sdp_core.detectors.cache import default_cache_dir, detect_here, detection_runner
 from sdp_core.errors import DataError
@@ -142,10 +143,15 @@ def pipeline_context() -> Iterator[None]:
         log.setLevel(before[3])
 
 
-def spans_of(table: pa.Table) -> list[list[Span]]:
-    """The span lists of a table with `PolicyDetector`'s list columns, one per row."""
-    start, end, label = (table.column(c).to_pylist() for c in ("start", "end", "label"))
-    return [[Span(*span) for span in zip(s, e, k)] for s, e, k in zip(start, end, label)]
+def spans_of(table: pa.Table) -> SpanColumns:
+    """The span lists of a table with `PolicyDetector`'s list columns, one per row, as arrays (no Span object)."""
+    start, end, label = (table.column(c).combine_chunks() for c in ("start", "end", "label"))
+    labels = pc.list_flatten(label).dictionary_encode()
+    spans = np.stack([pc.list_flatten(start).to_numpy(), pc.list_flatten(end).to_numpy(),
+                      labels.indices.to_numpy(zero_copy_only=False)], axis=1)
+    return SpanColumns(spans.astype(np.int32).reshape(-1, 3),
+                       pc.list_value_length(start).to_numpy(zero_copy_only=False).astype(np.int32),
+                       tuple(labels.dictionary.to_pylist()))
 
 
 def policy_label(policy: Policy) -> str:
@@ -161,21 +167,21 @@ def _progress(description: str, total: int | None, enabled: bool) -> ContextMana
 
 
 def detect_on_ray(policy: Policy, texts: list[str], progress: bool = True, workers: int | None = None
-                  ) -> list[list[Span]]:
+                  ) -> SpanColumns:
     """The spans of the driver's `texts` (`detect_records`' runner inside `ray_detection`)."""
     import ray.data
 
     if not texts:
-        return []
-    out: list[list[Span]] = [[] for _ in texts]
+        return span_columns([])
+    records, parts = [], []  # as the batches come, then put in the texts' order
     with pipeline_context(), _progress(f"detect {policy_label(policy)}", len(texts), progress) as advance:
         table = pa.table({"record": pa.array(range(len(texts)), pa.int64()), "text": texts})
         ds = ray.data.from_arrow([table.slice(i, BLOCK_ROWS) for i in range(0, len(texts), BLOCK_ROWS)])
         for batch in detect_dataset(ds, policy, workers, len(texts)).iter_batches(batch_format="pyarrow", batch_size=None):
-            for record, spans in zip(batch.column("record").to_pylist(), spans_of(batch)):
-                out[record] = spans
+            records.append(batch.column("record").to_numpy())
+            parts.append(spans_of(batch))
             advance(batch.num_rows)
-    return out
+    return concatenated(parts).take(np.argsort(np.concatenate(records), kind="stable"))
 
 
 # ------------------------------------------------------------------------------------------------ files
@@ -325,17 +331,15 @@ class FileDetections:
         """Every record's row, in record order (read once)."""
         return self._table
 
-    def spans(self) -> list[list[Span]]:
+    def spans(self) -> SpanColumns:
         """Every record's spans, in the file's order."""
         return spans_of(self.table())
 
-    def lookup(self, texts: Sequence[str]) -> list[list[Span] | None]:
-        """The spans of each text found among the file's records (None where it is not)."""
+    def lookup(self, texts: Sequence[str]) -> tuple[np.ndarray, SpanColumns]:
+        """Which texts are among the file's records (a bool mask), and the spans of those that are, in order."""
         table = self.table().select(["digest", *SPAN_COLUMNS])
         at = pc.index_in(pa.array([text_digest(t) for t in texts], pa.binary(16)), value_set=table.column("digest"))
-        found = at.drop_null()
-        spans = iter(spans_of(table.take(found)))
-        return [next(spans) if valid else None for valid in at.is_valid().to_pylist()]
+        return at.is_valid().to_numpy(zero_copy_only=False), spans_of(table.take(at.drop_null()))
 
 
 def detect_file(source: FileSource, policy: Policy, workers: int | None = None, cache_dir: Path | None = None,
@@ -387,19 +391,20 @@ def ray_detection(workers: int | None = None, files: Sequence[FileDetections] = 
     """Inside this block every detection cache miss runs on the cluster: texts found among the records of `files`
     (`detect_file`'s shards of the same policy) are read from there, the others go through `detect_on_ray` (or,
     at most `IN_DRIVER_TEXTS` of them, the driver); with `progress`, records done and records/s."""
-    def run(policy: Policy, texts: list[str], _progress_asked: bool) -> list[list[Span]]:
-        found: list[list[Span] | None] = [None] * len(texts)
+    def run(policy: Policy, texts: list[str], _progress_asked: bool) -> SpanColumns:
+        parts: list[SpanColumns] = []  # what each source found, one after another
+        where = np.full(len(texts), -1, np.int64)  # each text's list in `parts`, concatenated; −1: not found yet
         for shards in (f for f in files if f.policy.key == policy.key):
-            missing = [i for i, f in enumerate(found) if f is None]
-            for i, spans in zip(missing, shards.lookup([texts[i] for i in missing])):
-                found[i] = spans
-        left = [i for i, f in enumerate(found) if f is None]
+            missing = np.flatnonzero(where < 0)
+            hit, spans = shards.lookup([texts[i] for i in missing])
+            where[missing[hit]] = sum(map(len, parts)) + np.arange(len(spans))
+            parts.append(spans)
+        left = np.flatnonzero(where < 0)
         rest = [texts[i] for i in left]
-        detected = (detect_on_ray(policy, rest, progress, workers) if len(rest) > IN_DRIVER_TEXTS
-                    else detect_here(policy, rest, progress))
-        for i, spans in zip(left, detected):
-            found[i] = spans
-        return [f if f is not None else [] for f in found]
+        where[left] = sum(map(len, parts)) + np.arange(len(rest))
+        parts.append(detect_on_ray(policy, rest, progress, workers) if len(rest) > IN_DRIVER_TEXTS
+                     else detect_here(policy, rest, progress))
+        return concatenated(parts).take(where)
 
     with detection_runner(run):
         yield
