@@ -31,7 +31,7 @@ from sdp_core.detectors.registry import policy_types
 from sdp_core.detectors.review import Labels, labels_path, review_recall, review_summary
 from sdp_core.errors import UserError
 from sdp_core.io import fingerprint
-from sdp_core.tensors import LMData, memoised
+from sdp_core.tensors import LMData, memoised, row_counts
 from sdp_core.text.encode import encode, encode_windows
 from sdp_core.text.redaction import RedactedTexts, redact
 from sdp_core.text.tokenizer import cached_bpe_tokenizer, load_pretrained_tokenizer
@@ -281,10 +281,11 @@ def detector_summary(policy: Policy, splits: Splits, policy_spans: dict[str, Spa
     types = policy_types(settings.policy)
     rate = lambda r: {"value": r.value, "low": r.low, "high": r.high, "n": r.n}  # noqa: E731
     parts = {name: getattr(splits, name) for name in ("train", "validation", "test")}
+    counts = data.train.statistic(row_counts)  # block by block: no whole-rows temporary
     summary = {"policy": policy.name, "policy_version": policy.version, "train_records": len(records),
                "records": {name: len(recs) for name, recs in parts.items()},
                "secrets_detected": spans.total, "records_with_secrets": int((spans.counts > 0).sum()),
-               "redacted_token_fraction": float(data.train.sensitive.sum() / data.train.valid.sum()),
+               "redacted_token_fraction": counts.flagged / max(counts.valid, 1),
                "masked_char_share": {name: rate(masked_share(record_texts(recs), policy_spans[name]))
                                      for name, recs in parts.items()},
                "gold_char_share": {name: rate(masked_share(record_texts(recs), record_columns(recs).spans))

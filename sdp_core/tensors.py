@@ -174,8 +174,9 @@ class LMData:
     @property
     def valid(self) -> torch.Tensor:
         """Positions a loss may use at all (ignores padding, `<mask>` and the leading `<eos>`; a weighting keeps
-        them)."""
-        return self.__dict__["_weights"] > 0
+        them). Weights stored as bool are their own mask (and `> 0` would widen every element first)."""
+        weights = self.__dict__["_weights"]
+        return weights if weights.dtype == torch.bool else weights > 0
 
     def stored(self) -> Stored:
         """The tensors these rows keep: ids, the weights as stored (not a weighting's), the secret mask, record
@@ -232,10 +233,11 @@ def run_starts(marked: torch.Tensor) -> torch.Tensor:
 def row_counts(rows: LMData) -> RowCounts:
     """The positions a loss reads, how many of them are flagged and in how many runs, block by block."""
     valid = flagged = runs = 0
+    count = torch.count_nonzero  # not `sum`: a bool tensor's sum makes a wider copy of it first
     for block in rows.blocks():
         read = block.valid
         marked = block.sensitive & read
-        valid, flagged, runs = valid + int(read.sum()), flagged + int(marked.sum()), runs + int(run_starts(marked).sum())
+        valid, flagged, runs = valid + int(count(read)), flagged + int(count(marked)), runs + int(count(run_starts(marked)))
     return RowCounts(valid, flagged, runs)
 
 

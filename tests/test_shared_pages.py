@@ -18,7 +18,7 @@ from sdp_core.models.gpt2 import build_gpt2
 from sdp_core.privacy import PrivacyLedger
 from sdp_core.tensors import LMData
 from sdp_core.train.loop import Phase, StepSettings, make_optimizer, train_phase
-from sdp_core.train.shared_pages import in_shared_memory, unmap_pages
+from sdp_core.train.shared_pages import in_shared_memory, unmap_pages, unmap_shared_mappings
 
 SHM = Path("/dev/shm")
 pytestmark = pytest.mark.skipif(not SHM.is_dir() or not Path("/proc/self/status").exists(),
@@ -60,6 +60,18 @@ def test_read_pages_of_shared_rows_are_unmapped_and_read_again_unchanged(shm_fol
     given_back = unmap_pages([tensor])
     assert given_back > 15 * 2**20 and shared_mb() < mapped - 15
     assert hashlib.sha256(tensor.numpy().tobytes()).hexdigest() == digest  # read again: the same bytes
+
+
+def test_every_shared_mapping_is_unmapped_and_read_again_unchanged(shm_folder):
+    """What a preparation task does after writing an object to the store (`sweep.prepare`): every shared mapping's
+    pages given back, their contents where they were, and private memory untouched."""
+    rows = np.random.default_rng(1).integers(0, 50_257, size=(16_384, 512), dtype=np.uint16)  # 16 MiB
+    private = rows.copy()
+    tensor = through_shared_mapping(rows, shm_folder)
+    assert int(tensor.sum()) == int(rows.sum())
+    mapped = shared_mb()
+    assert unmap_shared_mappings() > 15 * 2**20 and shared_mb() < mapped - 15
+    assert np.array_equal(tensor.numpy(), rows) and np.array_equal(private, rows)
 
 
 def test_private_memory_is_never_taken_for_shared_memory():

@@ -22,14 +22,14 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from sdp_core.data.records import Record, SpanColumns, span_columns
+from sdp_core.data.records import Record, RecordColumns, SpanColumns, span_columns
 from sdp_core.detectors.base import Policy
 from sdp_core.errors import DataError
 from sdp_core.io import CACHE_ENV, cache_root, fingerprint  # noqa: F401  (re-exported: the cache's key and root)
 
 CHUNK = 1000  # texts per detect call: bounds memory and drives the progress bar
 
-Runner = Callable[[Policy, list[str], bool], SpanColumns]
+Runner = Callable[[Policy, Sequence[str], bool], SpanColumns]
 """Detects distinct texts for `detect_records`: (policy, texts, progress) -> one span list per text, in order."""
 _RUNNER: ContextVar[Runner | None] = ContextVar("detection_runner", default=None)
 
@@ -48,8 +48,11 @@ def default_cache_dir() -> Path:
     return cache_root() / "detections"
 
 
-def texts_of(records: Sequence[Record | str]) -> list[str]:
-    """The texts of records (or plain strings); anything else is a DataError."""
+def texts_of(records: Sequence[Record | str]) -> Sequence[str]:
+    """The texts of records (or plain strings); anything else is a DataError. Records held as arrays give their
+    texts as they are read (`RecordColumns.texts`: text by construction), not copied whole."""
+    if isinstance(records, RecordColumns):
+        return records.texts()
     texts = []
     for i, r in enumerate(records):
         text = r.text if isinstance(r, Record) else r
@@ -121,20 +124,24 @@ def detect_records(
         cached = _read(path, len(texts))
         if cached is not None:
             return cached
-    # A policy's spans depend on the text alone: each distinct text is detected once (dialog data repeats lines).
-    first: dict[str, int] = {}
-    of_distinct = np.array([first.setdefault(t, len(first)) for t in texts], np.int64)
-    found = (_RUNNER.get() or detect_here)(policy, list(first), progress)
-    detected = found if len(first) == len(texts) else found.take(of_distinct)
+    # A policy's spans depend on the text alone: each distinct text is detected once (dialog data repeats lines),
+    # known by its digest, so that no text is held for it.
+    first: dict[bytes, int] = {}  # each distinct text's digest -> its number among them
+    of_distinct = np.array([first.setdefault(hashlib.blake2b(t.encode("utf-8", "surrogatepass"), digest_size=16)
+                                             .digest(), len(first)) for t in texts], np.int64)
+    unique = len(first) == len(texts)
+    distinct = texts if unique else [texts[i] for i in np.unique(of_distinct, return_index=True)[1].tolist()]
+    found = (_RUNNER.get() or detect_here)(policy, distinct, progress)
+    detected = found if unique else found.take(of_distinct)
     if use_cache:
         _write(path, detected, policy)
     return detected
 
 
-def detect_here(policy: Policy, texts: list[str], progress: bool) -> SpanColumns:
+def detect_here(policy: Policy, texts: Sequence[str], progress: bool) -> SpanColumns:
     """Detect `texts` in this process, `CHUNK` at a time (with a progress bar when `progress`)."""
-    chunks = [texts[i : i + CHUNK] for i in range(0, len(texts), CHUNK)]
-    if not progress or len(chunks) < 2:
+    chunks = (list(texts[i : i + CHUNK]) for i in range(0, len(texts), CHUNK))
+    if not progress or len(texts) <= CHUNK:
         return span_columns(spans for chunk in chunks for spans in policy.detect(chunk))
     from sdp_core.progress import count_progress
 

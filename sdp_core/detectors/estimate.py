@@ -31,6 +31,7 @@ from sdp_core.config.detector import ESTIMATE_PER_TYPE
 from sdp_core.data.business import LOCALES, VALUES, _fakes, _person
 from sdp_core.data.records import Record, Span
 from sdp_core.detectors.base import Policy
+from sdp_core.detectors.cache import texts_of
 from sdp_core.detectors.evaluation import Rate, _masked
 
 WARN_BELOW = 0.95
@@ -132,7 +133,7 @@ def estimate_summary(records: Sequence[Record], policy: Policy, seed: int = 0,
     """What a trial stores: the method, its cost (secrets inserted and detected, seconds), what it cannot see, and
     per type the estimate (counts and rates only)."""
     started = time.perf_counter()
-    estimates = estimate_recall([r.text for r in records], policy, per_type=per_type, seed=seed, types=types)
+    estimates = estimate_recall(texts_of(records), policy, per_type=per_type, seed=seed, types=types)
     return {"method": METHOD, "half_width_target": HALF_WIDTH, "max_per_type": per_type,
             "cost": {"inserted": sum(e.recall.n for e in estimates.values()),
                      "seconds": round(time.perf_counter() - started, 1)},

@@ -170,8 +170,8 @@ def segment_summary(data: LMData) -> SegmentSummary:
         marked = private_positions(block.sensitive) & inside
         counts = run_starts(marked).sum(1)
         k = max(k, int(counts.max()))
-        segments, private, positions = segments + int(counts.sum()), private + int(marked.sum()), positions + int(
-            lengths.sum())
+        segments, private = segments + int(counts.sum()), private + int(torch.count_nonzero(marked))  # no wide copy
+        positions += int(lengths.sum())
     return SegmentSummary(k, segments / len(data) if len(data) else 0.0,
                           float(torch.tensor(private) / torch.tensor(max(positions, 1))))  # float32, as the table's
 

@@ -31,7 +31,7 @@ from collections import Counter
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, ContextManager, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, ContextManager, Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -335,10 +335,10 @@ class FileDetections:
         """Every record's spans, in the file's order."""
         return spans_of(self.table())
 
-    def lookup(self, texts: Sequence[str]) -> tuple[np.ndarray, SpanColumns]:
+    def lookup(self, texts: Iterable[str]) -> tuple[np.ndarray, SpanColumns]:
         """Which texts are among the file's records (a bool mask), and the spans of those that are, in order."""
         table = self.table().select(["digest", *SPAN_COLUMNS])
-        at = pc.index_in(pa.array([text_digest(t) for t in texts], pa.binary(16)), value_set=table.column("digest"))
+        at = pc.index_in(pa.array((text_digest(t) for t in texts), pa.binary(16)), value_set=table.column("digest"))
         return at.is_valid().to_numpy(zero_copy_only=False), spans_of(table.take(at.drop_null()))
 
 
@@ -391,16 +391,16 @@ def ray_detection(workers: int | None = None, files: Sequence[FileDetections] = 
     """Inside this block every detection cache miss runs on the cluster: texts found among the records of `files`
     (`detect_file`'s shards of the same policy) are read from there, the others go through `detect_on_ray` (or,
     at most `IN_DRIVER_TEXTS` of them, the driver); with `progress`, records done and records/s."""
-    def run(policy: Policy, texts: list[str], _progress_asked: bool) -> SpanColumns:
+    def run(policy: Policy, texts: Sequence[str], _progress_asked: bool) -> SpanColumns:
         parts: list[SpanColumns] = []  # what each source found, one after another
         where = np.full(len(texts), -1, np.int64)  # each text's list in `parts`, concatenated; −1: not found yet
         for shards in (f for f in files if f.policy.key == policy.key):
             missing = np.flatnonzero(where < 0)
-            hit, spans = shards.lookup([texts[i] for i in missing])
+            hit, spans = shards.lookup(texts[i] for i in missing.tolist())  # each text read as it is hashed
             where[missing[hit]] = sum(map(len, parts)) + np.arange(len(spans))
             parts.append(spans)
         left = np.flatnonzero(where < 0)
-        rest = [texts[i] for i in left]
+        rest = [texts[i] for i in left.tolist()]
         where[left] = sum(map(len, parts)) + np.arange(len(rest))
         parts.append(detect_on_ray(policy, rest, progress, workers) if len(rest) > IN_DRIVER_TEXTS
                      else detect_here(policy, rest, progress))

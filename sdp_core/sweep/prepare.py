@@ -43,6 +43,8 @@ from sdp_core.preparation import PreparedData, TrialRecords, data_key, prepare_t
 from sdp_core.progress import ProgressEvent, relayed_progress, replayed_progress
 from sdp_core.sweep.encoding import ray_encoding
 from sdp_core.sweep.pipeline import FILE_MIN_BYTES, FileDetections, detect_file, file_source, ray_detection
+from sdp_core.train.host_memory import give_back_freed_host_memory
+from sdp_core.train.shared_pages import unmap_shared_mappings
 
 IN_DRIVER_RECORDS = 20_000
 """Data known to hold at most this many records (generated, or a file under `pipeline.FILE_MIN_BYTES`) is
@@ -159,10 +161,12 @@ def _prepare_remotely(trials: list[TrialConfig], workers: int | None, files: Seq
     prepared = outcome["prepared"]
     assert isinstance(prepared, dict)
     yield tuple(prepared)
+    give_back_freed_host_memory()  # what preparing freed: this process writes the objects holding what it still uses
     for key, data in prepared.items():
         every, records = data.apart(members_kept(trials, key))
-        yield every
-        yield records
+        for written in (every, records):
+            yield written
+            unmap_shared_mappings()  # the object store's pages writing it mapped here: its contents stay there
 
 
 def prepare_once(trials: list[dict], workers: int | None) -> dict[str, SharedData]:

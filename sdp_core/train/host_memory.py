@@ -8,6 +8,10 @@ gpt2-tiny 32 × 128, 65,000-120,000 page faults a step, a quarter to a third of 
 (`docs/performance.md`). Keeping freed memory in the heap for reuse is what the allocators recommended for CPU
 training (jemalloc, tcmalloc) do; glibc does it when both thresholds are at their maximum (`mallopt(3)`).
 
+The opposite, for a process past its peak that hands what it made to another (a sweep's preparation task, before
+it writes the prepared data to the object store): `give_back_freed_host_memory` returns the heap's free pages to
+the kernel (`malloc_trim(3)`), so that what the process holds while it writes is what it still uses.
+
 A process-wide switch, like TF32 (`precision.use_tf32`): each training process (the trial's, each Ray Train
 worker's) sets it once. What it costs is that the process's resident memory stays at its peak between steps
 instead of falling back; the peak itself moves little (fragmentation only). Off glibc (macOS, musl) it does nothing.
@@ -40,3 +44,10 @@ def keep_freed_host_memory() -> bool:
     if libc is None:
         return False
     return all(libc.mallopt(option, ctypes.c_int(LARGEST)) == 1 for option in (M_MMAP_THRESHOLD, M_TRIM_THRESHOLD))
+
+
+def give_back_freed_host_memory() -> bool:
+    """Return the free pages of glibc's heap to the kernel (`malloc_trim(0)`: the top and, since glibc 2.8, whole
+    free pages inside it). Whether any were returned; nothing off glibc."""
+    libc = _glibc()
+    return libc is not None and libc.malloc_trim(0) == 1

@@ -122,3 +122,13 @@ def unmap_pages(shared: Iterable[Array]) -> int:
         if last > first and advise(first, last - first, mmap.MADV_DONTNEED) == 0:  # whole pages inside it only
             done += last - first
     return done
+
+
+def unmap_shared_mappings() -> int:
+    """Unmap the pages of every shared mapping of this process (`shared_mappings`: Ray's object store, where a
+    process that wrote an object mapped every page of it), leaving their contents where they are. The bytes given
+    back."""
+    advise = _madvise()
+    if advise is None:
+        return 0
+    return sum(end - start for start, end in shared_mappings() if advise(start, end - start, mmap.MADV_DONTNEED) == 0)
