@@ -5,7 +5,9 @@
          pool like the driver's would, its encoding to actors on the cluster, `sweep.encoding`): records, spans,
          tokenizer, rows and each mechanism's plan (`prepare_shared`)
       -> every setting's `PreparedData` in Ray's object store, made by that task and owned by the driver, which
-         holds references only; the task's worker exits once it is done, and its memory with it.
+         holds references only; the task's worker exits once it is done, and its memory with it. Before writing,
+         the task gives its freed heap back, and after each object it unmaps the store's pages the write mapped
+         into it: what it holds while writing is what it still uses and one object, not every object written.
 
 Each setting is two objects there (`SharedData`): what every trial reads (the rows, the tokenizer, counts and the
 first training records membership inference reads), whose size does not grow with the records' text, and the
