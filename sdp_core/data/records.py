@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import itertools
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Mapping, Sequence, overload
+from typing import Callable, Iterable, Iterator, Mapping, Sequence, overload
 
 import numpy as np
 
@@ -227,7 +227,7 @@ class RecordColumns(Sequence[Record]):
 
     def texts(self) -> Sequence[str]:
         """The records' texts, each decoded on each read (`text_at`): never all of them at once."""
-        return _Texts(self)
+        return TextsOnRead(len(self), self.text_at)
 
     def records(self) -> list[Record]:
         """Every record, as objects."""
@@ -244,14 +244,15 @@ class RecordColumns(Sequence[Record]):
                              self.labels[indices], meta)
 
 
-class _Texts(Sequence[str]):
-    """`RecordColumns.texts`."""
+class TextsOnRead(Sequence[str]):
+    """`length` texts, text `i` made by `make(i)` on each read and not kept: a corpus's texts as arrays
+    (`RecordColumns.texts`) or their redacted copy (`text.redaction.RedactedTexts`) never exist whole."""
 
-    def __init__(self, records: RecordColumns):
-        self.records = records
+    def __init__(self, length: int, make: Callable[[int], str]):
+        self.length, self.make = length, make
 
     def __len__(self) -> int:
-        return len(self.records)
+        return self.length
 
     @overload
     def __getitem__(self, i: int) -> str: ...
@@ -261,8 +262,8 @@ class _Texts(Sequence[str]):
 
     def __getitem__(self, i: int | slice) -> str | list[str]:
         if isinstance(i, slice):
-            return [self.records.text_at(k) for k in range(*i.indices(len(self)))]
-        return self.records.text_at(range(len(self))[i])
+            return [self.make(k) for k in range(*i.indices(len(self)))]
+        return self.make(range(len(self))[i])  # a negative index counts from the end; out of range: IndexError
 
 
 def record_columns(records: Sequence[Record]) -> RecordColumns:

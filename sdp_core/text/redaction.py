@@ -8,9 +8,9 @@ separate masks. The tokenizer holds `<mask>` as one atomic special token that th
 
 from __future__ import annotations
 
-from typing import Sequence, overload
+from typing import Sequence
 
-from sdp_core.data.records import Span
+from sdp_core.data.records import Span, TextsOnRead
 from sdp_core.text.alignment import merged_intervals
 
 MASK = "<mask>"
@@ -37,24 +37,10 @@ def redact(text: str, spans: Sequence[Span], mask: str = MASK) -> str:
     return "".join(pieces)
 
 
-class RedactedTexts(Sequence[str]):
+class RedactedTexts(TextsOnRead):
     """Texts redacted as they are read: `redact(texts[i], spans[i])` for each i, made on each read and not kept, so
     that a corpus's redacted copy never exists whole (encoding reads it a chunk at a time, `text.encode`)."""
 
     def __init__(self, texts: Sequence[str], spans: Sequence[Sequence[Span]]):
         assert len(texts) == len(spans), "a list of spans per text"
-        self.texts, self.spans = texts, spans
-
-    def __len__(self) -> int:
-        return len(self.texts)
-
-    @overload
-    def __getitem__(self, i: int) -> str: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[str]: ...
-
-    def __getitem__(self, i: int | slice) -> str | list[str]:
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
-        return redact(self.texts[i], self.spans[i])
+        super().__init__(len(texts), lambda i: redact(texts[i], spans[i]))
