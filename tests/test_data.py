@@ -208,3 +208,25 @@ def test_span_columns_read_as_the_lists_they_were_made_from(monkeypatch):
     assert columns == lists and columns != plain[:-1] and span_columns(columns) is columns
     with pytest.raises(IndexError):
         columns[60]
+
+
+def test_record_columns_read_as_the_records_they_were_made_from():
+    """A prepared split is held as arrays (`RecordColumns`) and read as records: an index (negative too), a slice,
+    `take` with repeats, its texts and a pickle give the records themselves (any Unicode, gold spans or none,
+    labels, meta)."""
+    import pickle
+
+    import numpy as np
+
+    from sdp_core.data.records import record_columns
+
+    records = [*customersim_splits(12, 2, 2, seed=5).train,
+               Record("naïve café ☕ \udcff Jane", (Span(19, 23, "PERSON"),), 2, {"locale": "fr"}), Record("", None),
+               Record("no secret", ()), Record("z", None, 0)]
+    columns = record_columns(records)
+    assert list(columns) == records and [columns[i] for i in range(-len(records), 0)] == records
+    assert list(columns[3:15:4]) == records[3:15:4] and list(columns.take(np.array([13, 0, 13]))) == [
+        records[13], records[0], records[13]]
+    assert list(columns.texts()) == [r.text for r in records] and columns.texts()[-1] == "z"
+    assert list(pickle.loads(pickle.dumps(columns))) == records and record_columns(columns) is columns
+    assert columns == records and columns != records[1:]

@@ -229,10 +229,6 @@ class RecordColumns(Sequence[Record]):
         """The records' texts, each decoded on each read (`text_at`): never all of them at once."""
         return TextsOnRead(len(self), self.text_at)
 
-    def records(self) -> list[Record]:
-        """Every record, as objects."""
-        return list(self)
-
     def take(self, indices: np.ndarray) -> RecordColumns:
         """The records at `indices` (any order, repeats allowed), as arrays."""
         indices = np.asarray(indices, dtype=np.int64)
