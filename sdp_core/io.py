@@ -36,6 +36,12 @@ def fingerprint(texts: Iterable[str]) -> str:
     return h.hexdigest()
 
 
+def text_digest(text: str) -> bytes:
+    """16 bytes that stand for a text (blake2b): how detection knows a text it has seen (`detectors.cache`, the
+    file's shards of `sweep.pipeline`) without holding it."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     """Write `text` to `path` through a temp file in the same directory and a rename."""
     return atomic_write_bytes(path, text.encode("utf-8"))

@@ -24,6 +24,7 @@ from sdp_core.data.loaders import load_records
 from sdp_core.data.splits import splits_with_canaries
 from sdp_core.data.records import Record, Span, SpanColumns, Splits, record_columns
 from sdp_core.detectors import Policy, detect_records, get_policy, masked_share
+from sdp_core.detectors.cache import texts_of
 from sdp_core.detectors.estimate import estimable_types, estimate_summary
 from sdp_core.detectors.evaluation import Evaluation, Rate, evaluate
 from sdp_core.detectors.miss import drop_missed
@@ -188,12 +189,6 @@ def build_tokenizer(cfg: TrialConfig, train: Sequence[Record], train_spans: Sequ
     return cached_bpe_tokenizer(clean, cfg.tokenizer.vocab_size)
 
 
-def record_texts(records: Sequence[Record]) -> Sequence[str]:
-    """The records' texts, read one at a time from their arrays (`RecordColumns.texts`): a corpus's texts are
-    never copied whole while its rows are made."""
-    return record_columns(records).texts()
-
-
 def data_fingerprint(splits: Splits) -> str:
     """One digest of every split's texts, canaries included: trials on one front must share it."""
     return fingerprint(r.text for part in (splits.train, splits.validation, splits.test) for r in part)
@@ -241,7 +236,7 @@ def prepare_trial_data(cfg: TrialConfig) -> PreparedData:
               for name, recs in (("train", splits.train), ("validation", splits.validation), ("test", splits.test))}
     # Records longer than a row become windows (text.encode); every copy of a canary stays inside one window.
     whole = [text for family in canaries for text in family.inserted_texts()]
-    train_texts = record_texts(splits.train)
+    train_texts = texts_of(splits.train)
     train, windows = encode_windows(train_texts, train_spans, tokenizer, L, labels["train"],
                                     keep_whole=whole, on_long=on_long)
     on_gold = evaluate(splits.train, train_spans) if all(r.spans is not None for r in splits.train) else None
@@ -251,9 +246,9 @@ def prepare_trial_data(cfg: TrialConfig) -> PreparedData:
         train=train,
         train_redacted=encode(RedactedTexts(train_texts, train_spans), [()] * len(train_texts), tokenizer, L,
                               labels["train"], keep_whole=whole, on_long=on_long),
-        validation=encode(record_texts(splits.validation), eval_spans["validation"], tokenizer, L,
+        validation=encode(texts_of(splits.validation), eval_spans["validation"], tokenizer, L,
                           labels["validation"], on_long=on_long),
-        test=encode(record_texts(splits.test), eval_spans["test"], tokenizer, L, labels["test"], on_long=on_long),
+        test=encode(texts_of(splits.test), eval_spans["test"], tokenizer, L, labels["test"], on_long=on_long),
         tokenizer=tokenizer,
         missing_rate=on_gold.missing_rate if on_gold is not None else None,
     )
@@ -286,9 +281,9 @@ def detector_summary(policy: Policy, splits: Splits, policy_spans: dict[str, Spa
                "records": {name: len(recs) for name, recs in parts.items()},
                "secrets_detected": spans.total, "records_with_secrets": int((spans.counts > 0).sum()),
                "redacted_token_fraction": counts.flagged / max(counts.valid, 1),
-               "masked_char_share": {name: rate(masked_share(record_texts(recs), policy_spans[name]))
+               "masked_char_share": {name: rate(masked_share(texts_of(recs), policy_spans[name]))
                                      for name, recs in parts.items()},
-               "gold_char_share": {name: rate(masked_share(record_texts(recs), record_columns(recs).spans))
+               "gold_char_share": {name: rate(masked_share(texts_of(recs), record_columns(recs).spans))
                                    for name, recs in parts.items() if recs and all(r.spans is not None for r in recs)}}
     if gold is not None:
         summary.update(recall=rate(gold.recall), missing_rate=rate(gold.missing_rate), precision=gold.precision,

@@ -25,7 +25,7 @@ import numpy as np
 from sdp_core.data.records import Record, RecordColumns, SpanColumns, span_columns
 from sdp_core.detectors.base import Policy
 from sdp_core.errors import DataError
-from sdp_core.io import CACHE_ENV, cache_root, fingerprint  # noqa: F401  (re-exported: the cache's key and root)
+from sdp_core.io import CACHE_ENV, cache_root, fingerprint, text_digest  # noqa: F401  (re-exported: the cache's key and root)
 
 CHUNK = 1000  # texts per detect call: bounds memory and drives the progress bar
 
@@ -127,8 +127,7 @@ def detect_records(
     # A policy's spans depend on the text alone: each distinct text is detected once (dialog data repeats lines),
     # known by its digest, so that no text is held for it.
     first: dict[bytes, int] = {}  # each distinct text's digest -> its number among them
-    of_distinct = np.array([first.setdefault(hashlib.blake2b(t.encode("utf-8", "surrogatepass"), digest_size=16)
-                                             .digest(), len(first)) for t in texts], np.int64)
+    of_distinct = np.array([first.setdefault(text_digest(t), len(first)) for t in texts], np.int64)
     unique = len(first) == len(texts)
     distinct = texts if unique else [texts[i] for i in np.unique(of_distinct, return_index=True)[1].tolist()]
     found = (_RUNNER.get() or detect_here)(policy, distinct, progress)

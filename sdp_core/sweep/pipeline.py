@@ -43,7 +43,7 @@ from sdp_core.data.records import SpanColumns, concatenated, span_columns
 from sdp_core.detectors.base import Policy
 from sdp_core.detectors.cache import default_cache_dir, detect_here, detection_runner
 from sdp_core.errors import DataError
-from sdp_core.io import atomic_directory
+from sdp_core.io import atomic_directory, text_digest
 from sdp_core.progress import count_progress
 
 if TYPE_CHECKING:
@@ -72,11 +72,6 @@ READ_CPUS = 0
 (it is a small share of the work: parsing, next to detecting)."""
 
 SPAN_COLUMNS = {"start": pa.list_(pa.int32()), "end": pa.list_(pa.int32()), "label": pa.list_(pa.string())}
-
-
-def text_digest(text: str) -> bytes:
-    """16 bytes that stand for a text in the shards (blake2b): a record is looked up by its text's digest."""
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 class PolicyDetector:
