@@ -100,14 +100,15 @@ def test_a_runner_detects_each_distinct_miss_once_and_the_cache_keeps_its_result
     """Inside `detection_runner` a miss goes to the runner (a sweep's: a Ray Data pipeline), distinct texts only."""
     asked: list[list[str]] = []
 
-    def runner(policy: Policy, texts: list[str], progress: bool) -> SpanColumns:
-        asked.append(texts)
-        return span_columns([[Span(0, 1, "runner")] for _ in texts])
+    def runner(policy: Policy, texts: Sequence[str], progress: bool) -> SpanColumns:
+        asked.append(list(texts))
+        return span_columns([[Span(0, len(text), "runner")] for text in texts])
 
-    texts = ["a 1", "b", "a 1"]
+    texts = ["b", "a 1", "b", "ccc", "a 1"]
     with detection_runner(runner):
         detected = detect_records(texts, get_policy("digits"), tmp_path)
-    assert asked == [["a 1", "b"]] and detected == [[Span(0, 1, "runner")]] * 3
+    assert asked == [["b", "a 1", "ccc"]]  # each distinct text once, in the order it first comes
+    assert detected == [[Span(0, len(text), "runner")] for text in texts]  # each text's own spans, repeats included
     assert detect_records(texts, get_policy("digits"), tmp_path) == detected  # a hit: no runner, no detection
 
 

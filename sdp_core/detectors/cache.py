@@ -22,7 +22,7 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from sdp_core.data.records import Record, RecordColumns, SpanColumns, span_columns
+from sdp_core.data.records import Record, RecordColumns, SpanColumns, TextsOnRead, span_columns
 from sdp_core.detectors.base import Policy
 from sdp_core.errors import DataError
 from sdp_core.io import CACHE_ENV, cache_root, fingerprint, text_digest  # noqa: F401  (re-exported: the cache's key and root)
@@ -125,11 +125,15 @@ def detect_records(
         if cached is not None:
             return cached
     # A policy's spans depend on the text alone: each distinct text is detected once (dialog data repeats lines),
-    # known by its digest, so that no text is held for it.
-    first: dict[bytes, int] = {}  # each distinct text's digest -> its number among them
-    of_distinct = np.array([first.setdefault(text_digest(t), len(first)) for t in texts], np.int64)
-    unique = len(first) == len(texts)
-    distinct = texts if unique else [texts[i] for i in np.unique(of_distinct, return_index=True)[1].tolist()]
+    # known by its digest (16 bytes a text, in one array), so that no text is held for it.
+    digests = np.frombuffer(b"".join(text_digest(t) for t in texts), dtype="V16")
+    first, of_digest = np.unique(digests, return_index=True, return_inverse=True)[1:]  # in the digests' order
+    order = np.argsort(first)  # the distinct texts in the order they first come
+    at, rank = first[order], np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    of_distinct = rank[of_digest]
+    unique = len(at) == len(texts)
+    distinct = texts if unique else TextsOnRead(len(at), lambda k: texts[int(at[k])])  # read as the runner reads
     found = (_RUNNER.get() or detect_here)(policy, distinct, progress)
     detected = found if unique else found.take(of_distinct)
     if use_cache:
