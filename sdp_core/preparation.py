@@ -10,6 +10,7 @@ import json
 import logging
 import random
 import time
+from itertools import chain
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
@@ -295,8 +296,8 @@ def detector_summary(policy: Policy, splits: Splits, policy_spans: dict[str, Spa
     if types:
         summary["types"] = types.to_dict(settings.policy)
     if labels is not None:  # every split's reviewed records: the policy's recall on what a person labelled
-        on_reviewed = review_recall([r for part in parts.values() for r in part],
-                                    [s for name in parts for s in policy_spans[name]], labels)
+        on_reviewed = review_recall(chain.from_iterable(parts.values()),
+                                    chain.from_iterable(policy_spans[name] for name in parts), labels)
         if on_reviewed is not None:
             summary["review"] = review_summary(on_reviewed)
     return summary

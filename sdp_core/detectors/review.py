@@ -34,7 +34,7 @@ import random
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence, TextIO
+from typing import TYPE_CHECKING, Iterable, Sequence, TextIO
 
 from sdp_core.data.records import Record, Span
 from sdp_core.detectors.evaluation import Evaluation, evaluate
@@ -98,25 +98,22 @@ class Labels:
         except OSError as e:
             raise UserError(f"cannot write the review labels to {path}: {e.strerror or e}") from None
 
-    def gold_records(self, records: Sequence[Record]) -> tuple[list[Record], list[int]]:
-        """The reviewed records of `records` (each distinct text once) with their labels as gold spans, and their
-        indices in `records`."""
-        out, indices, seen = [], [], set()
-        for i, r in enumerate(records):
-            digest = text_digest(r.text)
-            if digest in self.spans and digest not in seen and all(s.end <= len(r.text) for s in self.spans[digest]):
-                seen.add(digest)
-                out.append(Record(r.text, self.spans[digest], r.label, r.meta))
-                indices.append(i)
-        return out, indices
 
-
-def review_recall(records: Sequence[Record], detected: Sequence[Sequence[Span]], labels: Labels
+def review_recall(records: Iterable[Record], detected: Iterable[Sequence[Span]], labels: Labels
                   ) -> Evaluation | None:
-    """The policy's recall on the reviewed records of `records` (its spans `detected`), against the labels; None
-    when no record of `records` was reviewed."""
-    gold, indices = labels.gold_records(records)
-    return evaluate(gold, [list(detected[i]) for i in indices]) if gold else None
+    """The policy's recall on the reviewed records of `records` (its spans `detected`, record for record; each
+    distinct text once), against the labels as gold spans; None when no record of `records` was reviewed. Read a
+    record at a time: only the reviewed ones are kept (a sweep passes every split's records)."""
+    if not labels.spans:
+        return None
+    gold, found, seen = [], [], set()
+    for r, spans in zip(records, detected, strict=True):
+        digest = text_digest(r.text)
+        if digest in labels.spans and digest not in seen and all(s.end <= len(r.text) for s in labels.spans[digest]):
+            seen.add(digest)
+            gold.append(Record(r.text, labels.spans[digest], r.label, r.meta))
+            found.append(list(spans))
+    return evaluate(gold, found) if gold else None
 
 
 def runs(spans: Sequence[Span]) -> list[Span]:
