@@ -25,7 +25,8 @@ from sdp_core.data.records import Span, SpanColumns, span_columns
 from sdp_core.errors import UserError
 from sdp_core.progress import count_progress
 from sdp_core.text.encode import EncodedRows, RowLayout, encode_rows, encoding_runner, joined_rows
-from sdp_core.train.shared_pages import in_shared_memory, unmap_pages
+from sdp_core.train.host_memory import give_back_freed_host_memory
+from sdp_core.train.shared_pages import in_shared_memory, unmap_pages, unmap_shared_mappings
 
 BLOCK_RECORDS = 10_000
 """Records an actor encodes at a time: about 20 s of one core for clinic notes (2 ms a note over the tokenizer and
@@ -36,7 +37,11 @@ class BlockEncoder:
     """An actor of the encoding pool (`EncoderPool`): encodes block after block."""
 
     def encode(self, texts: list[str], spans: SpanColumns, layout: RowLayout, first: int) -> EncodedRows:
-        """One block's rows, its records numbered from `first`."""
+        """One block's rows, its records numbered from `first`. First, what the earlier blocks left in this process
+        goes back: the object store's pages their rows were written through (mapped here, and kept mapped, by each
+        return) and the heap the tokenizer freed, so that an actor holds one block's, not every block's."""
+        unmap_shared_mappings()
+        give_back_freed_host_memory()
         return encode_rows(texts, spans, layout, first)
 
 
