@@ -24,11 +24,15 @@ NOTES = generate_clinic(48, "pipeline-test")  # notes full of names, identifiers
 REGEXES = "identifier,phone,email"  # the file tests' policy: actors that start without spaCy
 
 
+SMALL = {"BLOCK_ROWS": 8, "BLOCK_BYTES": 8 * 400, "SHARD_ROWS": 10}
+"""Blocks of about 8 records: 48 notes are six blocks or more, so both actors of a 2-CPU Ray get some; shards of
+10 records: a file's spans are read, and its records looked up, across five shards."""
+
+
 @pytest.fixture(autouse=True)
 def small_blocks(monkeypatch):
-    """Blocks of about 8 records: 48 notes are six blocks or more, so both actors of a 2-CPU Ray get some."""
-    monkeypatch.setattr(pipeline, "BLOCK_ROWS", 8)
-    monkeypatch.setattr(pipeline, "BLOCK_BYTES", 8 * 400)
+    for name, value in SMALL.items():
+        monkeypatch.setattr(pipeline, name, value)
 
 
 def test_the_actor_pool_detects_what_one_process_detects(local_ray):
@@ -56,7 +60,12 @@ def _detect(path: Path, fields: tuple[str, ...] | None, cache: Path) -> FileDete
 def jsonl_shards(local_ray, tmp_path_factory) -> FileDetections:
     path = tmp_path_factory.mktemp("jsonl") / "notes.jsonl"
     save_jsonl(NOTES, path)
-    return _detect(path, None, path.parent / "cache")
+    with pytest.MonkeyPatch.context() as patch:  # the module's fixture: before `small_blocks`
+        for name, value in SMALL.items():
+            patch.setattr(pipeline, name, value)
+        shards = _detect(path, None, path.parent / "cache")
+    assert len(list(shards.path.glob("part-*.parquet"))) == 5
+    return shards
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
@@ -81,6 +90,17 @@ def test_a_file_read_as_a_ray_dataset_gives_the_loaded_records_spans(jsonl_shard
     monkeypatch.setattr(pipeline, "detect_dataset", lambda *args: pytest.fail("detected again"))
     again = _detect(path, fields, shards.path.parent)
     assert again.path == shards.path and again.spans() == shards.spans()
+
+
+def test_shards_that_lost_records_are_detected_again(jsonl_shards, tmp_path):
+    """A folder whose shards do not hold the manifest's records (an earlier version wrote a last, partial shard over
+    the one before it) is not read: the file is detected again, every record in its shard."""
+    path = jsonl_shards.source.path
+    first = _detect(path, None, tmp_path / "cache")
+    (first.path / "part-00003.parquet").unlink()
+    assert first.manifest is None
+    again = _detect(path, None, tmp_path / "cache")
+    assert again.manifest is not None and again.spans() == jsonl_shards.spans() and len(again.spans()) == len(NOTES)
 
 
 def test_a_preparation_looks_the_files_records_up_and_detects_only_the_others(jsonl_shards, tmp_path):

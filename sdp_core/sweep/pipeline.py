@@ -22,7 +22,6 @@ driver holds one batch of spans at a time, whatever the size of the file.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import re
@@ -312,29 +311,36 @@ class FileDetections:
 
     @property
     def manifest(self) -> dict | None:
+        """The manifest, or None: no shards, or shards that do not hold its records (an earlier version numbered a
+        last, partial shard as the full one before it, and wrote it over that one: such a file is detected again)."""
         try:
-            return json.loads((self.path / "manifest.json").read_text())
-        except (OSError, ValueError):
+            manifest = json.loads((self.path / "manifest.json").read_text())
+            held = sum(pq.ParquetFile(p).metadata.num_rows for p in self._shards())
+        except (OSError, ValueError, pa.ArrowException):
             return None
+        return manifest if isinstance(manifest, dict) and manifest.get("records") == held else None
 
-    @functools.cached_property
-    def _table(self) -> pa.Table:
-        shards = sorted(self.path.glob("part-*.parquet"))
-        return pa.concat_tables([pq.read_table(p) for p in shards]) if shards else pa.table({})
-
-    def table(self) -> pa.Table:
-        """Every record's row, in record order (read once)."""
-        return self._table
+    def _shards(self) -> list[Path]:
+        return sorted(self.path.glob("part-*.parquet"))
 
     def spans(self) -> SpanColumns:
-        """Every record's spans, in the file's order."""
-        return spans_of(self.table())
+        """Every record's spans, in the file's order, read a shard at a time."""
+        return concatenated([spans_of(pq.read_table(p, columns=list(SPAN_COLUMNS))) for p in self._shards()])
 
     def lookup(self, texts: Iterable[str]) -> tuple[np.ndarray, SpanColumns]:
-        """Which texts are among the file's records (a bool mask), and the spans of those that are, in order."""
-        table = self.table().select(["digest", *SPAN_COLUMNS])
-        at = pc.index_in(pa.array((text_digest(t) for t in texts), pa.binary(16)), value_set=table.column("digest"))
-        return at.is_valid().to_numpy(zero_copy_only=False), spans_of(table.take(at.drop_null()))
+        """Which texts are among the file's records (a bool mask), and the spans of those that are, in order. The
+        shards are read one at a time: what this holds beyond the texts' digests and their spans is one shard."""
+        wanted = pa.array((text_digest(t) for t in texts), pa.binary(16))
+        row = np.full(len(wanted), -1, np.int64)  # each text's place among the spans found so far; −1: not yet
+        found: list[SpanColumns] = []
+        for shard in self._shards():
+            table = pq.read_table(shard, columns=["digest", *SPAN_COLUMNS])
+            in_shard = pc.index_in(wanted, value_set=table.column("digest")).fill_null(-1).to_numpy()
+            new = (in_shard >= 0) & (row < 0)
+            row[new] = sum(map(len, found)) + np.arange(int(new.sum()))
+            found.append(spans_of(table.take(pa.array(in_shard[new]))))
+        hit = row >= 0
+        return hit, concatenated(found).take(row[hit])
 
 
 def detect_file(source: FileSource, policy: Policy, workers: int | None = None, cache_dir: Path | None = None,
@@ -351,9 +357,9 @@ def detect_file(source: FileSource, policy: Policy, workers: int | None = None, 
         ds = detect_dataset(read_source(source), policy, workers)
         ds.context.execution_options.preserve_order = True  # records are numbered in the file's order as they come
 
-        def flush() -> None:
+        def flush() -> None:  # a shard is numbered by the records it holds: its last record's // SHARD_ROWS
             if pending:
-                pq.write_table(pa.concat_tables(pending), tmp / f"part-{done // SHARD_ROWS:05d}.parquet")
+                pq.write_table(pa.concat_tables(pending), tmp / f"part-{(done - 1) // SHARD_ROWS:05d}.parquet")
                 pending.clear()
 
         for batch in ds.iter_batches(batch_format="pyarrow", batch_size=None):
