@@ -112,6 +112,22 @@ def test_a_runner_detects_each_distinct_miss_once_and_the_cache_keeps_its_result
     assert detect_records(texts, get_policy("digits"), tmp_path) == detected  # a hit: no runner, no detection
 
 
+def test_an_entry_read_a_few_spans_at_a_time_gives_back_what_was_detected(tmp_path, monkeypatch):
+    """A cache entry is read in batches, each with a label dictionary of its own: the spans come back as detected,
+    labels included, whatever the batch size."""
+    import sdp_core.detectors.cache as cache
+
+    def runner(policy: Policy, texts: Sequence[str], progress: bool) -> SpanColumns:
+        return span_columns([[Span(k, k + 1, label) for k, label in enumerate(text.split())] for text in texts])
+
+    texts = ["a b", "", "c", "b d a e", "e", "f a"]
+    with detection_runner(runner):
+        detected = detect_records(texts, get_policy("digits"), tmp_path)
+    monkeypatch.setattr(cache, "READ_ROWS", 2)  # batches that start with labels the first never saw
+    again = detect_records(texts, get_policy("digits"), tmp_path)  # a hit, read back from the entry
+    assert again == detected == [[Span(k, k + 1, label) for k, label in enumerate(t.split())] for t in texts]
+
+
 @pytest.mark.parametrize("name", ["general", "strict", "conservative", "customersim"])
 def test_every_named_policy_pickles_into_the_detection_pool(name):
     """The sweep's pipeline sends the policy to its actors: a policy holding a module (say, the library validators
