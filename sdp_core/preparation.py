@@ -152,7 +152,7 @@ def _known_secrets(record: Record, detected: Sequence[Span]) -> list[Span]:
     return sorted({*detected, *(record.spans or ())})
 
 
-def public_records(cfg: TrialConfig) -> list[Record]:
+def public_records(cfg: TrialConfig) -> Sequence[Record]:
     """Public text for the tokenizer: `tokenizer.public_path`, or CustomerSim dialogs generated from a seed
     stream apart from the data's (the same distribution, none of its records)."""
     if cfg.tokenizer.public_path:

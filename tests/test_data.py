@@ -60,6 +60,32 @@ def test_text_loader_lines_and_blocks(tmp_path):
     assert [r.text for r in load_records(blocks)] == ["SYS: a\nUSR: b", "SYS: c\nUSR: d"]
 
 
+def test_jsonl_is_read_a_line_at_a_time_into_the_records_each_line_holds(tmp_path):
+    """A JSONL file's records are its lines' objects as `json.loads` reads them (blank lines skipped, CRLF too), held
+    as arrays; a byte that is not UTF-8 on a later line is named by its offset in the file, as decoding the whole file
+    names it."""
+    import json
+
+    from sdp_core.data.loaders import load_jsonl
+    from sdp_core.data.records import RecordColumns
+
+    lines = [{"text": "a café ☕", "spans": [{"start": 2, "end": 6, "label": "X"}]}, {"text": "", "label": 3},
+             {"text": "line\u2028inside"}, {"text": "b", "spans": []}]
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(b"".join(json.dumps(o).encode() + end for o, end in zip(lines, [b"\n", b"\r\n\n", b"\n", b""])))
+    records = load_jsonl(path)
+    expected = [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
+    assert isinstance(records, RecordColumns) and [r.to_dict() for r in records] == [
+        {**o, **({"spans": [{**s, "label": s.get("label", "SECRET")} for s in o["spans"]]} if "spans" in o else {})}
+        for o in expected]
+    broken = tmp_path / "broken.jsonl"
+    broken.write_bytes(b'{"text": "ok"}\n{"text": "fine"}\n{"text": "caf\xe9"}\n')
+    with pytest.raises(UnicodeDecodeError) as reference:
+        broken.read_bytes().decode("utf-8")
+    with pytest.raises(DataError, match=f"invalid UTF-8 at byte {reference.value.start}$"):
+        load_jsonl(broken)
+
+
 @pytest.mark.parametrize("content,problem", [
     (b"", "empty"),
     (b"\x00\x01\x02binary", "binary"),
@@ -210,20 +236,26 @@ def test_span_columns_read_as_the_lists_they_were_made_from(monkeypatch):
         columns[60]
 
 
-def test_record_columns_read_as_the_records_they_were_made_from():
-    """A prepared split is held as arrays (`RecordColumns`) and read as records: an index (negative too), a slice,
-    `take` with repeats, its texts and a pickle give the records themselves (any Unicode, gold spans or none,
-    labels, meta)."""
+@pytest.mark.parametrize("chunk", [4096, 3])  # one chunk; several, the made and taken records across their edges
+def test_record_columns_read_as_the_records_they_were_made_from(monkeypatch, chunk):
+    """A prepared split is held as arrays (`RecordColumns`), made from a stream of records read once, and read as
+    records: an index (negative too), a slice, `take` with repeats, `replaced_records`, its texts and a pickle give
+    the records themselves (any Unicode, gold spans or none, labels, meta)."""
     import pickle
 
     import numpy as np
 
-    from sdp_core.data.records import record_columns
+    import sdp_core.data.records as module
+    from sdp_core.data.records import record_columns, replaced_records
 
+    monkeypatch.setattr(module, "SPAN_CHUNK", chunk)
     records = [*customersim_splits(12, 2, 2, seed=5).train,
                Record("naïve café ☕ \udcff Jane", (Span(19, 23, "PERSON"),), 2, {"locale": "fr"}), Record("", None),
                Record("no secret", ()), Record("z", None, 0)]
-    columns = record_columns(records)
+    columns = record_columns(iter(records))  # a one-pass stream, as a loader gives
+    new = {0: Record("first ☕", (Span(0, 5, "X"),), 1, {"k": 1}), 14: Record("", None)}
+    assert list(replaced_records(columns, new)) == [new.get(i, r) for i, r in enumerate(records)]
+    assert list(columns.take(np.arange(len(records))[::-1])) == records[::-1]
     assert list(columns) == records and [columns[i] for i in range(-len(records), 0)] == records
     assert list(columns[3:15:4]) == records[3:15:4] and list(columns.take(np.array([13, 0, 13]))) == [
         records[13], records[0], records[13]]

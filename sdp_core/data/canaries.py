@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Literal, Sequence
 
 from sdp_core.config.canary import CanaryFormat
-from sdp_core.data.records import Record, Span
+from sdp_core.data.records import Record, RecordColumns, Span, replaced_records
 from sdp_core.errors import UserError
 from sdp_core.data.structure import SENTENCE_END, answering_speaker, speaker_tags
 
@@ -160,7 +160,7 @@ def _draw(fmt: CanaryFormat, count: int, rng: random.Random, family: Family | No
 def insert_canaries(records: Sequence[Record], template: str, count: int, repeats: int, seed: int,
                     missed_by_detector: bool = False, *, family: Family | None = None,
                     policy: tuple[str, Detect] | None = None, avoid: frozenset[int] = frozenset()
-                    ) -> tuple[list[Record], Canaries]:
+                    ) -> tuple[RecordColumns, Canaries]:
     """Draw `count` distinct canaries; insert each with probability 1/2, `repeats` times, into seeded records.
 
     With `policy` (its name and `detect`), the canaries are a family the policy flags or misses, each proven so
@@ -168,7 +168,8 @@ def insert_canaries(records: Sequence[Record], template: str, count: int, repeat
     dialog data as a line of the answering speaker at a seeded line boundary, prose as a sentence at a seeded
     sentence start (see the module docstring). Each insertion goes into a distinct record outside `avoid` (the
     records another family went into), so a canary's n copies are n records (record-level DP counts them n times).
-    The secret's gold span is added to the record (label `canary`) and existing spans are shifted.
+    The secret's gold span is added to the record (label `canary`) and existing spans are shifted. The records come
+    back as arrays (`RecordColumns`), made a record at a time.
     """
     fmt = CanaryFormat.parse(template)
     free = [i for i in range(len(records)) if i not in avoid]
@@ -186,17 +187,18 @@ def insert_canaries(records: Sequence[Record], template: str, count: int, repeat
     targets = rng.sample(free, len(members) * repeats)
     place = _dialog_place if canaries.dialog else _prose_place
     lead = len(context) if canaries.dialog else 0  # characters of the inserted text before the rendered format
-    out = list(records)
+    changed: dict[int, Record] = {}  # the records the canaries went into, by index
     insertions = []
     for k, record_index in enumerate(targets):
         canary = members[k // repeats]
-        record = out[record_index]
+        record = changed.get(record_index, records[record_index])
         piece = canaries.text(canary)
         text, offset = place(record.text, piece, rng)
         shift = len(text) - len(record.text)
         start = offset + lead + len(fmt.prefix)
         span = Span(start, start + len(secrets[canary]), "canary")
         moved = [Span(s.start + shift, s.end + shift, s.label) if s.start >= offset else s for s in record.spans or ()]
-        out[record_index] = Record(text=text, spans=tuple(sorted(moved + [span])), label=record.label, meta=record.meta)
+        changed[record_index] = Record(text=text, spans=tuple(sorted(moved + [span])), label=record.label,
+                                       meta=record.meta)
         insertions.append(Insertion(canary, record_index, span))
-    return out, replace(canaries, insertions=tuple(insertions))
+    return replaced_records(records, changed), replace(canaries, insertions=tuple(insertions))

@@ -6,7 +6,8 @@ one column of text; a table with several text columns and none named is refused.
 keys as columns, when `data.text_fields` is set or its objects have no `text` key. Plain text is one record per
 blank-line-separated block when the file has a blank line, else one record per line (`load_text`).
 
-Every loader returns `list[Record]` (a HF dataset: per split, `hf_records`); bad data (missing, empty, binary,
+Every loader returns a sequence of records (JSONL, read a line at a time: arrays, `RecordColumns`; a HF dataset: per
+split, `hf_records`); bad data (missing, empty, binary,
 invalid UTF-8, non-text records, a missing column, spans outside the text or overlapping) is a one-line
 `DataError` naming the file and the problem.
 """
@@ -15,9 +16,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, Sequence
 
-from sdp_core.data.records import Record, Span
+from sdp_core.data.records import Record, Span, record_columns
 from sdp_core.errors import DataError, UserError
 
 MAX_RECORD_CHARS = 1_000_000  # a single record this long is a broken file, not a dialog
@@ -60,9 +61,12 @@ def record_from_mapping(obj: Any, where: str) -> Record:
     return Record(text=text, spans=_spans(obj.get("spans"), text, where), label=label)
 
 
+BINARY_CHECK_BYTES = 65536  # a NUL byte in a file's first 64 KiB: binary data, not text
+
+
 def _read_text(path: Path) -> str:
     data = path.read_bytes()
-    if b"\x00" in data[:65536]:
+    if b"\x00" in data[:BINARY_CHECK_BYTES]:
         raise DataError("binary data, not text", str(path))
     try:
         return data.decode("utf-8")
@@ -70,33 +74,74 @@ def _read_text(path: Path) -> str:
         raise DataError(f"invalid UTF-8 at byte {e.start}", str(path)) from None
 
 
+def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """A file's lines (numbered from 1, newline kept), each decoded as it is read: what `_read_text` checks, for a
+    file that need not fit in memory."""
+    with path.open("rb") as f:
+        if b"\x00" in f.read(BINARY_CHECK_BYTES):
+            raise DataError("binary data, not text", str(path))
+        f.seek(0)
+        at = 0  # the line's first byte in the file
+        for i, raw in enumerate(f, 1):
+            try:
+                yield i, raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise DataError(f"invalid UTF-8 at byte {at + e.start}", str(path)) from None
+            at += len(raw)
+
+
 JSON_LINES = ("; a .json/.jsonl file is read as JSON Lines, one object per line, not a JSON array (convert it: "
               "jq -c '.[]' FILE > FILE.jsonl)")
 
 
-def load_jsonl(path: Path, text_fields: list[str] | None = None, label_field: str = "label") -> list[Record]:
-    """One record per line: `{"text", "spans"?, "label"?}`; with `text_fields` set, or when no object has a `text`
-    key, the objects are rows of a table whose columns are their keys (`table_records`)."""
-    lines: list[tuple[int, Any]] = []
-    text = _read_text(path)
-    # A JSON array (`[{...}, ...]`, the usual export of a list) is one document, not one object per line: say so.
-    array = JSON_LINES if text.lstrip().startswith("[") else ""
-    for i, line in enumerate(text.splitlines(), 1):
+class _NotRecords(Exception):
+    """A JSONL file whose first object has no `text` key: a table of keys (`table_records`), not records."""
+
+
+def _json_objects(path: Path) -> Iterator[tuple[int, dict]]:
+    """The objects of a JSON Lines file, a line at a time, with their line numbers; a line that is not one JSON
+    object is a `DataError` naming it (a JSON array's first line says the file is not JSON Lines)."""
+    array = None  # whether the file opens as a JSON array, known at its first character
+    for i, line in _text_lines(path):
         if not line.strip():
             continue
+        if array is None:
+            array = JSON_LINES if line.lstrip().startswith("[") else ""
         try:
-            lines.append((i, json.loads(line)))
+            obj = json.loads(line)
         except json.JSONDecodeError as e:
             raise DataError(f"line {i}: invalid JSON ({e.msg}){array}", str(path)) from None
-    for i, obj in lines:
         if array and isinstance(obj, list):
             raise DataError(f"line {i}: a JSON array{array}", str(path))
         if not isinstance(obj, dict):
             raise DataError(f"line {i}: a record must be an object with `text`, got {type(obj).__name__}", str(path))
-    with_text = [i for i, obj in lines if "text" in obj]
-    if text_fields is None and label_field == "label" and len(with_text) == len(lines):
-        return [record_from_mapping(obj, f"{path}: line {i}") for i, obj in lines]
-    if text_fields is None and with_text:  # some objects have the key: the others are broken, not another format
+        yield i, obj
+
+
+def _jsonl_records(path: Path) -> Iterator[Record]:
+    """Each line's record, validated as it is read; `_NotRecords` when the first object has no `text` key."""
+    first = True
+    for i, obj in _json_objects(path):
+        if "text" not in obj:
+            if first:
+                raise _NotRecords
+            raise DataError(f"line {i}: no `text` key (keys: {', '.join(map(str, obj)) or 'none'})", str(path))
+        first = False
+        yield record_from_mapping(obj, f"{path}: line {i}")
+
+
+def load_jsonl(path: Path, text_fields: list[str] | None = None, label_field: str = "label") -> Sequence[Record]:
+    """One record per line: `{"text", "spans"?, "label"?}`, read a line at a time into arrays (`RecordColumns`);
+    with `text_fields` set, or when the objects have no `text` key, the objects are rows of a table whose columns
+    are their keys (`table_records`)."""
+    if text_fields is None and label_field == "label":
+        try:
+            return record_columns(_jsonl_records(path))
+        except _NotRecords:
+            pass
+    lines = list(_json_objects(path))
+    with_text = sum("text" in obj for _, obj in lines)
+    if text_fields is None and 0 < with_text < len(lines):  # some objects have the key: the others are broken
         i, obj = next((i, obj) for i, obj in lines if "text" not in obj)
         raise DataError(f"line {i}: no `text` key (keys: {', '.join(map(str, obj)) or 'none'})", str(path))
     keys = list(dict.fromkeys(key for _, obj in lines for key in obj))
@@ -201,7 +246,7 @@ def load_text(path: Path) -> list[Record]:
     return [record_from_mapping({"text": b}, str(path)) for b in blocks if b.strip()]
 
 
-LOADERS: dict[str, Callable[..., list[Record]]] = {
+LOADERS: dict[str, Callable[..., Sequence[Record]]] = {
     ".jsonl": load_jsonl,
     ".json": load_jsonl,
     ".parquet": load_parquet,
@@ -213,7 +258,8 @@ LOADERS: dict[str, Callable[..., list[Record]]] = {
 }
 
 
-def load_records(path: str | Path, text_fields: list[str] | None = None, label_field: str = "label") -> list[Record]:
+def load_records(path: str | Path, text_fields: list[str] | None = None, label_field: str = "label"
+                 ) -> Sequence[Record]:
     """Load a data file by its extension (unknown extensions are read as plain text); a table's text columns are
     `text_fields` (default: `text`, else its one text column)."""
     path = Path(path)

@@ -230,14 +230,19 @@ class RecordColumns(Sequence[Record]):
         return TextsOnRead(len(self), self.text_at)
 
     def take(self, indices: np.ndarray) -> RecordColumns:
-        """The records at `indices` (any order, repeats allowed), as arrays."""
+        """The records at `indices` (any order, repeats allowed), as arrays, their texts gathered `SPAN_CHUNK`
+        records at a time (a byte index of every text at once would be 8 bytes a byte)."""
         indices = np.asarray(indices, dtype=np.int64)
         sizes = self.text_ends[indices] - np.concatenate([[0], self.text_ends])[indices]
-        starts = self.text_ends[indices] - sizes
-        at = np.repeat(starts - np.cumsum(sizes) + sizes, sizes) + np.arange(int(sizes.sum()))
+        starts, ends = self.text_ends[indices] - sizes, np.cumsum(sizes, dtype=np.int64)
+        text = np.empty(int(ends[-1]) if len(ends) else 0, np.uint8)
+        for first in range(0, len(indices), SPAN_CHUNK):
+            size, start = sizes[first : first + SPAN_CHUNK], starts[first : first + SPAN_CHUNK]
+            to = int(ends[first] - sizes[first])  # where this chunk's first text goes
+            at = np.repeat(start - np.cumsum(size) + size, size) + np.arange(int(size.sum()))
+            text[to : to + len(at)] = self.text[at]
         meta = {k: self.meta[int(r)] for k, r in enumerate(indices.tolist()) if int(r) in self.meta}
-        return RecordColumns(self.text[at], np.cumsum(sizes, dtype=np.int64), self.spans.take(indices),
-                             self.labels[indices], meta)
+        return RecordColumns(text, ends, self.spans.take(indices), self.labels[indices], meta)
 
 
 class TextsOnRead(Sequence[str]):
@@ -262,19 +267,36 @@ class TextsOnRead(Sequence[str]):
         return self.make(range(len(self))[i])  # a negative index counts from the end; out of range: IndexError
 
 
-def record_columns(records: Sequence[Record]) -> RecordColumns:
-    """`records` as arrays (`RecordColumns`), which read back as them, equal record for record. Records already as
-    arrays are returned as they are."""
+def record_columns(records: Iterable[Record]) -> RecordColumns:
+    """`records` as arrays (`RecordColumns`), which read back as them, equal record for record, made `SPAN_CHUNK`
+    records at a time from any iterable: a loader's stream of records never exists whole as objects. Records
+    already as arrays are returned as they are."""
     if isinstance(records, RecordColumns):
         return records
-    encoded = [r.text.encode("utf-8", "surrogatepass") for r in records]
-    ends = np.cumsum([len(t) for t in encoded], dtype=np.int64)
-    text = np.frombuffer(b"".join(encoded), dtype=np.uint8)
-    del encoded
-    assert all(r.label is None or r.label >= 0 for r in records), "class labels are non-negative"
-    return RecordColumns(text, ends, span_columns([r.spans for r in records]),
-                         np.array([-1 if r.label is None else r.label for r in records], np.int64),
-                         {i: r.meta for i, r in enumerate(records) if r.meta})
+    texts, ends, spans, labels, meta = [], [], [], [], {}
+    done, end = 0, 0  # records and text bytes so far
+    iterator = iter(records)
+    while chunk := list(itertools.islice(iterator, SPAN_CHUNK)):
+        encoded = [r.text.encode("utf-8", "surrogatepass") for r in chunk]
+        texts.append(np.frombuffer(b"".join(encoded), dtype=np.uint8))
+        ends.append(end + np.cumsum([len(t) for t in encoded], dtype=np.int64))
+        end = int(ends[-1][-1])
+        spans.append(span_columns([r.spans for r in chunk]))
+        assert all(r.label is None or r.label >= 0 for r in chunk), "class labels are non-negative"
+        labels.append(np.array([-1 if r.label is None else r.label for r in chunk], np.int64))
+        meta.update({done + k: r.meta for k, r in enumerate(chunk) if r.meta})
+        done += len(chunk)
+    return RecordColumns(_joined(texts, np.uint8), _joined(ends, np.int64), concatenated(spans),
+                         _joined(labels, np.int64), meta)
+
+
+def _joined(parts: list[np.ndarray], dtype: type) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype)
+
+
+def replaced_records(records: Sequence[Record], changes: Mapping[int, Record]) -> RecordColumns:
+    """`records` as arrays with those of `changes` (by index) in their place, read a record at a time."""
+    return record_columns(changes.get(i, r) for i, r in enumerate(records))
 
 
 def _splits_from_columns(train: RecordColumns, validation: RecordColumns, test: RecordColumns) -> Splits:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from typing import Callable
+from typing import Callable, Sequence
 
 from sdp_core.config import DataConfig
 from sdp_core.data.canaries import Canaries, Detect, insert_canaries
@@ -11,12 +11,13 @@ from sdp_core.data.classification import classification_splits
 from sdp_core.data.clinic import clinic_splits
 from sdp_core.data.customersim import customersim_splits
 from sdp_core.data.loaders import hf_local_path, hf_records, hf_text_fields, load_hf, load_records
-from sdp_core.data.records import Record, Splits, record_columns
+from sdp_core.data.records import Record, RecordColumns, Splits, record_columns
 from sdp_core.errors import DataError
 
 
-def _hold_out(records: list[Record], parts: int, fraction: float, seed: int, where: str) -> list[list[Record]]:
-    """Seeded split into `parts` held-out sets of `fraction` each, then the rest (file order kept inside each)."""
+def _hold_out(records: Sequence[Record], parts: int, fraction: float, seed: int, where: str) -> list[RecordColumns]:
+    """Seeded split into `parts` held-out sets of `fraction` each, then the rest (file order kept inside each), each
+    made as arrays a record at a time (`record_columns`)."""
     if len(records) <= parts:
         raise DataError(f"{len(records)} records cannot be split into train and {parts} held-out set(s)", where)
     order = list(range(len(records)))
@@ -25,10 +26,10 @@ def _hold_out(records: list[Record], parts: int, fraction: float, seed: int, whe
     cuts = [order[k * n_held : (k + 1) * n_held] for k in range(parts)] + [order[parts * n_held :]]
     if not cuts[-1]:
         raise DataError("no training records left after the held-out sets", where)
-    return [[records[i] for i in sorted(idx)] for idx in cuts]
+    return [record_columns(records[i] for i in sorted(idx)) for idx in cuts]
 
 
-def _split_file(records: list[Record], cfg: DataConfig, seed: int, where: str) -> Splits:
+def _split_file(records: Sequence[Record], cfg: DataConfig, seed: int, where: str) -> Splits:
     """Seeded split of one file into train / validation / test (validation and test each `validation_fraction`)."""
     val, test, train = _hold_out(records, 2, cfg.validation_fraction, seed, where)
     return Splits(train, val, test)
