@@ -273,20 +273,20 @@ def record_columns(records: Iterable[Record]) -> RecordColumns:
     already as arrays are returned as they are."""
     if isinstance(records, RecordColumns):
         return records
-    texts, ends, spans, labels, meta = [], [], [], [], {}
-    done, end = 0, 0  # records and text bytes so far
+    text = bytearray()  # grown in place (`realloc`), not pieces joined at the end: no second copy of the texts
+    ends, spans, labels, meta = [], [], [], {}
+    done = 0  # records so far
     iterator = iter(records)
     while chunk := list(itertools.islice(iterator, SPAN_CHUNK)):
         encoded = [r.text.encode("utf-8", "surrogatepass") for r in chunk]
-        texts.append(np.frombuffer(b"".join(encoded), dtype=np.uint8))
-        ends.append(end + np.cumsum([len(t) for t in encoded], dtype=np.int64))
-        end = int(ends[-1][-1])
+        ends.append(len(text) + np.cumsum([len(t) for t in encoded], dtype=np.int64))
+        text += b"".join(encoded)
         spans.append(span_columns([r.spans for r in chunk]))
         assert all(r.label is None or r.label >= 0 for r in chunk), "class labels are non-negative"
         labels.append(np.array([-1 if r.label is None else r.label for r in chunk], np.int64))
         meta.update({done + k: r.meta for k, r in enumerate(chunk) if r.meta})
         done += len(chunk)
-    return RecordColumns(_joined(texts, np.uint8), _joined(ends, np.int64), concatenated(spans),
+    return RecordColumns(np.frombuffer(text, dtype=np.uint8), _joined(ends, np.int64), concatenated(spans),
                          _joined(labels, np.int64), meta)
 
 
