@@ -94,6 +94,7 @@ def test_jsonl_is_read_a_line_at_a_time_into_the_records_each_line_holds(tmp_pat
     (b'{"text": "abc", "spans": [{"start": 1, "end": 9}]}\n', "outside the text"),
     (b'{"text": "abcdef", "spans": [{"start": 0, "end": 3}, {"start": 2, "end": 4}]}\n', "overlap"),
     (b'{"text": "abc"\n', "invalid JSON"),
+    (b'{"text": "abc", "label": -1}\n', "non-negative integer class id"),
 ])
 def test_bad_data_is_one_clear_error(tmp_path, content, problem):
     path = tmp_path / "bad.jsonl"

@@ -55,7 +55,7 @@ def test_a_single_dataset_gets_validation_and_test_held_out_of_train(tmp_path):
     datasets.Dataset.from_dict({"text": texts}).save_to_disk(tmp_path / "dialogs")
     splits = load_splits(hf_data(tmp_path / "dialogs", validation_fraction=0.2), seed=3)
     assert [len(s) for s in (splits.train, splits.validation, splits.test)] == [30, 10, 10]
-    assert sorted(r.text for r in splits.train + splits.validation + splits.test) == sorted(texts)
+    assert sorted(r.text for r in [*splits.train, *splits.validation, *splits.test]) == sorted(texts)
     assert all(r.label is None for r in splits.train)  # a language-model corpus: no label column
 
 
