@@ -146,7 +146,7 @@ def drive(address: str, sizes: list[int], mechanisms: list[str], base: int, step
     from sdp_core.mechanisms import get_mechanism
     from sdp_core.metrics import evaluation_rows
     from sdp_core.preparation import prepare_trial_data
-    from sdp_core.sweep.prepare import SharedData
+    from sdp_core.sweep.prepare import put_shared
 
     ray.init(address=address, log_to_driver=False, logging_level="ERROR",
              runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}})
@@ -162,9 +162,8 @@ def drive(address: str, sizes: list[int], mechanisms: list[str], base: int, step
             get_mechanism(cfg.mechanism.name)(data, cfg)  # the data goes to the object store
             for rows in (data.validation, data.test):
                 evaluation_rows(rows, cfg.evaluation.held_out_records, cfg.data.seed)
-        every, records = prepared.apart(0)
-        shared = SharedData(ray.put(every), ray.put(records))
-        del data, prepared, every, records
+        shared = put_shared(prepared, 0)
+        del data, prepared
         for m, cfg in configs.items():
             out = ray.get(task.remote(cfg, [shared]))
             print(json.dumps({"size": n, "mechanism": m, **out}), flush=True)

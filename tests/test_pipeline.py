@@ -125,14 +125,18 @@ def test_a_preparation_looks_the_files_records_up_and_detects_only_the_others(js
     assert detected == policy.detect(texts) and len(detected[0]) > len(policy.detect([NOTES[3].text])[0])
 
 
-def test_data_not_known_to_be_small_is_prepared_in_a_task_as_it_would_be_here(local_ray, monkeypatch):
+@pytest.mark.parametrize("mechanism", ["dpsgd", "crt"])  # CRT's plan: rows of its own beside the splits'
+def test_data_not_known_to_be_small_is_prepared_in_a_task_as_it_would_be_here(local_ray, monkeypatch, mechanism):
+    """The task's data is the driver's, object for object: each rows object (a split's, a plan's) is written on its
+    own, with the statistics computed over it, and comes back where the data holds it."""
     from sdp_core.config import parse_model
     from sdp_core.config.trial import TrialConfig
     from sdp_core.preparation import data_key
     from sdp_core.sweep import prepare
     from tests.conftest import small_trial_dict
 
-    trial = small_trial_dict(data={"seed": 31}, evaluation={"mia": True, "max_eval_records": 5})
+    trial = small_trial_dict(data={"seed": 31}, evaluation={"mia": True, "max_eval_records": 5},
+                             mechanism={"name": mechanism})
     cfg = parse_model(TrialConfig, trial)
     expected = prepare.prepare_shared([cfg])[data_key(cfg)]  # the reference: the same preparation in this process
     monkeypatch.setattr(prepare, "IN_DRIVER_RECORDS", 0)  # 280 generated records: not known to be small now
@@ -145,9 +149,16 @@ def test_data_not_known_to_be_small_is_prepared_in_a_task_as_it_would_be_here(lo
     records = expected.data.fetch_records()
     assert got.data.fetch_records() == records and got.data.train_records == len(records.splits.train)
     assert got.data.first_train == tuple(records.splits.train[:5])
-    for part in ("train", "train_redacted", "validation", "test"):
-        a, b = getattr(got.data, part), getattr(expected.data, part)
+    rows = [(getattr(got.data, part), getattr(expected.data, part))
+            for part in ("train", "train_redacted", "validation", "test")]
+    if mechanism == "crt":
+        (split,), (planned,) = got.data.derivations.values(), expected.data.derivations.values()
+        rows += [(split.private_rows, planned.private_rows), (split.public_rows, planned.public_rows)]
+    assert len(shared[data_key(cfg)].rows) == len(rows)  # each an object of its own
+    for a, b in rows:
         assert all(torch.equal(getattr(a, f), getattr(b, f)) for f in ("input_ids", "weights", "sensitive"))
+        assert a.__dict__.get("_statistics", {}).keys() == b.__dict__.get("_statistics", {}).keys()
+    assert got.data.train.__dict__["_statistics"]  # the plan's counts, read by the trials instead of the rows
     assert got.data.tokenizer.get_vocab() == expected.data.tokenizer.get_vocab()
 
 

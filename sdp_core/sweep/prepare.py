@@ -7,13 +7,15 @@
       -> every setting's `PreparedData` in Ray's object store, made by that task and owned by the driver, which
          holds references only; the task's worker exits once it is done, and its memory with it. Before writing,
          the task gives its freed heap back, and after each object it unmaps the store's pages the write mapped
-         into it: what it holds while writing is what it still uses and one object, not every object written.
+         into it and drops what it wrote: what it holds while writing is what it has still to write and one
+         object's pages, not every object written.
 
-Each setting is two objects there (`SharedData`): what every trial reads (the rows, the tokenizer, counts and the
-first training records membership inference reads), whose size does not grow with the records' text, and the
-records themselves (`TrialRecords`), which only a trial whose mechanism reads text fetches (CRT, JFT's missing rate
-from gold spans). Both are yielded by the task, so the driver owns both: a reference the task put itself would keep
-its worker, and all its memory, alive for as long as the reference lives.
+Each setting is several objects there (`SharedData`, `shared_parts`): what every trial reads but the rows (the
+tokenizer, counts and the first training records membership inference reads), whose size does not grow with the
+data; the records themselves (`TrialRecords`), which only a trial whose mechanism reads text fetches (CRT, JFT's
+missing rate from gold spans); and each rows object (`LMData`: each split's, a mechanism plan's) on its own, so that
+the task writes, maps and drops one at a time. All are yielded by the task, so the driver owns them: a reference the
+task put itself would keep its worker, and all its memory, alive for as long as the reference lives.
 
 The driver never holds the records, the tokenizer's training text or the rows, however large the data: what it
 holds through a sweep's preparation does not grow with the data. Its progress (detection's records and records/s)
@@ -24,6 +26,8 @@ the user. The task runs on the driver's node, where the data's paths are the pat
 
 from __future__ import annotations
 
+import io
+import pickle
 import queue
 import threading
 import time
@@ -32,6 +36,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 import ray
+from ray import cloudpickle
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from sdp_core.config import DataConfig, parse_model
@@ -42,6 +47,7 @@ from sdp_core.logs import configure_logging
 from sdp_core.mechanisms import get_mechanism
 from sdp_core.metrics import evaluation_rows
 from sdp_core.preparation import PreparedData, TrialRecords, data_key, prepare_trial_data
+from sdp_core.tensors import LMData
 from sdp_core.progress import ProgressEvent, relayed_progress, replayed_progress
 from sdp_core.sweep.encoding import ray_encoding
 from sdp_core.sweep.pipeline import FILE_MIN_BYTES, FileDetections, detect_file, file_source, ray_detection
@@ -59,15 +65,80 @@ RELAY_INTERVAL = 0.25
 
 @dataclass(frozen=True)
 class SharedData:
-    """A data setting's preparation in Ray's object store, as two objects (`PreparedData.apart`): what every trial
-    reads, and the records, which a trial fetches only when its mechanism or attack reads them."""
+    """A data setting's preparation in Ray's object store (`shared_parts`): what every trial reads but the rows, the
+    records, which a trial fetches only when its mechanism or attack reads them (`PreparedData.apart`), and each of
+    its rows (`LMData`: each split's, a mechanism's plan's) as an object of its own."""
 
-    prepared: ray.ObjectRef  # PreparedData without its records
+    prepared: ray.ObjectRef  # bytes: PreparedData without its records, each of its rows pickled as its number
     records: ray.ObjectRef  # TrialRecords
+    rows: tuple[ray.ObjectRef, ...]  # the rows, by number
+
+    @classmethod
+    def of(cls, refs: Sequence[ray.ObjectRef]) -> SharedData:
+        """From the references to `shared_parts`' objects, in its order."""
+        prepared, records, *rows = refs
+        return cls(prepared, records, tuple(rows))
 
     def get(self) -> PreparedData:
         """The prepared data (its rows views of the object store's memory, `tensors`), its records by reference."""
-        return ray.get(self.prepared).with_records(self.records)
+        return _RowsBack(ray.get(self.prepared), ray.get(list(self.rows))).load().with_records(self.records)
+
+
+class _RowsApart(cloudpickle.CloudPickler):
+    """Pickles every `LMData` as its number in `rows`, where it is put: the rows stay out of the pickle."""
+
+    def __init__(self, file: io.BytesIO):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.rows: list[LMData] = []
+        self.numbers: dict[int, int] = {}  # id of each row object seen -> its number
+
+    def persistent_id(self, obj: object) -> int | None:
+        if not isinstance(obj, LMData):
+            return None
+        if id(obj) not in self.numbers:
+            self.numbers[id(obj)] = len(self.rows)
+            self.rows.append(obj)
+        return self.numbers[id(obj)]
+
+
+class _RowsBack(pickle.Unpickler):
+    """Unpickles what `_RowsApart` pickled, each row object's number read as that object of `rows`."""
+
+    def __init__(self, data: bytes, rows: list[LMData]):
+        super().__init__(io.BytesIO(data))
+        self.rows = rows
+
+    def persistent_load(self, number: int) -> LMData:
+        return self.rows[number]
+
+
+def shared_parts(data: PreparedData, first_train: int) -> Iterator[int | bytes | TrialRecords | LMData]:
+    """A setting's prepared data as the objects of `SharedData`, in its order, after how many they are: the data
+    pickled without its records and rows (`_RowsApart`), the records (`PreparedData.apart`, keeping `first_train`
+    training records beside the rows), then each row object. Each is dropped here once the caller takes the next: a
+    writer that gives `data` alone to this holds what is still to write, not what it wrote (at a million notes, the
+    rows are 1.5 GB)."""
+    every, records = data.apart(first_train)
+    del data
+    buffer = io.BytesIO()
+    pickler = _RowsApart(buffer)
+    pickler.dump(every)
+    rows = pickler.rows
+    del every, pickler
+    yield 2 + len(rows)
+    yield buffer.getvalue()
+    del buffer
+    yield records
+    del records
+    while rows:
+        yield rows.pop(0)
+
+
+def put_shared(data: PreparedData, first_train: int) -> SharedData:
+    """`SharedData` of `data`, put into the object store from this process."""
+    parts = shared_parts(data, first_train)
+    next(parts)  # how many: what a stream of them says first
+    return SharedData.of([ray.put(part) for part in parts])
 
 
 def members_kept(trials: list[TrialConfig], key: str) -> int:
@@ -128,10 +199,10 @@ def _merged(events: list[ProgressEvent]) -> list[ProgressEvent]:
 
 @ray.remote(num_cpus=0, max_calls=1, num_returns="streaming")
 def _prepare_remotely(trials: list[TrialConfig], workers: int | None, files: Sequence[FileDetections]
-                      ) -> Iterator[list[ProgressEvent] | tuple[str, ...] | PreparedData | TrialRecords]:
+                      ) -> Iterator[list[ProgressEvent] | tuple[str, ...] | int | bytes | TrialRecords | LMData]:
     """`prepare_shared` in this task: yields lists of progress events while it works, then the keys of the settings
-    it prepared, then each setting's data apart from its records and its records, in that order (objects the caller
-    owns, so they outlive this worker)."""
+    it prepared, then each setting's objects (`shared_parts`: how many, then the data, its records and its rows), in
+    that order (objects the caller owns, so they outlive this worker)."""
     configure_logging()  # the driver's -v, in this worker
     events: queue.Queue[ProgressEvent | None] = queue.Queue()
     outcome: dict[str, dict[str, PreparedData] | BaseException] = {}
@@ -164,9 +235,8 @@ def _prepare_remotely(trials: list[TrialConfig], workers: int | None, files: Seq
     assert isinstance(prepared, dict)
     yield tuple(prepared)
     give_back_freed_host_memory()  # what preparing freed: this process writes the objects holding what it still uses
-    for key, data in prepared.items():
-        every, records = data.apart(members_kept(trials, key))
-        for written in (every, records):
+    for key in list(prepared):
+        for written in shared_parts(prepared.pop(key), members_kept(trials, key)):  # what is written is dropped
             yield written
             unmap_shared_mappings()  # the object store's pages writing it mapped here: its contents stay there
 
@@ -193,10 +263,8 @@ def prepare_once(trials: list[dict], workers: int | None) -> dict[str, SharedDat
             continue
     if all(known_small(cfg.data) for cfg in configs):
         with ray_detection(workers, list(files.values())), ray_encoding():
-            prepared = {}
-            for key, data in prepare_shared(configs).items():
-                every, records = data.apart(members_kept(configs, key))
-                prepared[key] = SharedData(ray.put(every), ray.put(records))
+            prepared = {key: put_shared(data, members_kept(configs, key))
+                        for key, data in prepare_shared(configs).items()}
     else:
         prepared = _prepared_in_task(configs, workers, list(files.values()))
     print(f"data prepared in {time.perf_counter() - start:.0f} s; the trials start", flush=True)
@@ -212,9 +280,9 @@ def _prepared_in_task(configs: list[TrialConfig], workers: int | None, files: li
     with replayed_progress() as show:
         for ref in refs:
             message = ray.get(ref)
-            if isinstance(message, tuple):  # the keys; the data follows, left where it is
+            if isinstance(message, tuple):  # the keys; each setting's count of objects and the objects follow
                 keys = message
                 break
             for event in message:
                 show(event)
-    return {key: SharedData(prepared=next(refs), records=next(refs)) for key in keys}
+    return {key: SharedData.of([next(refs) for _ in range(ray.get(next(refs)))]) for key in keys}
