@@ -10,15 +10,15 @@ long its code takes as the rows grow, not what it learns.
 
 Each size's data goes into the object store of a Ray head started for the run as a sweep leaves it
 (`sdp_core.sweep.prepare`): every mechanism's plan made once on it first (`prepare_shared`), then the part every
-trial reads and the records as two objects (`PreparedData.apart`, `SharedData`). Each trial (`--mechanisms`, a few
-steps each: `--steps`) runs alone in a Ray task of its own (`SharedData.get`, then `run_trial`, as a sweep's trial
-does), which samples its own /proc status every 0.05 s: the kernel's high-water mark of its resident memory (VmHWM,
-which counts the object store's pages it touched) and the largest of its own pages sampled (RssAnon, which does not);
-its start-up is the time from the task's start to the end of its first step (the data read, the plan, the model and
-the untrained model's validation loss), "plan" the part until the mechanism's plan is made, and its evaluation is
-`run_trial`'s `timings["evaluate"]` (the trained model on `evaluation.held_out_records` validation and test records).
-Beside each wall time, the trial process's CPU seconds for it (start-up; evaluation's two scorings), which other
-jobs on the machine move far less.
+trial reads, the records and each rows object as objects of their own (`put_shared`, `SharedData`). Each trial
+(`--mechanisms`, a few steps each: `--steps`) runs alone in a Ray task of its own (`SharedData.get`, then
+`run_trial`, as a sweep's trial does), which samples its own /proc status every 0.05 s: the kernel's high-water mark
+of its resident memory (VmHWM, which counts the object store's pages it touched) and the largest of its own pages
+sampled (RssAnon, which does not); its start-up is the time from the task's start to the end of its first step (the
+data read, the plan, the model and the untrained model's validation loss), "plan" the part until the mechanism's
+plan is made, and its evaluation is `run_trial`'s `timings["evaluate"]` (the trained model on
+`evaluation.held_out_records` validation and test records). Beside each wall time, the trial process's CPU seconds
+for it (start-up; evaluation's two scorings), which other jobs on the machine move far less.
 
 With `--against DIR` the same runs on DIR's `sdp_core` (an earlier checkout) side by side, in a driver process per
 side on the same head; the table gives each side's numbers and each side's ratio of its largest size to its smallest.

@@ -47,10 +47,10 @@ from sdp_core.logs import configure_logging
 from sdp_core.mechanisms import get_mechanism
 from sdp_core.metrics import evaluation_rows
 from sdp_core.preparation import PreparedData, TrialRecords, data_key, prepare_trial_data
-from sdp_core.tensors import LMData
 from sdp_core.progress import ProgressEvent, relayed_progress, replayed_progress
 from sdp_core.sweep.encoding import ray_encoding
 from sdp_core.sweep.pipeline import FILE_MIN_BYTES, FileDetections, detect_file, file_source, ray_detection
+from sdp_core.tensors import LMData
 from sdp_core.train.host_memory import give_back_freed_host_memory
 from sdp_core.train.shared_pages import unmap_shared_mappings
 
