@@ -94,7 +94,7 @@ CASES: list[tuple[str, str, list[str], str]] = [
     ("trial", "data_spans_overlap.jsonl", TINY, "overlap"),
     ("trial", "data_span_outside.jsonl", TINY, "outside the text"),
     ("trial", "data_few_records.jsonl", TINY, "cannot be split"),
-    ("trial", "data_label_not_int.jsonl", TINY, "`label` must be an integer"),
+    ("trial", "data_label_not_int.jsonl", TINY, "`label` must be a non-negative integer"),
     ("trial", "GIANT.jsonl", TINY, "longer than 1,000,000"),
     ("trial", "data_folder", TINY, "a folder, not a file: --data takes one file"),
     # reports
