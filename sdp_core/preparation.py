@@ -10,8 +10,8 @@ import json
 import logging
 import random
 import time
-from itertools import chain
 from dataclasses import dataclass, field, replace
+from itertools import chain
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from transformers import PreTrainedTokenizerFast
