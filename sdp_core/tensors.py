@@ -25,6 +25,10 @@ and a tensor whose dtype its array already has (the dataset's compact [N, T] row
 copy: what a trial holds of the rows does not grow with them. Those tensors are never written in place: a mechanism
 that changes weights makes new ones (`with_weights`), a batch is a copy (`subset`, `to`).
 
+Rows encoded block by block on a cluster (`sweep.encoding`) stay those blocks, joined without a copy
+(`LMData.joined`): each block is an object of the store of its own, written and read one at a time, so that no
+process (the preparation, a trial) need ever hold, map or write every row at once.
+
 Nor does a trial compute anything over every row: a mechanism's own weights are a function (`TokenWeighting`,
 `with_weighting`) that each batch applies to its rows, and what a plan counts over every row (the records, the
 tokens a loss reads, S-DPSGD's segments) is a `statistic` of the rows, computed once, block by block (`blocks`),
@@ -35,8 +39,10 @@ read those counts instead of the rows.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, replace
-from typing import Any, Callable, Hashable, Iterator, Protocol, TypeVar
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Callable, Hashable, Iterator, Protocol, Sequence, TypeVar
 
 import numpy as np
 import torch
@@ -50,41 +56,106 @@ class TokenWeighting(Protocol):
     def __call__(self, input_ids: torch.Tensor, sensitive: torch.Tensor, valid: torch.Tensor) -> torch.Tensor: ...
 
 
-class _Weights:
-    """`LMData.weights`: the weights as stored, or, for rows with a `weighting`, that weighting of them, computed
-    on each read (a batch computes it for its own rows only, `LMData.subset`)."""
-
-    def __get__(self, rows: LMData | None, owner: type | None = None) -> torch.Tensor:
-        if rows is None:
-            raise AttributeError("weights")  # read on the class: the field has no default
-        stored = rows.__dict__["_weights"]
-        return stored if rows.weighting is None else rows.weighting(rows.input_ids, rows.sensitive, stored > 0)
-
-    def __set__(self, rows: LMData, weights: torch.Tensor) -> None:
-        rows.__dict__["_weights"] = weights
-
-
 Stored = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]
-"""What rows keep (`LMData.stored`): ids, the weights as stored, the secret mask, record indices and labels."""
+"""What a block of rows keeps (`LMData.stored`): ids, the weights as stored, the secret mask, record indices and
+labels."""
 
 BLOCK_ROWS = 65_536
 """Rows a whole-row statistic reads at a time (`LMData.blocks`): its temporaries a few MB whatever the data's size."""
 
 T = TypeVar("T")
 
+_AFTER_BLOCK: ContextVar[Callable[[], object] | None] = ContextVar("after_block", default=None)
 
-@dataclass(frozen=True)
+
+@contextmanager
+def after_each_block(call: Callable[[], object]) -> Iterator[None]:
+    """Inside this block, `call()` runs once each block of joined rows is read, by `LMData.blocks` or a batch's
+    gather (`subset`): a sweep's preparation gives back the object store's pages that reading a block mapped into
+    it (`train.shared_pages`), so that it holds one block's pages, not every row's."""
+    token = _AFTER_BLOCK.set(call)
+    try:
+        yield
+    finally:
+        _AFTER_BLOCK.reset(token)
+
+
+def _block_read() -> None:
+    call = _AFTER_BLOCK.get()
+    if call is not None:
+        call()
+
+
 class LMData:
-    input_ids: torch.Tensor  # [N, T] integer: uint16 where the vocabulary fits (as encoded); a batch's are int64
-    weights: torch.Tensor  # [N, T] loss weight of predicting token t: bool while all are 0 or 1; a batch's are
-    # float; with a `weighting`, that weighting of the weights stored (`_Weights`, set on the class below)
-    sensitive: torch.Tensor  # [N, T] bool: token overlaps a sensitive span (policy or gold, as built)
-    record_index: torch.Tensor  # [N] integer: which source record each row is (int32 as encoded: 4 bytes a row)
-    labels: torch.Tensor | None = None  # [N] long: class of each row (classification data); None for LM data
-    weighting: TokenWeighting | None = None  # a mechanism's weights, computed for a batch's rows (`TokenWeighting`)
+    """Rows of token ids, their loss weights and secret mask, and the record each is (module docstring).
+
+    Either one block of rows, its tensors its own, or rows joined from blocks (`joined`: the encoding of a sweep's
+    data, block by block on the cluster), which are never copied into one: each block stays where it is (in Ray,
+    an object of the store of its own), and what reads every row reads them a block at a time (`blocks`, `subset`,
+    `statistic`). A joined data's `input_ids`, `weights`, `sensitive`, `labels` concatenate its blocks, a copy:
+    what only batches and small data read.
+    """
+
+    def __init__(self, input_ids: torch.Tensor, weights: torch.Tensor, sensitive: torch.Tensor,
+                 record_index: torch.Tensor, labels: torch.Tensor | None = None,
+                 weighting: TokenWeighting | None = None):
+        self._stored: Stored | None = (input_ids, weights, sensitive, record_index, labels)
+        # [N, T] integer ids: uint16 where the vocabulary fits (as encoded); a batch's are int64
+        # [N, T] loss weight of predicting token t: bool while all are 0 or 1; a batch's are float
+        # [N, T] bool: token overlaps a sensitive span (policy or gold, as built)
+        # [N] integer: which source record each row is (int32 as encoded: 4 bytes a row)
+        # [N] long: class of each row (classification data); None for LM data
+        self._parts: tuple[LMData, ...] = ()
+        self.weighting = weighting  # a mechanism's weights, computed for a batch's rows (`TokenWeighting`)
+        self._statistics: dict[str, Any] = {}
+
+    @classmethod
+    def joined(cls, blocks: Sequence[LMData]) -> LMData:
+        """The rows of `blocks` one after the other, each block kept as it is (no copy). One block is itself."""
+        assert blocks and all(b._stored is not None and b.weighting is None for b in blocks), "blocks, unweighted"
+        if len(blocks) == 1:
+            return blocks[0]
+        rows = cls.__new__(cls)
+        rows._stored, rows._parts, rows.weighting, rows._statistics = None, tuple(blocks), None, {}
+        return rows
+
+    @property
+    def parts(self) -> tuple[LMData, ...]:
+        """The blocks these rows are joined from (`joined`); a block's is itself."""
+        return self._parts or (self,)
+
+    def _whole(self, field: int) -> Any:
+        """Field `field` of `stored`, every block's concatenated when the rows are joined (a copy)."""
+        if self._stored is not None:
+            return self._stored[field]
+        tensors = [part.stored()[field] for part in self._parts]
+        return None if tensors[0] is None else torch.cat(tensors)
+
+    @property
+    def input_ids(self) -> torch.Tensor:
+        return self._whole(0)
+
+    @property
+    def weights(self) -> torch.Tensor:
+        """The weights as stored, or, for rows with a `weighting`, that weighting of them, computed on each read (a
+        batch computes it for its own rows only, `subset`)."""
+        stored = self._whole(1)
+        return stored if self.weighting is None else self.weighting(self.input_ids, self.sensitive, stored > 0)
+
+    @property
+    def sensitive(self) -> torch.Tensor:
+        return self._whole(2)
+
+    @property
+    def record_index(self) -> torch.Tensor:
+        return self._whole(3)
+
+    @property
+    def labels(self) -> torch.Tensor | None:
+        return self._whole(4)
 
     def __len__(self) -> int:
-        return self.input_ids.shape[0]
+        return sum(len(part.stored()[3]) for part in self.parts)
 
     @property
     def records(self) -> int:
@@ -96,12 +167,12 @@ class LMData:
     def groups(self) -> torch.Tensor:
         """[N] int32: each row's record numbered 0 .. R−1 (`record_groups`), what a private phase samples; a
         statistic of the rows (`record_numbers`), so a sweep's trials read it from the object store, not a copy."""
-        return _tensor(self.statistic(record_numbers), torch.int32)
+        return array_tensor(self.statistic(record_numbers), torch.int32)
 
     @property
     def task(self) -> str:
         """`lm` or `classification`: what a model trained on these rows predicts."""
-        return "lm" if self.labels is None else "classification"
+        return "lm" if self.parts[0].stored()[4] is None else "classification"
 
     def statistic(self, compute: Callable[..., T], *args: Hashable) -> T:
         """`compute(self, *args)`, a statistic of every row (a count, a plan's layout, the rows of a seeded subset),
@@ -110,20 +181,22 @@ class LMData:
         every row again. `compute` is a module-level function of the rows' ids, secret mask, record indices and the
         positions a loss reads (`valid`), never of the weights' values (a weighting keeps the statistics,
         `with_weighting`); the rows are never changed in place (module docstring)."""
-        return memoised(self.__dict__.setdefault("_statistics", {}), compute, self, *args)
+        return memoised(self._statistics, compute, self, *args)
 
     def blocks(self) -> Iterator[LMData]:
-        """These rows `BLOCK_ROWS` at a time, each block a view of them (no copy): what reads every row reads them
-        so."""
-        rows = BLOCK_ROWS
-        for start in range(0, len(self), rows):
-            end = start + rows
-            yield LMData(self.input_ids[start:end], self.__dict__["_weights"][start:end], self.sensitive[start:end],
-                         self.record_index[start:end], None if self.labels is None else self.labels[start:end],
-                         self.weighting)
+        """These rows `BLOCK_ROWS` at a time, each block a view of them (no copy), a joined data's block by block
+        (`after_each_block` after each): what reads every row reads them so."""
+        for part in self.parts:
+            ids, weights, sensitive, record_index, labels = part.stored()
+            for start in range(0, len(record_index), BLOCK_ROWS):
+                end = start + BLOCK_ROWS
+                yield LMData(ids[start:end], weights[start:end], sensitive[start:end], record_index[start:end],
+                             None if labels is None else labels[start:end], self.weighting)
+            if self._parts:
+                _block_read()
 
     def subset(self, rows: torch.Tensor | list[int] | range, piece_rows: int | None = None,
-               after_piece: Callable[[], object] | None = None) -> "LMData":
+               after_piece: Callable[[], object] | None = None) -> LMData:
         """These rows; LM rows are cut after the last column any of them predicts (padding the longest row in the
         whole data needs): a causal model's losses on the columns kept are the same, and each step costs less.
         With `piece_rows`, the rows are copied out that many at a time and `after_piece()` is called after each (a
@@ -141,11 +214,9 @@ class LMData:
                 ) -> Stored:
         """The stored tensors' `rows` (`stored`), copied `piece_rows` at a time (all at once: None), `after_piece()`
         after each piece."""
-        ids, weights, sensitive, record_index, labels = self.stored()
         parts: list[Stored] = []
         for piece in rows.split(piece_rows) if piece_rows else (rows,):
-            parts.append((ids[piece], weights[piece], sensitive[piece], record_index[piece],
-                          None if labels is None else labels[piece]))
+            parts.append(self._gathered(piece))
             if after_piece is not None:
                 after_piece()
         if len(parts) == 1:
@@ -154,42 +225,68 @@ class LMData:
         return (torch.cat(ids_), torch.cat(weights_), torch.cat(sensitive_), torch.cat(index_),
                 None if labels_[0] is None else torch.cat(labels_))
 
-    def to(self, device: torch.device | str) -> "LMData":
+    def _gathered(self, rows: torch.Tensor) -> Stored:
+        """The stored tensors' `rows`, in their order, gathered block by block from joined rows."""
+        if self._stored is not None:
+            return tuple(None if t is None else t[rows] for t in self._stored)  # type: ignore[return-value]
+        ends = torch.tensor([len(part) for part in self._parts]).cumsum(0)
+        block = torch.searchsorted(ends, rows, right=True)
+        starts = torch.cat([torch.zeros(1, dtype=ends.dtype), ends[:-1]])
+        gathered: list[torch.Tensor | None] = []
+        for first in self._parts[0].stored():
+            gathered.append(None if first is None else first.new_empty((len(rows), *first.shape[1:])))
+        for b in block.unique().tolist():
+            here = (block == b).nonzero().flatten()
+            local = rows[here] - starts[b]
+            for out, t in zip(gathered, self._parts[b].stored()):
+                if out is not None and t is not None:
+                    out[here] = t[local]
+            _block_read()
+        return tuple(gathered)  # type: ignore[return-value]
+
+    def to(self, device: torch.device | str) -> LMData:
         """The same rows on `device` (the model's: a batch moves, the dataset stays in host memory), as a batch has
         them: int64 ids, float weights."""
         rest = (self.sensitive, self.record_index, self.labels)
         return LMData(self.input_ids.to(device, torch.long), self.weights.to(device, torch.float32),
                       *(t.to(device) if t is not None else None for t in rest))
 
-    def with_weights(self, weights: torch.Tensor) -> "LMData":
-        return replace(self, weights=weights, weighting=None)
+    def with_weights(self, weights: torch.Tensor) -> LMData:
+        """These rows with `weights` stored instead, as one block (joined rows' blocks concatenated: small data)."""
+        ids, _, sensitive, record_index, labels = self.stored()
+        return LMData(ids, weights, sensitive, record_index, labels)
 
-    def with_weighting(self, weighting: TokenWeighting) -> "LMData":
+    def with_weighting(self, weighting: TokenWeighting) -> LMData:
         """These rows with a mechanism's weights, computed for each batch's rows (`TokenWeighting`)."""
         assert self.weighting is None, "one weighting at a time"
-        weighted = replace(self, weighting=weighting)
-        weighted.__dict__["_statistics"] = self.__dict__.setdefault("_statistics", {})  # the same positions read
+        weighted = LMData.__new__(LMData)
+        weighted._stored, weighted._parts, weighted.weighting = self._stored, self._parts, weighting
+        weighted._statistics = self._statistics  # the same positions read
         return weighted
 
     @property
     def valid(self) -> torch.Tensor:
         """Positions a loss may use at all (ignores padding, `<mask>` and the leading `<eos>`; a weighting keeps
         them). Weights stored as bool are their own mask (and `> 0` would widen every element first)."""
-        weights = self.__dict__["_weights"]
+        weights = self._whole(1)
         return weights if weights.dtype == torch.bool else weights > 0
 
     def stored(self) -> Stored:
         """The tensors these rows keep: ids, the weights as stored (not a weighting's), the secret mask, record
-        indices and labels (None for LM rows): what is pickled, and, in a sweep's trial, the object store's memory."""
-        return self.input_ids, self.__dict__["_weights"], self.sensitive, self.record_index, self.labels
+        indices and labels (None for LM rows): what is pickled, and, in a sweep's trial, the object store's memory.
+        Joined rows' are their blocks' concatenated (a copy)."""
+        return self._stored if self._stored is not None else tuple(self._whole(f) for f in range(5))
 
     def __reduce__(self) -> tuple:
         """Pickled as compact arrays (see the module docstring), unpickled as these tensors, with the weighting and
-        the statistics computed so far (`statistic`)."""
+        the statistics computed so far (`statistic`); joined rows as their blocks, each pickled on its own (a sweep
+        puts each into the object store as an object of its own, `sweep.prepare`)."""
+        if self._parts:
+            return _rejoined, (self._parts, self.weighting, self._statistics)
         tensors = self.stored()
         return _unpack, (tuple(pack(t) if t is not None else None for t in tensors),
                          tuple(str(t.dtype).removeprefix("torch.") if t is not None else None for t in tensors),
-                         self.weighting, self.__dict__.get("_statistics", {}))
+                         self.weighting, self._statistics)
 
 
 def memoised(kept: dict[str, Any], compute: Callable[..., T], target: object, *args: object) -> T:
@@ -202,9 +299,6 @@ def memoised(kept: dict[str, Any], compute: Callable[..., T], target: object, *a
     return kept[key]
 
 
-# The field's reads and writes go through `_Weights` (a data descriptor set once the dataclass is made, so that its
-# __init__, `replace` and every reader see an ordinary field).
-LMData.weights = _Weights()
 
 
 def record_numbers(rows: LMData) -> np.ndarray:
@@ -261,24 +355,34 @@ def _unpack(arrays: tuple[np.ndarray | None, ...], dtypes: tuple[str | None, ...
     """`LMData.__reduce__`'s inverse: tensors of the original dtypes, over the arrays' own memory wherever the
     array already has that dtype (the dataset's compact rows: in Ray, the object store's shared memory), else
     converted (a copy: a batch's widened ids and weights)."""
-    ids, weights, sensitive, index, labels = (_tensor(a, getattr(torch, d)) if a is not None and d is not None
+    ids, weights, sensitive, index, labels = (array_tensor(a, getattr(torch, d)) if a is not None and d is not None
                                               else None for a, d in zip(arrays, dtypes))
     assert ids is not None and weights is not None and sensitive is not None and index is not None
     rows = LMData(ids, weights, sensitive, index, labels, weighting)
     if statistics:
-        rows.__dict__["_statistics"] = dict(statistics)
+        rows._statistics = dict(statistics)
     return rows
 
 
-def _tensor(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
-    """`a` as a tensor of `dtype`: a view of `a`'s memory when it has that dtype, else a converted copy."""
+def _rejoined(blocks: tuple[LMData, ...], weighting: TokenWeighting | None, statistics: dict) -> LMData:
+    """`LMData.__reduce__`'s inverse for joined rows: the blocks joined again, the weighting and statistics kept."""
+    rows = LMData.joined(blocks)
+    if weighting is not None:
+        rows = rows.with_weighting(weighting)
+    rows._statistics = dict(statistics)
+    return rows
+
+
+def array_tensor(a: np.ndarray, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """`a` as a tensor of `dtype` (by default its own): a view of `a`'s memory when it has that dtype, else a
+    converted copy."""
     with warnings.catch_warnings():
         # Ray hands out its arrays read-only, and torch warns that a tensor over them could be written. Safe: no
         # code writes a dataset's tensors in place (tests/test_tensors.py checks a trial leaves them unchanged),
         # and a copy would put every row in each trial's own memory.
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable", category=UserWarning)
         t = torch.from_numpy(a)
-    return t if t.dtype == dtype else t.to(dtype)
+    return t if dtype is None or t.dtype == dtype else t.to(dtype)
 
 
 def record_groups(record_index: torch.Tensor) -> torch.Tensor:

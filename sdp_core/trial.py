@@ -129,7 +129,7 @@ def run_attacks(model, data: TrialData, canaries: tuple[Canaries, ...], cfg: Tri
         out["empirical_epsilon"] = empirical_epsilon(out["exposure"]["exposures"], out["exposure"]["held_out_exposures"],
                                                      delta=p.delta, group_size=canaries[0].repeats)
     train = data.first_train_records(ev.max_eval_records) if ev.mia else []
-    if ev.mia and all(r.spans is not None for r in train) and test.sensitive.any():
+    if ev.mia and all(r.spans is not None for r in train) and any(bool(block.sensitive.any()) for block in test.blocks()):
         members = encode([r.text for r in train], [list(r.spans or ()) for r in train], data.tokenizer, cfg.data.max_length,
                          on_long=cfg.data.on_long_records)
         out["membership_inference"] = membership_inference(model, members, test)

@@ -162,6 +162,36 @@ def test_data_not_known_to_be_small_is_prepared_in_a_task_as_it_would_be_here(lo
     assert got.data.tokenizer.get_vocab() == expected.data.tokenizer.get_vocab()
 
 
+def test_rows_encoded_by_blocks_are_written_a_block_an_object_and_read_back_as_the_rows(local_ray, monkeypatch):
+    """A preparation whose rows were encoded block by block on the cluster keeps them as those blocks (joined,
+    never copied into one), writes each block as an object of its own, and a trial reads back the rows of one
+    process's preparation, row for row, with the statistics its plan computed."""
+    from sdp_core.config import parse_model
+    from sdp_core.config.trial import TrialConfig
+    from sdp_core.preparation import data_key
+    from sdp_core.sweep import encoding, prepare
+    from tests.conftest import small_trial_dict
+
+    cfg = parse_model(TrialConfig, small_trial_dict(data={"seed": 31}, evaluation={"mia": True, "max_eval_records": 5}))
+    expected = prepare.prepare_shared([cfg])[data_key(cfg)].data  # encoded here: one block a split
+    monkeypatch.setattr(encoding, "BLOCK_RECORDS", 30)  # 200 training records: seven blocks
+    with encoding.ray_encoding():
+        data = prepare.prepare_shared([cfg])[data_key(cfg)]
+    splits = ("train", "train_redacted", "validation", "test")
+    blocks = [len(getattr(data.data, split).parts) for split in splits]
+    assert blocks[:2] == [7, 7] and all(n > 1 for n in blocks)
+    shared = prepare.put_shared(data, prepare.members_kept([cfg], data_key(cfg)))
+    assert len(shared.rows) >= sum(blocks)  # beside the evaluation subsets' rows
+    got = shared.get().data
+    for split, n in zip(splits, blocks):
+        a, b = getattr(got, split), getattr(expected, split)
+        assert len(a.parts) == n
+        assert all(torch.equal(getattr(a, f), getattr(b, f)) for f in ("input_ids", "weights", "sensitive",
+                                                                        "record_index")), split
+        assert a._statistics.keys() == b._statistics.keys(), split
+    assert got.train._statistics  # the plan's counts, read by the trials instead of the rows
+
+
 @pytest.mark.parametrize("labels", [None, [0, 1, 2, 0, 1, 2, 0]])
 def test_rows_encoded_by_blocks_on_the_cluster_are_the_rows_encoded_here(local_ray, monkeypatch, labels):
     """Blocks of one record on a pool of actors (seven blocks, two actors: 2 CPUs) give the rows of

@@ -205,3 +205,41 @@ def test_a_statistic_with_arguments_is_computed_once_for_each_of_them():
     total = int(data.input_ids.sum())
     assert [data.statistic(scaled_sum, s) for s in (1, 2, 1, 2)] == [total, 2 * total, total, 2 * total]
     assert CALLS == [1, 2]
+
+
+def split_into_blocks(data: LMData, ends: list[int]) -> LMData:
+    """`data`'s rows joined from blocks that end at `ends`, each block its own tensors (copies)."""
+    starts = [0, *ends[:-1]]
+    return LMData.joined([LMData(*(None if t is None else t[a:b].clone() for t in data.stored()))
+                          for a, b in zip(starts, ends)])
+
+
+@pytest.mark.parametrize("labelled", [False, True])
+def test_rows_joined_from_blocks_read_as_the_rows_they_were_cut_from(monkeypatch, labelled):
+    """Joined rows (a sweep's encoding, block by block) are never copied into one, and read as the rows they hold:
+    lengths, records, batches in any order across blocks (in pieces, weighted), every block, counts, pickling, and
+    `after_each_block` once a block read."""
+    monkeypatch.setattr(tensors, "BLOCK_ROWS", 5)
+    data = lm_data(600)
+    data = LMData(*data.stored()[:4], torch.arange(64) % 3 if labelled else None)
+    joined = split_into_blocks(data, [10, 11, 40, 64])
+    assert len(joined.parts) == 4 and all(len(p.parts) == 1 for p in joined.parts)
+    assert_same(joined, data)  # read whole: concatenated
+    assert len(joined) == 64 and joined.records == data.records and joined.task == data.task
+    assert torch.equal(joined.groups, data.groups)
+    read: list[int] = []
+    with tensors.after_each_block(lambda: read.append(1)):
+        assert [len(b) for b in joined.blocks()] == [5, 5, 1, 5, 5, 5, 5, 5, 4, 5, 5, 5, 5, 4]
+        assert len(read) == 4
+        assert tensors.row_counts(joined) == tensors.row_counts(data)
+        rows = torch.tensor([63, 0, 10, 10, 39, 40, 9, 11])  # every block, out of order, one row twice
+        weighting = ATDPWeights(0.25, (5, 7))
+        for piece in (None, 3):
+            assert_same(joined.subset(rows, piece), data.subset(rows))
+            assert_same(joined.with_weighting(weighting).subset(rows, piece), data.with_weighting(weighting).subset(rows))
+    assert_same(joined.subset([]), data.subset([]))
+    again = pickle.loads(pickle.dumps(joined.with_weighting(weighting), protocol=5))
+    assert len(again.parts) == 4 and again.weighting is not None
+    assert_same(again.subset(rows), data.with_weighting(weighting).subset(rows))
+    for block, part in zip(again.parts, joined.parts):
+        assert_same(block, part)

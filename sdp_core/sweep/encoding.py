@@ -1,14 +1,14 @@
-"""A sweep's rows encoded on the cluster: blocks of records tokenized by a pool of Ray actors, one a CPU, the rows
-joined in record order.
+"""A sweep's rows encoded on the cluster: blocks of records tokenized by a pool of Ray actors, one a CPU, each block's
+rows kept in the object store and joined in record order without a copy (`LMData.joined`).
 
     the preparation's records (`preparation.prepare_trial_data`, a mechanism's plan: every `encode_windows` inside
     `ray_encoding`)
       -> blocks of `BLOCK_RECORDS` records, their texts and spans (as arrays, `data.records.span_columns`)
       -> a pool of one-CPU actors, one a CPU of the cluster (`EncoderPool`: each imports torch and the tokenizer
          once, and encodes block after block, for every split and mechanism the preparation encodes), killed at its
-         end; the rows stay in the object store until joined
-      -> one copy of every block's rows, in order, into the split's arrays: the joining process maps one block at a
-         time (`train.shared_pages`), so it holds the rows once, not twice.
+         end
+      -> the blocks' rows, in record order, left in the object store: the process that asked holds views of them,
+         and reads them a block at a time (`LMData.blocks`), so it need never hold every row.
 
 Encoding a record depends on its text, its spans and the layout alone (`text.encode.RowLayout`), and a block's
 records are numbered from its first, so the rows are those of one process, row for row (`tests/test_pipeline.py`):
@@ -24,9 +24,9 @@ from typing import Iterator, Sequence
 from sdp_core.data.records import Span, SpanColumns, span_columns
 from sdp_core.errors import UserError
 from sdp_core.progress import count_progress
-from sdp_core.text.encode import EncodedRows, RowLayout, encode_rows, encoding_runner, joined_rows
+from sdp_core.text.encode import EncodedRows, RowLayout, encode_rows, encoding_runner
 from sdp_core.train.host_memory import give_back_freed_host_memory
-from sdp_core.train.shared_pages import in_shared_memory, unmap_pages, unmap_shared_mappings
+from sdp_core.train.shared_pages import unmap_shared_mappings
 
 BLOCK_RECORDS = 10_000
 """Records an actor encodes at a time: about 20 s of one core for clinic notes (2 ms a note over the tokenizer and
@@ -55,21 +55,21 @@ class EncoderPool:
     def __init__(self) -> None:
         self.actors: list = []  # handles of `BlockEncoder` actors
 
-    def encode(self, texts: Sequence[str], spans: Sequence[Sequence[Span]], layout: RowLayout) -> EncodedRows:
+    def encode(self, texts: Sequence[str], spans: Sequence[Sequence[Span]], layout: RowLayout) -> list[EncodedRows]:
         """`encode_rows` of `texts` by blocks of `BLOCK_RECORDS` on the actors (`ray_encoding`'s runner), with a
-        progress bar of the records encoded."""
+        progress bar of the records encoded: each block's rows, in record order, views of the object store."""
         import ray
         from ray.exceptions import RayTaskError
         from ray.util import ActorPool
 
         if len(texts) <= BLOCK_RECORDS:
-            return encode_rows(texts, spans, layout)
+            return [encode_rows(texts, spans, layout)]
         starts = range(0, len(texts), BLOCK_RECORDS)
         wanted = min(max(1, int(ray.cluster_resources().get("CPU", 1))), len(starts))
         self.actors += [ray.remote(num_cpus=1)(BlockEncoder).remote() for _ in range(wanted - len(self.actors))]
         pool = ActorPool(self.actors)
         layout_ref = ray.put(layout)
-        blocks: list[EncodedRows] = []  # in record order; views of the object store until joined
+        blocks: list[EncodedRows] = []  # in record order; views of the object store
         try:
             with count_progress("encode rows", len(texts)) as advance:
 
@@ -90,7 +90,7 @@ class EncoderPool:
             if isinstance(e.cause, UserError):
                 raise e.cause from None
             raise
-        return joined_rows(blocks, layout, _unmapped)  # a block mapped at a time, not all of them
+        return blocks
 
     def close(self) -> None:
         import ray
@@ -98,11 +98,6 @@ class EncoderPool:
         for actor in self.actors:
             ray.kill(actor)
         self.actors = []
-
-
-def _unmapped(block: EncodedRows) -> None:
-    """A block's pages of the object store, read, given back (`train.shared_pages`)."""
-    unmap_pages(in_shared_memory([block.input_ids, block.sensitive, block.record_index]))
 
 
 @contextmanager

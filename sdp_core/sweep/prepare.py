@@ -3,7 +3,9 @@
     driver: a data file's detection (`sweep.pipeline.detect_file`: streamed, the driver holds one batch of spans)
       -> a task on the driver's node (`_prepare_remotely`, no CPU of its own; its detection misses go to the actor
          pool like the driver's would, its encoding to actors on the cluster, `sweep.encoding`): records, spans,
-         tokenizer, rows and each mechanism's plan (`prepare_shared`)
+         tokenizer, rows and each mechanism's plan (`prepare_shared`); the rows stay in the blocks the encoding
+         actors wrote into the object store (`LMData.joined`), and the task reads them a block at a time, unmapping
+         each block's pages once read (`tensors.after_each_block`): it never holds every row
       -> every setting's `PreparedData` in Ray's object store, made by that task and owned by the driver, which
          holds references only; the task's worker exits once it is done, and its memory with it. Before writing,
          the task gives its freed heap back, and after each object it unmaps the store's pages the write mapped
@@ -13,8 +15,9 @@
 Each setting is several objects there (`SharedData`, `shared_parts`): what every trial reads but the rows (the
 tokenizer, counts and the first training records membership inference reads), whose size does not grow with the
 data; the records themselves (`TrialRecords`), which only a trial whose mechanism reads text fetches (CRT, JFT's
-missing rate from gold spans); and each rows object (`LMData`: each split's, a mechanism plan's) on its own, so that
-the task writes, maps and drops one at a time. All are yielded by the task, so the driver owns them: a reference the
+missing rate from gold spans); and each block of rows (`LMData.parts`: each split's, a mechanism plan's, an
+evaluation subset's) on its own, so that the task writes, maps and drops one block at a time, and a trial reads
+the blocks its batch needs. All are yielded by the task, so the driver owns them: a reference the
 task put itself would keep its worker, and all its memory, alive for as long as the reference lives.
 
 The driver never holds the records, the tokenizer's training text or the rows, however large the data: what it
@@ -50,7 +53,7 @@ from sdp_core.preparation import PreparedData, TrialRecords, data_key, prepare_t
 from sdp_core.progress import ProgressEvent, relayed_progress, replayed_progress
 from sdp_core.sweep.encoding import ray_encoding
 from sdp_core.sweep.pipeline import FILE_MIN_BYTES, FileDetections, detect_file, file_source, ray_detection
-from sdp_core.tensors import LMData
+from sdp_core.tensors import LMData, after_each_block
 from sdp_core.train.host_memory import give_back_freed_host_memory
 from sdp_core.train.shared_pages import unmap_shared_mappings
 
@@ -66,12 +69,12 @@ RELAY_INTERVAL = 0.25
 @dataclass(frozen=True)
 class SharedData:
     """A data setting's preparation in Ray's object store (`shared_parts`): what every trial reads but the rows, the
-    records, which a trial fetches only when its mechanism or attack reads them (`PreparedData.apart`), and each of
-    its rows (`LMData`: each split's, a mechanism's plan's) as an object of its own."""
+    records, which a trial fetches only when its mechanism or attack reads them (`PreparedData.apart`), and each
+    block of its rows (`LMData.parts`: each split's, a mechanism's plan's) as an object of its own."""
 
-    prepared: ray.ObjectRef  # bytes: PreparedData without its records, each of its rows pickled as its number
+    prepared: ray.ObjectRef  # bytes: PreparedData without its records, each block of its rows pickled as its number
     records: ray.ObjectRef  # TrialRecords
-    rows: tuple[ray.ObjectRef, ...]  # the rows, by number
+    rows: tuple[ray.ObjectRef, ...]  # the blocks of rows, by number
 
     @classmethod
     def of(cls, refs: Sequence[ray.ObjectRef]) -> SharedData:
@@ -85,15 +88,16 @@ class SharedData:
 
 
 class _RowsApart(cloudpickle.CloudPickler):
-    """Pickles every `LMData` as its number in `rows`, where it is put: the rows stay out of the pickle."""
+    """Pickles every block of rows (`LMData.parts`: joined rows are pickled as their blocks) as its number in `rows`,
+    where it is put: the rows stay out of the pickle, each block an object of its own."""
 
     def __init__(self, file: io.BytesIO):
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.rows: list[LMData] = []
-        self.numbers: dict[int, int] = {}  # id of each row object seen -> its number
+        self.numbers: dict[int, int] = {}  # id of each block seen -> its number
 
     def persistent_id(self, obj: object) -> int | None:
-        if not isinstance(obj, LMData):
+        if not isinstance(obj, LMData) or obj.parts[0] is not obj:
             return None
         if id(obj) not in self.numbers:
             self.numbers[id(obj)] = len(self.rows)
@@ -102,7 +106,7 @@ class _RowsApart(cloudpickle.CloudPickler):
 
 
 class _RowsBack(pickle.Unpickler):
-    """Unpickles what `_RowsApart` pickled, each row object's number read as that object of `rows`."""
+    """Unpickles what `_RowsApart` pickled, each block's number read as that block of `rows`."""
 
     def __init__(self, data: bytes, rows: list[LMData]):
         super().__init__(io.BytesIO(data))
@@ -115,9 +119,9 @@ class _RowsBack(pickle.Unpickler):
 def shared_parts(data: PreparedData, first_train: int) -> Iterator[int | bytes | TrialRecords | LMData]:
     """A setting's prepared data as the objects of `SharedData`, in its order, after how many they are: the data
     pickled without its records and rows (`_RowsApart`), the records (`PreparedData.apart`, keeping `first_train`
-    training records beside the rows), then each row object. Each is dropped here once the caller takes the next: a
-    writer that gives `data` alone to this holds what is still to write, not what it wrote (at a million notes, the
-    rows are 1.5 GB)."""
+    training records beside the rows), then each block of rows. Each is dropped here once the caller takes the next:
+    a writer that gives `data` alone to this holds what is still to write, not what it wrote (at a million notes,
+    the rows are 1.5 GB)."""
     every, records = data.apart(first_train)
     del data
     buffer = io.BytesIO()
@@ -209,7 +213,8 @@ def _prepare_remotely(trials: list[TrialConfig], workers: int | None, files: Seq
 
     def work() -> None:  # in a thread: the generator yields the events it sends while it runs
         try:
-            with relayed_progress(events.put), ray_detection(workers, files), ray_encoding():
+            with (relayed_progress(events.put), ray_detection(workers, files), ray_encoding(),
+                  after_each_block(unmap_shared_mappings)):  # the rows' blocks' pages, read: one block's at a time
                 outcome["prepared"] = prepare_shared(trials)
         except BaseException as e:  # raised below, in the task
             outcome["error"] = e

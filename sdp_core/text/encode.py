@@ -30,7 +30,7 @@ from transformers import PreTrainedTokenizerFast
 
 from sdp_core.data.records import Span
 from sdp_core.errors import UserError
-from sdp_core.tensors import LMData
+from sdp_core.tensors import LMData, array_tensor
 from sdp_core.text.alignment import merged_intervals, token_mask
 from sdp_core.data.structure import SENTENCE_END
 
@@ -121,18 +121,26 @@ class RowLayout:
 
 @dataclass(frozen=True)
 class EncodedRows:
-    """The rows of consecutive records before their weights: ids (`id_dtype`), secret mask, the record each row is,
-    the records' tokens and how many of them the rows hold."""
+    """The rows of consecutive records: ids (`id_dtype`), loss weights, secret mask, the record each row is, the
+    records' tokens and how many of them the rows hold."""
 
     input_ids: np.ndarray  # [R, T]
+    weights: np.ndarray  # [R, T] bool: every real token after the leading `<eos>`, not padding or `<mask>`
     sensitive: np.ndarray  # [R, T] bool
     record_index: np.ndarray  # [R] int32
     tokens: int
     kept: int
 
+    def rows(self, labels: torch.Tensor | None = None) -> LMData:
+        """These rows as a block of `LMData` over these arrays (no copy: in a sweep's preparation, the object store's
+        memory), each row's class read from `labels` (one per record of the whole) for classification rows."""
+        record_index = array_tensor(self.record_index)
+        return LMData(array_tensor(self.input_ids), array_tensor(self.weights), array_tensor(self.sensitive), record_index,
+                      None if labels is None else labels[record_index.long()])
 
-RowEncoder = Callable[[Sequence[str], Sequence[Sequence[Span]], RowLayout], EncodedRows]
-"""Encodes records as `encode_rows` does, wherever it runs (`encoding_runner`)."""
+
+RowEncoder = Callable[[Sequence[str], Sequence[Sequence[Span]], RowLayout], Sequence[EncodedRows]]
+"""Encodes records as `encode_rows` does, wherever it runs (`encoding_runner`), as blocks of consecutive records."""
 
 _ENCODER: ContextVar[RowEncoder | None] = ContextVar("row_encoder", default=None)
 
@@ -159,17 +167,15 @@ def encode_windows(texts: Sequence[str], spans: Sequence[Sequence[Span]], tokeni
     an `encoding_runner` block.
     """
     layout = RowLayout(tokenizer, max_length, labels is not None, tuple(keep_whole), on_long)
-    rows = (_ENCODER.get() or encode_rows)(texts, spans, layout)
-    ids = rows.input_ids
-    record_index = torch.from_numpy(rows.record_index)
-    weights = torch.from_numpy((ids != tokenizer.pad_token_id) & (ids != tokenizer.mask_token_id))
-    weights[:, 0] = False
-    y = None if labels is None else torch.tensor(labels, dtype=torch.long)[record_index]
-    windows = np.bincount(rows.record_index, minlength=len(texts))
-    summary = WindowSummary(records=len(texts), rows=len(ids), records_split=int((windows > 1).sum()),
-                            windows_per_record_max=int(windows.max(initial=0)), tokens=rows.tokens,
-                            tokens_dropped=rows.tokens - rows.kept)
-    return LMData(torch.from_numpy(ids), weights, torch.from_numpy(rows.sensitive), record_index, y), summary
+    encoder = _ENCODER.get()
+    blocks = encoder(texts, spans, layout) if encoder is not None else [encode_rows(texts, spans, layout)]
+    record_index = np.concatenate([block.record_index for block in blocks])
+    windows = np.bincount(record_index, minlength=len(texts))
+    summary = WindowSummary(records=len(texts), rows=len(record_index), records_split=int((windows > 1).sum()),
+                            windows_per_record_max=int(windows.max(initial=0)), tokens=sum(b.tokens for b in blocks),
+                            tokens_dropped=sum(b.tokens - b.kept for b in blocks))
+    y = None if labels is None else torch.tensor(labels, dtype=torch.long)
+    return LMData.joined([block.rows(y) for block in blocks]), summary
 
 
 def encode_rows(texts: Sequence[str], spans: Sequence[Sequence[Span]], layout: RowLayout, first: int = 0
@@ -180,22 +186,21 @@ def encode_rows(texts: Sequence[str], spans: Sequence[Sequence[Span]], layout: R
     return chunks[0] if len(chunks) == 1 else joined_rows(chunks, layout)
 
 
-def joined_rows(parts: Sequence[EncodedRows], layout: RowLayout,
-                after_each: Callable[[EncodedRows], object] | None = None) -> EncodedRows:
-    """`parts`' rows one after the other, copied into new arrays a part at a time, `after_each(part)` once a part is
-    copied (the blocks of `sweep.encoding` are views of the object store, unmapped there once copied)."""
+def joined_rows(parts: Sequence[EncodedRows], layout: RowLayout) -> EncodedRows:
+    """`parts`' rows one after the other, copied into new arrays."""
     n = sum(len(p.record_index) for p in parts)
     ids = np.empty((n, layout.max_length), id_dtype(layout.tokenizer))
+    weights = np.empty((n, layout.max_length), np.bool_)
     sensitive = np.empty((n, layout.max_length), np.bool_)
     record_index = np.empty(n, np.int32)
     at = 0
     for part in parts:
         end = at + len(part.record_index)
-        ids[at:end], sensitive[at:end], record_index[at:end] = part.input_ids, part.sensitive, part.record_index
-        if after_each is not None:
-            after_each(part)
+        ids[at:end], weights[at:end], sensitive[at:end] = part.input_ids, part.weights, part.sensitive
+        record_index[at:end] = part.record_index
         at = end
-    return EncodedRows(ids, sensitive, record_index, sum(p.tokens for p in parts), sum(p.kept for p in parts))
+    return EncodedRows(ids, weights, sensitive, record_index, sum(p.tokens for p in parts),
+                       sum(p.kept for p in parts))
 
 
 def _encode_chunk(texts: Sequence[str], spans: Sequence[Sequence[Span]], layout: RowLayout, start: int, first: int
@@ -232,7 +237,9 @@ def _encode_chunk(texts: Sequence[str], spans: Sequence[Sequence[Span]], layout:
                 record_masks = {i: token_mask(enc["offset_mapping"][i], spans[start + i], chunk[i])}
             sensitive[row, 1 : b - a + 1] = record_masks[i][a:b]
     record_index = np.array([first + start + i for i, _, _ in rows], dtype=np.int32).reshape(len(rows))
-    return EncodedRows(input_ids, sensitive, record_index, sum(lengths), sum(b - a for _, a, b in rows))
+    weights = (input_ids != pad) & (input_ids != tokenizer.mask_token_id)
+    weights[:, 0] = False
+    return EncodedRows(input_ids, weights, sensitive, record_index, sum(lengths), sum(b - a for _, a, b in rows))
 
 
 def encode(texts: Sequence[str], spans: Sequence[Sequence[Span]], tokenizer: PreTrainedTokenizerFast,

@@ -365,7 +365,7 @@ def train_phase(model: nn.Module, optimizer: torch.optim.Optimizer, phase: Phase
     # The object store's rows (`shared_pages`): a batch reads them a piece at a time, and the pages each piece maps
     # in are unmapped once the process maps more than `shared_rows_mb` beyond what it mapped when the phase began.
     shared_limit = settings.shared_rows_mb
-    shared_rows = in_shared_memory(data.stored()) if shared_limit is not None else []
+    shared_rows = in_shared_memory(t for part in data.parts for t in part.stored()) if shared_limit is not None else []
     mapped_at_start = mapped_files_mb() if shared_rows else 0.0
 
     def unmap_past_limit() -> None:
