@@ -149,13 +149,11 @@ def test_a_trial_with_reproducible_noise_says_everywhere_that_its_epsilon_does_n
 def test_the_token_budget_reads_no_private_record():
     """`training.max_tokens` holds a private phase to steps counted from N and the held-out records alone: training
     records of any length (here every padding position counted as trained on) get the same steps, so the same σ."""
-    from dataclasses import replace
-
     from sdp_core.mechanisms.base import private_phase, within_token_budget
 
     cfg = parse_model(TrialConfig, small_trial_dict(training={"max_steps": None, "epochs": 2, "max_tokens": 20_000}))
     data = prepare_trial_data(cfg).data
-    padded = replace(data.train, weights=torch.ones_like(data.train.weights))
+    padded = data.train.with_weights(torch.ones_like(data.train.weights))
     assert padded.valid.sum() > 1.3 * data.train.valid.sum()
     phases = [[private_phase("dp", train, cfg, 2)] for train in (data.train, padded)]
     steps = [within_token_budget(p, cfg.training.max_tokens, "DP", data.validation)[0].total_steps for p in phases]
