@@ -94,19 +94,22 @@ class LMData:
     an object of the store of its own), and what reads every row reads them a block at a time (`blocks`, `subset`,
     `statistic`). A joined data's `input_ids`, `weights`, `sensitive`, `labels` concatenate its blocks, a copy:
     what only batches and small data read.
+
+    - `input_ids` [N, T] integer: uint16 where the vocabulary fits (as encoded); a batch's are int64
+    - `weights` [N, T] loss weight of predicting token t: bool while all are 0 or 1; a batch's are float; with a
+      `weighting`, that weighting of the weights stored
+    - `sensitive` [N, T] bool: token overlaps a sensitive span (policy or gold, as built)
+    - `record_index` [N] integer: which source record each row is (int32 as encoded: 4 bytes a row)
+    - `labels` [N] long: class of each row (classification data); None for LM data
+    - `weighting`: a mechanism's weights, computed for a batch's rows (`TokenWeighting`)
     """
 
     def __init__(self, input_ids: torch.Tensor, weights: torch.Tensor, sensitive: torch.Tensor,
                  record_index: torch.Tensor, labels: torch.Tensor | None = None,
                  weighting: TokenWeighting | None = None):
-        self._stored: Stored | None = (input_ids, weights, sensitive, record_index, labels)
-        # [N, T] integer ids: uint16 where the vocabulary fits (as encoded); a batch's are int64
-        # [N, T] loss weight of predicting token t: bool while all are 0 or 1; a batch's are float
-        # [N, T] bool: token overlaps a sensitive span (policy or gold, as built)
-        # [N] integer: which source record each row is (int32 as encoded: 4 bytes a row)
-        # [N] long: class of each row (classification data); None for LM data
-        self._parts: tuple[LMData, ...] = ()
-        self.weighting = weighting  # a mechanism's weights, computed for a batch's rows (`TokenWeighting`)
+        self._stored: Stored | None = (input_ids, weights, sensitive, record_index, labels)  # None: joined
+        self._parts: tuple[LMData, ...] = ()  # the blocks of joined rows
+        self.weighting = weighting
         self._statistics: dict[str, Any] = {}
 
     @classmethod
@@ -299,11 +302,10 @@ def memoised(kept: dict[str, Any], compute: Callable[..., T], target: object, *a
     return kept[key]
 
 
-
-
 def record_numbers(rows: LMData) -> np.ndarray:
     """`record_groups` of the rows' record indices as an int32 array (`LMData.groups`): 4 bytes a row, kept zero-copy
-    in the object store as every array of the rows is."""
+    in the object store as every array of the rows is (a block's with it; joined rows', an object of its own,
+    `sweep.prepare`)."""
     assert len(rows) < 2**31, "row numbers fit int32"
     return record_groups(rows.record_index).numpy().astype(np.int32)
 

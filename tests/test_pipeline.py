@@ -7,7 +7,9 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import numpy as np
 import pytest
+import ray
 import torch
 
 from sdp_core.data.clinic import generate_clinic
@@ -164,8 +166,9 @@ def test_data_not_known_to_be_small_is_prepared_in_a_task_as_it_would_be_here(lo
 
 def test_rows_encoded_by_blocks_are_written_a_block_an_object_and_read_back_as_the_rows(local_ray, monkeypatch):
     """A preparation whose rows were encoded block by block on the cluster keeps them as those blocks (joined,
-    never copied into one), writes each block as an object of its own, and a trial reads back the rows of one
-    process's preparation, row for row, with the statistics its plan computed."""
+    never copied into one), writes each block (and each large statistic of joined rows) as an object of its own,
+    and a trial reads back the rows of one process's preparation, row for row, with the statistics its plan
+    computed."""
     from sdp_core.config import parse_model
     from sdp_core.config.trial import TrialConfig
     from sdp_core.preparation import data_key
@@ -180,9 +183,12 @@ def test_rows_encoded_by_blocks_are_written_a_block_an_object_and_read_back_as_t
     splits = ("train", "train_redacted", "validation", "test")
     blocks = [len(getattr(data.data, split).parts) for split in splits]
     assert blocks[:2] == [7, 7] and all(n > 1 for n in blocks)
+    monkeypatch.setattr(prepare, "APART_BYTES", 64)  # the joined rows' record numbers written apart too
     shared = prepare.put_shared(data, prepare.members_kept([cfg], data_key(cfg)))
-    assert len(shared.rows) >= sum(blocks)  # beside the evaluation subsets' rows
+    assert len(shared.rows) >= sum(blocks)  # beside the evaluation subsets' rows and the arrays
     got = shared.get().data
+    apart = [part for part in ray.get(list(shared.rows)) if isinstance(part, np.ndarray)]
+    assert any(np.array_equal(a, expected.train.groups.numpy()) for a in apart)
     for split, n in zip(splits, blocks):
         a, b = getattr(got, split), getattr(expected, split)
         assert len(a.parts) == n

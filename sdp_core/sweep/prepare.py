@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
+import numpy as np
 import ray
 from ray import cloudpickle
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -74,7 +75,7 @@ class SharedData:
 
     prepared: ray.ObjectRef  # bytes: PreparedData without its records, each block of its rows pickled as its number
     records: ray.ObjectRef  # TrialRecords
-    rows: tuple[ray.ObjectRef, ...]  # the blocks of rows, by number
+    rows: tuple[ray.ObjectRef, ...]  # the blocks of rows (and large arrays, `_RowsApart`), by number
 
     @classmethod
     def of(cls, refs: Sequence[ray.ObjectRef]) -> SharedData:
@@ -87,36 +88,49 @@ class SharedData:
         return _RowsBack(ray.get(self.prepared), ray.get(list(self.rows))).load().with_records(self.records)
 
 
+APART_BYTES = 1 << 20
+"""An array at least this large in a setting's data (a statistic of joined rows: their record numbers, 4 bytes a row)
+is an object of its own, as the blocks of rows are, so that a trial reads it from the object store, not a copy."""
+
+RowsPart = LMData | np.ndarray
+"""What `_RowsApart` writes apart: a block of rows, or a large array."""
+
+
 class _RowsApart(cloudpickle.CloudPickler):
-    """Pickles every block of rows (`LMData.parts`: joined rows are pickled as their blocks) as its number in `rows`,
-    where it is put: the rows stay out of the pickle, each block an object of its own."""
+    """Pickles every block of rows (`LMData.parts`: joined rows are pickled as their blocks) and every array of
+    `APART_BYTES` or more as its number in `rows`, where it is put: the rows stay out of the pickle, each block an
+    object of its own."""
 
     def __init__(self, file: io.BytesIO):
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
-        self.rows: list[LMData] = []
-        self.numbers: dict[int, int] = {}  # id of each block seen -> its number
+        self.rows: list[RowsPart] = []
+        self.numbers: dict[int, int] = {}  # id of each block or array seen -> its number
 
     def persistent_id(self, obj: object) -> int | None:
-        if not isinstance(obj, LMData) or obj.parts[0] is not obj:
+        if isinstance(obj, LMData):
+            apart: RowsPart | None = obj if obj.parts[0] is obj else None
+        else:
+            apart = obj if isinstance(obj, np.ndarray) and obj.nbytes >= APART_BYTES else None
+        if apart is None:
             return None
         if id(obj) not in self.numbers:
             self.numbers[id(obj)] = len(self.rows)
-            self.rows.append(obj)
+            self.rows.append(apart)
         return self.numbers[id(obj)]
 
 
 class _RowsBack(pickle.Unpickler):
-    """Unpickles what `_RowsApart` pickled, each block's number read as that block of `rows`."""
+    """Unpickles what `_RowsApart` pickled, each number read as that block or array of `rows`."""
 
-    def __init__(self, data: bytes, rows: list[LMData]):
+    def __init__(self, data: bytes, rows: list[RowsPart]):
         super().__init__(io.BytesIO(data))
         self.rows = rows
 
-    def persistent_load(self, number: int) -> LMData:
+    def persistent_load(self, number: int) -> RowsPart:
         return self.rows[number]
 
 
-def shared_parts(data: PreparedData, first_train: int) -> Iterator[int | bytes | TrialRecords | LMData]:
+def shared_parts(data: PreparedData, first_train: int) -> Iterator[int | bytes | TrialRecords | RowsPart]:
     """A setting's prepared data as the objects of `SharedData`, in its order, after how many they are: the data
     pickled without its records and rows (`_RowsApart`), the records (`PreparedData.apart`, keeping `first_train`
     training records beside the rows), then each block of rows. Each is dropped here once the caller takes the next:
@@ -203,7 +217,7 @@ def _merged(events: list[ProgressEvent]) -> list[ProgressEvent]:
 
 @ray.remote(num_cpus=0, max_calls=1, num_returns="streaming")
 def _prepare_remotely(trials: list[TrialConfig], workers: int | None, files: Sequence[FileDetections]
-                      ) -> Iterator[list[ProgressEvent] | tuple[str, ...] | int | bytes | TrialRecords | LMData]:
+                      ) -> Iterator[list[ProgressEvent] | tuple[str, ...] | int | bytes | TrialRecords | RowsPart]:
     """`prepare_shared` in this task: yields lists of progress events while it works, then the keys of the settings
     it prepared, then each setting's objects (`shared_parts`: how many, then the data, its records and its rows), in
     that order (objects the caller owns, so they outlive this worker)."""
