@@ -229,23 +229,23 @@ class LMData:
                 None if labels_[0] is None else torch.cat(labels_))
 
     def _gathered(self, rows: torch.Tensor) -> Stored:
-        """The stored tensors' `rows`, in their order, gathered block by block from joined rows."""
-        if self._stored is not None:
-            return tuple(None if t is None else t[rows] for t in self._stored)  # type: ignore[return-value]
+        """The stored tensors' `rows`, in their order, gathered block by block from joined rows (each block's rows
+        taken by indexing, then put back in order: uint16 ids have no `index_put`)."""
+        if self._stored is not None or not len(rows):
+            return tuple(None if t is None else t[rows] for t in self.parts[0].stored())  # type: ignore[return-value]
         ends = torch.tensor([len(part) for part in self._parts]).cumsum(0)
-        block = torch.searchsorted(ends, rows, right=True)
         starts = torch.cat([torch.zeros(1, dtype=ends.dtype), ends[:-1]])
-        gathered: list[torch.Tensor | None] = []
-        for first in self._parts[0].stored():
-            gathered.append(None if first is None else first.new_empty((len(rows), *first.shape[1:])))
+        block = torch.searchsorted(ends, rows, right=True)
+        positions: list[torch.Tensor] = []
+        taken: list[tuple[torch.Tensor | None, ...]] = []
         for b in block.unique().tolist():
             here = (block == b).nonzero().flatten()
             local = rows[here] - starts[b]
-            for out, t in zip(gathered, self._parts[b].stored()):
-                if out is not None and t is not None:
-                    out[here] = t[local]
+            positions.append(here)
+            taken.append(tuple(None if t is None else t[local] for t in self._parts[b].stored()))
             _block_read()
-        return tuple(gathered)  # type: ignore[return-value]
+        order = torch.argsort(torch.cat(positions))
+        return tuple(None if ts[0] is None else torch.cat(ts)[order] for ts in zip(*taken))  # type: ignore
 
     def to(self, device: torch.device | str) -> LMData:
         """The same rows on `device` (the model's: a batch moves, the dataset stays in host memory), as a batch has

@@ -173,6 +173,7 @@ def test_rows_encoded_by_blocks_are_written_a_block_an_object_and_read_back_as_t
     from sdp_core.config.trial import TrialConfig
     from sdp_core.preparation import data_key
     from sdp_core.sweep import encoding, prepare
+    from sdp_core.trial import run_trial
     from tests.conftest import small_trial_dict
 
     cfg = parse_model(TrialConfig, small_trial_dict(data={"seed": 31}, evaluation={"mia": True, "max_eval_records": 5}))
@@ -196,6 +197,8 @@ def test_rows_encoded_by_blocks_are_written_a_block_an_object_and_read_back_as_t
                                                                         "record_index")), split
         assert a._statistics.keys() == b._statistics.keys(), split
     assert got.train._statistics  # the plan's counts, read by the trials instead of the rows
+    row = run_trial(cfg, prepared=shared.get())  # its batches gathered block by block
+    assert row.state == "finished", row.error
 
 
 @pytest.mark.parametrize("labels", [None, [0, 1, 2, 0, 1, 2, 0]])
