@@ -254,7 +254,8 @@ def sweep_prep(path: Path, policy: str, max_length: int, address: str, trials: i
 
 def _trial_task(trial: dict, prepared: object) -> dict:
     """One trial on the prepared data (what a sweep's trial does, without Tune): its start-up (the data in hand,
-    unpickled from the object store), evaluation and whole wall time. `prepared` arrives as what `prepare_once` gave
+    unpickled from the object store), the time until its first step ended (the model built, the first batch read
+    from the rows), evaluation and whole wall time. `prepared` arrives as what `prepare_once` gave
     for the setting, inside a list, so that its reading is timed here: a `SharedData` (the object every trial reads,
     the records' reference beside it), or, in earlier checkouts, the one object's reference."""
     import ray
@@ -271,8 +272,10 @@ def _trial_task(trial: dict, prepared: object) -> dict:
     startup = time.perf_counter() - start
     get_mechanism(cfg.mechanism.name)(data.data, cfg)  # the plan alone, timed the same way on either checkout
     plan = time.perf_counter() - start - startup
-    row = run_trial(cfg, prepared=data)
-    return {"startup_s": startup, "plan_s": plan, "evaluate_s": row.timings["evaluate"],
+    steps: list[float] = []  # when each step ended
+    row = run_trial(cfg, prepared=data, on_step=lambda progress: steps.append(time.perf_counter()))
+    return {"startup_s": startup, "plan_s": plan, "first_step_s": steps[0] - start if steps else None,
+            "evaluate_s": row.timings["evaluate"],
             "wall_s": time.perf_counter() - start,
             **{k: row.metrics.get(k) for k in ("val_perplexity", "val_perplexity_ci_low", "val_perplexity_ci_high")}}
 
@@ -596,13 +599,14 @@ def sweep_prep_table(sizes: list[int], policy: str, max_length: int, against: Pa
                               "private_mb": round(p["private_mb"]), "wall_s": round(p["wall_s"], 1)})
             print(f"{r['size']:>9,} {r['side']:>6} {kind:>12} {p['peak_mb']:>8.0f} {p['private_mb']:>10.0f} "
                   f"{p['wall_s']:>7.1f}")
-    print(f"\n{'records':>9} {'side':>6} {'trial start-up s':>16} {'plan s':>7} {'trial evaluation s':>18} "
-          f"{'val perplexity':>14} {'95 % interval':>15}")
+    print(f"\n{'records':>9} {'side':>6} {'trial start-up s':>16} {'plan s':>7} {'first step s':>12} "
+          f"{'trial evaluation s':>18} {'val perplexity':>14} {'95 % interval':>15}")
     for r in rows:
         for t in r["trials"]:
             interval = (f"{t['val_perplexity_ci_low']:.2f}–{t['val_perplexity_ci_high']:.2f}"
                         if t.get("val_perplexity_ci_low") is not None else "")
-            print(f"{r['size']:>9,} {r['side']:>6} {t['startup_s']:>16.1f} {t['plan_s']:>7.1f} "
+            first = f"{t['first_step_s']:.2f}" if t.get("first_step_s") is not None else "–"  # an earlier checkout's
+            print(f"{r['size']:>9,} {r['side']:>6} {t['startup_s']:>16.3f} {t['plan_s']:>7.3f} {first:>12} "
                   f"{t['evaluate_s']:>18.1f} {t['val_perplexity']:>14.2f} {interval:>15}")
     if json_path is not None:
         json_path.write_text(json.dumps(processes, indent=1) + "\n")
