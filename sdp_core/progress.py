@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import sys
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from sdp_core.scoped import set_within
 
 if TYPE_CHECKING:
     from sdp_core.train.loop import Phase, PhaseStats
@@ -50,15 +52,10 @@ class ProgressEvent:
 _RELAY: ContextVar[Callable[[ProgressEvent], None] | None] = ContextVar("progress_relay", default=None)
 
 
-@contextmanager
-def relayed_progress(send: Callable[[ProgressEvent], None]) -> Iterator[None]:
+def relayed_progress(send: Callable[[ProgressEvent], None]) -> AbstractContextManager[None]:
     """Inside this block `count_progress` shows nothing and hands its events to `send` instead (a Ray worker, whose
     output does not reach the user, sends them to the driver, which shows them: `replayed_progress`)."""
-    token = _RELAY.set(send)
-    try:
-        yield
-    finally:
-        _RELAY.reset(token)
+    return set_within(_RELAY, send)
 
 
 @contextmanager

@@ -39,13 +39,15 @@ read those counts instead of the rows.
 from __future__ import annotations
 
 import warnings
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Iterator, Protocol, Sequence, TypeVar
 
 import numpy as np
 import torch
+
+from sdp_core.scoped import set_within
 
 
 class TokenWeighting(Protocol):
@@ -68,16 +70,11 @@ T = TypeVar("T")
 _AFTER_BLOCK: ContextVar[Callable[[], object] | None] = ContextVar("after_block", default=None)
 
 
-@contextmanager
-def after_each_block(call: Callable[[], object]) -> Iterator[None]:
+def after_each_block(call: Callable[[], object]) -> AbstractContextManager[None]:
     """Inside this block, `call()` runs once each block of joined rows is read, by `LMData.blocks` or a batch's
     gather (`subset`): a sweep's preparation gives back the object store's pages that reading a block mapped into
     it (`train.shared_pages`), so that it holds one block's pages, not every row's."""
-    token = _AFTER_BLOCK.set(call)
-    try:
-        yield
-    finally:
-        _AFTER_BLOCK.reset(token)
+    return set_within(_AFTER_BLOCK, call)
 
 
 def _block_read() -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
@@ -25,6 +25,7 @@ import numpy as np
 from sdp_core.data.records import Record, RecordColumns, SpanColumns, TextsOnRead, span_columns
 from sdp_core.detectors.base import Policy
 from sdp_core.errors import DataError
+from sdp_core.scoped import set_within
 from sdp_core.io import CACHE_ENV, cache_root, fingerprint, text_digest  # noqa: F401  (re-exported: the cache's key and root)
 
 CHUNK = 1000  # texts per detect call: bounds memory and drives the progress bar
@@ -34,14 +35,9 @@ Runner = Callable[[Policy, Sequence[str], bool], SpanColumns]
 _RUNNER: ContextVar[Runner | None] = ContextVar("detection_runner", default=None)
 
 
-@contextmanager
-def detection_runner(run: Runner) -> Iterator[None]:
+def detection_runner(run: Runner) -> AbstractContextManager[None]:
     """Inside this block, `detect_records` hands each miss to `run` instead of detecting it in this process."""
-    token = _RUNNER.set(run)
-    try:
-        yield
-    finally:
-        _RUNNER.reset(token)
+    return set_within(_RUNNER, run)
 
 
 def default_cache_dir() -> Path:

@@ -19,10 +19,10 @@ Privacy unit. The record, whatever its length: a private phase Poisson-samples r
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass
-from typing import Callable, Iterator, Literal, Sequence
+from typing import Callable, Literal, Sequence
 
 import numpy as np
 import torch
@@ -30,6 +30,7 @@ from transformers import PreTrainedTokenizerFast
 
 from sdp_core.data.records import Span
 from sdp_core.errors import UserError
+from sdp_core.scoped import set_within
 from sdp_core.tensors import LMData, array_tensor
 from sdp_core.text.alignment import merged_intervals, token_mask
 from sdp_core.data.structure import SENTENCE_END
@@ -145,15 +146,10 @@ RowEncoder = Callable[[Sequence[str], Sequence[Sequence[Span]], RowLayout], Sequ
 _ENCODER: ContextVar[RowEncoder | None] = ContextVar("row_encoder", default=None)
 
 
-@contextmanager
-def encoding_runner(encoder: RowEncoder) -> Iterator[None]:
+def encoding_runner(encoder: RowEncoder) -> AbstractContextManager[None]:
     """Inside this block, `encode_windows` hands its records to `encoder` (a sweep's preparation: blocks of them
     encoded on the cluster, `sweep.encoding`) instead of encoding them in this process."""
-    token = _ENCODER.set(encoder)
-    try:
-        yield
-    finally:
-        _ENCODER.reset(token)
+    return set_within(_ENCODER, encoder)
 
 
 def encode_windows(texts: Sequence[str], spans: Sequence[Sequence[Span]], tokenizer: PreTrainedTokenizerFast,

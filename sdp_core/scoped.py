@@ -1,0 +1,24 @@
+"""A value set for the length of a `with` block: what a caller hands to code it calls, without passing it through
+every function between (a detection runner, a row encoder, a progress relay, a call after each block read)."""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
+from typing import Iterator, TypeVar
+
+T = TypeVar("T")
+
+
+def set_within(var: ContextVar[T], value: T) -> AbstractContextManager[None]:
+    """`var` set to `value` inside the block, and back to what it was after it."""
+    return _set_within(var, value)
+
+
+@contextmanager
+def _set_within(var: ContextVar[T], value: T) -> Iterator[None]:
+    token = var.set(value)
+    try:
+        yield
+    finally:
+        var.reset(token)
