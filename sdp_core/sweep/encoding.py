@@ -19,7 +19,7 @@ asks (an actor's start costs seconds: a process importing torch and the tokenize
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 from sdp_core.data.records import Span, SpanColumns, span_columns
 from sdp_core.errors import UserError
@@ -27,6 +27,9 @@ from sdp_core.progress import count_progress
 from sdp_core.text.encode import EncodedRows, RowLayout, encode_rows, encoding_runner
 from sdp_core.train.host_memory import give_back_freed_host_memory
 from sdp_core.train.shared_pages import unmap_shared_mappings
+
+if TYPE_CHECKING:
+    import ray
 
 BLOCK_RECORDS = 10_000
 """Records an actor encodes at a time: about 20 s of one core for clinic notes (2 ms a note over the tokenizer and
@@ -39,7 +42,7 @@ class BlockEncoder:
     def __init__(self) -> None:
         self.layout: tuple[str, RowLayout] | None = None  # the last layout read, by its reference's id
 
-    def encode(self, texts: list[str], spans: SpanColumns, layout: list, first: int) -> EncodedRows:
+    def encode(self, texts: list[str], spans: SpanColumns, layout: list[ray.ObjectRef], first: int) -> EncodedRows:
         """One block's rows, its records numbered from `first`, laid out by `layout` (a list of one reference to
         it). First, what the earlier blocks left in this process goes back: the object store's pages their rows
         were written through (mapped here, and kept mapped, by each return) and the heap the tokenizer freed, so
