@@ -104,10 +104,15 @@ class LMData:
     def __init__(self, input_ids: torch.Tensor, weights: torch.Tensor, sensitive: torch.Tensor,
                  record_index: torch.Tensor, labels: torch.Tensor | None = None,
                  weighting: TokenWeighting | None = None):
-        self._stored: Stored | None = (input_ids, weights, sensitive, record_index, labels)  # None: joined
-        self._parts: tuple[LMData, ...] = ()  # the blocks of joined rows
+        self._set((input_ids, weights, sensitive, record_index, labels), (), weighting, {})
+
+    def _set(self, stored: Stored | None, parts: tuple[LMData, ...], weighting: TokenWeighting | None,
+             statistics: dict[str, Any]) -> None:
+        self._stored = stored  # a block's tensors; None: joined rows
+        self._parts = parts  # the blocks of joined rows
         self.weighting = weighting
-        self._statistics: dict[str, Any] = {}
+        self._statistics = statistics
+        self._ends = torch.tensor([len(part.stored()[3]) for part in self.parts]).cumsum(0)  # each block's end row
 
     @classmethod
     def joined(cls, blocks: Sequence[LMData]) -> LMData:
@@ -116,7 +121,7 @@ class LMData:
         if len(blocks) == 1:
             return blocks[0]
         rows = cls.__new__(cls)
-        rows._stored, rows._parts, rows.weighting, rows._statistics = None, tuple(blocks), None, {}
+        rows._set(None, tuple(blocks), None, {})
         return rows
 
     @property
@@ -155,7 +160,7 @@ class LMData:
         return self._whole(4)
 
     def __len__(self) -> int:
-        return sum(len(part.stored()[3]) for part in self.parts)
+        return int(self._ends[-1])
 
     @property
     def records(self) -> int:
@@ -230,7 +235,7 @@ class LMData:
         taken by indexing, then put back in order: uint16 ids have no `index_put`)."""
         if self._stored is not None or not len(rows):
             return tuple(None if t is None else t[rows] for t in self.parts[0].stored())  # type: ignore[return-value]
-        ends = torch.tensor([len(part) for part in self._parts]).cumsum(0)
+        ends = self._ends
         starts = torch.cat([torch.zeros(1, dtype=ends.dtype), ends[:-1]])
         block = torch.searchsorted(ends, rows, right=True)
         positions: list[torch.Tensor] = []
@@ -260,8 +265,7 @@ class LMData:
         """These rows with a mechanism's weights, computed for each batch's rows (`TokenWeighting`)."""
         assert self.weighting is None, "one weighting at a time"
         weighted = LMData.__new__(LMData)
-        weighted._stored, weighted._parts, weighted.weighting = self._stored, self._parts, weighting
-        weighted._statistics = self._statistics  # the same positions read
+        weighted._set(self._stored, self._parts, weighting, self._statistics)  # the same positions read
         return weighted
 
     @property

@@ -25,8 +25,8 @@ import numpy as np
 from sdp_core.data.records import Record, RecordColumns, SpanColumns, TextsOnRead, span_columns
 from sdp_core.detectors.base import Policy
 from sdp_core.errors import DataError
-from sdp_core.scoped import set_within
 from sdp_core.io import CACHE_ENV, cache_root, fingerprint, text_digest  # noqa: F401  (re-exported: the cache's key and root)
+from sdp_core.scoped import set_within
 
 CHUNK = 1000  # texts per detect call: bounds memory and drives the progress bar
 
