@@ -251,6 +251,32 @@ def test_embedding_norms_count_repeated_tokens_and_skip_padding():
     torch.testing.assert_close(grads.clipped_sum(c), torch.einsum("b,bvd->vd", c, explicit))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_embedding_rows_are_the_explicit_per_record_gradient(dtype):
+    """Records of 64 positions drawn from 20 tokens (most repeat, some records hold one token only): G_i read back
+    dense is torch's own per-record embedding gradient (autograd, float64, of the very g), its norm is that
+    gradient's to within the sum of squares' γ_36 (no Gram matrix's accumulation slack), and the clipped sum is
+    Σ_i c_i·G_i."""
+    gen = torch.Generator().manual_seed(0)
+    layer = nn.Embedding(20, 16)
+    ids = torch.randint(0, 20, (6, 64), generator=gen)
+    ids[1] = 7
+    g = torch.randn(6, 64, 16, generator=gen).to(dtype)
+    c = torch.rand(6, generator=gen)
+    explicit = []
+    for i in range(6):
+        weight = layer.weight.detach().double().requires_grad_()
+        (nn.functional.embedding(ids[i], weight) * g[i].double()).sum().backward()
+        explicit.append(weight.grad)
+    explicit = torch.stack(explicit)
+    grads = embedding(layer, ids, g)["weight"]
+    torch.testing.assert_close(grads.per_record().double(), explicit, rtol=1e-6, atol=1e-6)
+    exact = explicit.flatten(1).square().sum(1)
+    assert (grads.squared_norms >= exact * (1 - 1e-12)).all() and (grads.squared_norms <= exact * (1 + 1e-5)).all()
+    torch.testing.assert_close(grads.clipped_sum(c).double(), torch.einsum("b,bvd->vd", c.double(), explicit),
+                               rtol=1e-5, atol=1e-5)
+
+
 def test_packed_calls_stack_as_positions_of_their_first_rows():
     calls = [torch.ones(3, 2), 2 * torch.ones(2, 2), 3 * torch.ones(1, 2)]  # time steps of a packed batch of 3
     out = stacked(calls, 3)

@@ -189,7 +189,7 @@ def scaled_roundoff(x: torch.Tensor) -> float:
 
 @dataclass(frozen=True)
 class GramSums:
-    """A Gram-matrix norm's per-record sums (`ghost_norms`, `embedding`), in the units of its operands scaled by
+    """A Gram-matrix norm's per-record sums (`ghost_norms`), in the units of its operands scaled by
     powers of two, and the constants of its bounds, which `norm_bounds` adds for all such layers at once:
     ‖G_i‖² ≤ (products + κ·D'² + Λ)·s², D_i ≤ D'·s with D' = (diagonal + slack)·factor, and the rounding allowance
     ρ·D_i."""
@@ -318,7 +318,8 @@ def sum_of_squares(x: torch.Tensor) -> torch.Tensor:
         norms.append(torch.linalg.vector_norm(flat[:, :body].reshape(len(flat), -1, k), dim=2))
         if body < flat.shape[1]:
             norms.append(torch.linalg.vector_norm(flat[:, body:], dim=1, keepdim=True))
-    return torch.cat(norms, dim=1).double().square().sum(1) / (1 - gamma(k + 4))
+    partial = norms[0] if len(norms) == 1 else torch.cat(norms, dim=1)
+    return partial.double().square().sum(1) / (1 - gamma(k + 4))
 
 
 def instantiated(per_record: torch.Tensor) -> ParameterGradients:
@@ -382,8 +383,8 @@ EXPONENT_BITS = 0x7F800000
 
 def largest_magnitudes(x: torch.Tensor) -> torch.Tensor:
     """max_j |x_ij| per record of a [B, ...] tensor, in fp32 (exact; inf or NaN where the record holds one). A CPU
-    takes |x| and its maximum, about 8× faster than its inf-norm reduction at gpt2-tiny's embedding gradients (32 ×
-    128 × 128); a GPU runs the one reduction kernel, without the copy."""
+    takes |x| and its maximum, about 8× faster than its inf-norm reduction on a 32 × 128 × 128 tensor; a GPU runs the
+    one reduction kernel, without the copy."""
     flat = x.flatten(1)
     return (torch.linalg.vector_norm(flat, ord=math.inf, dim=1) if x.is_cuda else flat.abs().amax(1)).float()
 
@@ -556,35 +557,38 @@ def conv1d(module: Conv1D, a: torch.Tensor, g: torch.Tensor) -> LayerGradients:
 
 
 def embedding(module: nn.Embedding, ids: torch.Tensor, g: torch.Tensor) -> LayerGradients:
-    """Row x_it of G_i collects g_it: ‖G_i‖² = Σ_{t,s} [x_it = x_is] (g_it·g_is) (Li et al. 2022), and the clipped
-    sum adds c_i·g_it into row x_it — never a dense B × V × d tensor. The padding row gets no gradient, as in torch.
-    As in `ghost_norms`, each record's g is scaled by a power of two for its Gram matrix (`grams`), the norm adds its
-    accumulation bound κ·(Σ_t ‖g_it‖)² and its underflow bound (1 + 2u)·T²·η, and a Gram matrix formed from rounded
-    g (TF32) is off by at most u·Σ_t ‖g_it‖, which goes to `rounding` with the fp32 rounding of c_i·g_it."""
+    """G_i instantiated as its rows that can be nonzero: row x_it of G_i collects g_it, so record i's G_i has at most
+    T such rows, one per distinct token of the record. Each record's positions are sorted by token and the g_it of
+    one token summed (in fp32) into that token's slot: `rows` [B, T, d], slot k of record i holding its k-th distinct
+    token (`tokens`), the slots after the last zero. ‖G_i‖² is then these rows' sum of squares (`sum_of_squares`),
+    and the clipped sum adds c_i·row into the token's row — never a dense B × V × d tensor, and no Gram matrix (Li et
+    al. 2022's Σ_{t,s} [x_it = x_is] (g_it·g_is) takes B·T²·d products where this takes B·T·d additions). As for
+    `instantiated`, norm and clipped sum read the same fp32 numbers, so summing a token's g_it in fp32 moves no
+    record past C. The padding row gets no gradient, as in torch."""
     if module.padding_idx is not None:
         g = g * (ids != module.padding_idx).unsqueeze(-1)
-    pieces = [g]
     with record_function("bk.embedding_norms"):
-        same = ids.unsqueeze(2) == ids.unsqueeze(1)
-        (g_gram,) = grams(g)
-        positions, eta = g.shape[1], g_gram.eta
-        sums = GramSums((g_gram.matrix * same).sum((1, 2), dtype=torch.float64),
-                        g_gram.matrix.diagonal(dim1=1, dim2=2).sqrt().sum(1, dtype=torch.float64), g_gram.scale,
-                        slack=positions * math.sqrt(eta),
-                        factor=(1 + gamma(positions + 1)) / math.sqrt(1 - g_gram.gamma),
-                        kappa=(1 + g_gram.gamma) * (1 + 2 * ACCUMULATION_ROUNDOFF) - 1,
-                        underflow=(1 + 2 * ACCUMULATION_ROUNDOFF) * positions**2 * eta,
-                        rho=read_roundoff(g) + 2.0**-24)
+        tokens, order = ids.sort(dim=1)
+        slots = nn.functional.pad((tokens[:, 1:] != tokens[:, :-1]).cumsum(1), (1, 0))  # of each sorted position
+        positions = ids.shape[1]
+        first_rows = torch.arange(0, len(ids) * positions, positions, device=ids.device).unsqueeze(1)
+        row_of_position = torch.empty_like(slots).scatter_(1, order, slots + first_rows)  # b·T + its slot
+        rows = torch.zeros(g.shape, dtype=torch.float32, device=g.device)
+        rows.view(-1, g.shape[-1]).index_add_(0, row_of_position.flatten(), g.float().reshape(-1, g.shape[-1]))
+        tokens = torch.zeros_like(tokens).scatter_(1, slots, tokens)  # each slot's token; 0 for the unused (zero rows)
+        grads = instantiated(rows)
 
     def clipped_sum(c: torch.Tensor) -> torch.Tensor:
-        rows = (pieces[0].float() * c.view(-1, 1, 1)).flatten(0, 1)
-        return torch.zeros_like(module.weight, dtype=torch.float32).index_add_(0, ids.flatten(), rows)
+        (rows,) = grads.pieces
+        return torch.zeros_like(module.weight, dtype=torch.float32).index_add_(
+            0, tokens.flatten(), (rows * c.view(-1, 1, 1)).flatten(0, 1))
 
     def per_record() -> torch.Tensor:
-        rows = torch.zeros((len(ids), *module.weight.shape), dtype=torch.float32, device=g.device)
-        return rows.scatter_add_(1, ids.unsqueeze(-1).expand_as(g), pieces[0].float())
+        (rows,) = grads.pieces
+        dense = torch.zeros((len(ids), *module.weight.shape), dtype=torch.float32, device=g.device)
+        return dense.scatter_add_(1, tokens.unsqueeze(-1).expand_as(rows), rows)
 
-    return {"weight": ParameterGradients(sums, clipped_sum, per_record, pieces)}
+    return {"weight": ParameterGradients(grads.bound, clipped_sum, per_record, grads.pieces)}
 
 
 def layer_norm(module: nn.LayerNorm, a: torch.Tensor, g: torch.Tensor) -> LayerGradients:
