@@ -277,6 +277,18 @@ def test_embedding_rows_are_the_explicit_per_record_gradient(dtype):
                                rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_a_layer_norm_keeps_its_normalised_input_as_torch_normalises_it(precision):
+    """What `bk` keeps of a LayerNorm's input (from the statistics its forward saved, under autocast too) is
+    torch's own normalisation of that input."""
+    layer = nn.LayerNorm(24)
+    x = torch.randn(3, 5, 24) * 4 + 1
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+        out = layer(x.requires_grad_())
+    kept = clipping.normalized_input(layer, x.detach(), out)
+    torch.testing.assert_close(kept, nn.functional.layer_norm(x.detach(), (24,), eps=layer.eps), rtol=0, atol=1e-6)
+
+
 def test_packed_calls_stack_as_positions_of_their_first_rows():
     calls = [torch.ones(3, 2), 2 * torch.ones(2, 2), 3 * torch.ones(1, 2)]  # time steps of a packed batch of 3
     out = stacked(calls, 3)

@@ -591,11 +591,11 @@ def embedding(module: nn.Embedding, ids: torch.Tensor, g: torch.Tensor) -> Layer
     return {"weight": ParameterGradients(grads.bound, clipped_sum, per_record, grads.pieces)}
 
 
-def layer_norm(module: nn.LayerNorm, a: torch.Tensor, g: torch.Tensor) -> LayerGradients:
-    """y = x̂ ⊙ w + b: G_i = Σ_t g_it ⊙ x̂_it for w, Σ_t g_it for b (small: fp32 [B, d] each)."""
+def layer_norm(module: nn.LayerNorm, x_hat: torch.Tensor, g: torch.Tensor) -> LayerGradients:
+    """y = x̂ ⊙ w + b: G_i = Σ_t g_it ⊙ x̂_it for w, Σ_t g_it for b (small: fp32 [B, d] each). The layer keeps x̂,
+    not its input (`normalized_input`)."""
     with record_function("bk.small_layers"):
-        a, g = a.float(), g.float()
-        x_hat = nn.functional.layer_norm(a, module.normalized_shape, eps=module.eps)
+        g = g.float()
         per_record = {"weight": (g * x_hat).sum(1), "bias": g.sum(1)}
         return {name: per_record[name] for name, _ in module.named_parameters(recurse=False)}
 
@@ -614,9 +614,32 @@ LAYER_RULES: dict[type[nn.Module], LayerRule] = {
 }
 
 
-AUTOCAST_MATMULS = (linear, conv1d)
-"""Rules of layers whose product autocast computes in low precision from an input it casts (an input kept in the
-output's dtype is then exactly the operand the layer used)."""
+def autocast_operand(module: nn.Module, x: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
+    """What a matmul layer keeps: its input as the product read it. Autocast computes the product in the output's
+    low precision from an input it casts (a LayerNorm's fp32 output), so that cast is kept: half the memory, and
+    exactly the operand the layer used."""
+    return x.to(output.dtype) if output.dtype != x.dtype and x.is_floating_point() else x
+
+
+def normalized_input(module: nn.Module, x: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
+    """What a LayerNorm keeps: x̂ = (x − μ)·r in fp32. A CPU takes the mean and reciprocal deviation its forward
+    saved for its backward (`NativeLayerNormBackward0`'s saved results): two elementwise passes, where its
+    layer_norm kernel takes three times as long (gpt2-tiny's 32 × 128 × 128). A GPU, or a forward that saved none
+    (a compiled graph's node), normalises x again: one kernel, one launch."""
+    node = output.grad_fn
+    if not x.is_cuda and type(node).__name__ == "NativeLayerNormBackward0":
+        mean, reciprocal = node._saved_result1.detach().float(), node._saved_result2.detach().float()
+        return (x.float() - mean) * reciprocal
+    return nn.functional.layer_norm(x.float(), module.normalized_shape, eps=module.eps)
+
+
+KEPT_INPUT: dict[LayerRule, Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    linear: autocast_operand,  # also Opacus' RNNLinear
+    conv1d: autocast_operand,
+    layer_norm: normalized_input,
+}
+"""What a layer's forward hook keeps of its input (from the module, the input and the output) for its rule: the
+input itself unless named here."""
 
 
 def layer_rule(module: nn.Module) -> LayerRule | None:
@@ -721,14 +744,14 @@ class BookKeeping:
 
     @torch.compiler.disable
     def keep(self, module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
-        """Forward hook: the layer's input and where its output's gradient arrives (a forward under no_grad or
-        `paused` keeps nothing). The edge is the output's own: a later in-place change of the output cannot move it.
+        """Forward hook: what the layer's rule reads of its input (`KEPT_INPUT`) and where its output's gradient
+        arrives (a forward under no_grad or `paused` keeps nothing). The edge is the output's own: a later in-place
+        change of the output cannot move it.
         Under `torch.compile` the hook runs eagerly, on the real tensors at a graph break after the layer: traced,
         it would keep a graph's intermediate, whose autograd edge does not exist outside the graph."""
         if self.capturing and output.requires_grad:
-            a = inputs[0].detach()
-            if output.dtype != a.dtype and a.is_floating_point() and self.layers[module] in AUTOCAST_MATMULS:
-                a = a.to(output.dtype)  # what autocast's matmul read (a LayerNorm's fp32 output, cast): half the memory
+            kept = KEPT_INPUT.get(self.layers[module])
+            a = inputs[0].detach() if kept is None else kept(module, inputs[0].detach(), output)
             self.calls[module].append((a, get_gradient_edge(output)))
 
     def backward(self, losses: torch.Tensor, optimizer: DPOptimizer, records: torch.Tensor) -> None:
