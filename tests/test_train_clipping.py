@@ -285,7 +285,7 @@ def test_a_layer_norm_keeps_its_normalised_input_as_torch_normalises_it(precisio
     x = torch.randn(3, 5, 24) * 4 + 1
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
         out = layer(x.requires_grad_())
-    kept = clipping.normalized_input(layer, x.detach(), out)
+    kept = clipping.normalized_input(layer, x.detach(), out)()
     torch.testing.assert_close(kept, nn.functional.layer_norm(x.detach(), (24,), eps=layer.eps), rtol=0, atol=1e-6)
 
 

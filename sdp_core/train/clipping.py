@@ -42,7 +42,7 @@ import warnings
 from collections import defaultdict, deque
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, ContextManager, Iterator, Protocol
+from typing import Callable, ContextManager, Iterator, Protocol, TypeAlias
 
 import torch
 from opacus.grad_sample.utils import wrap_model
@@ -624,6 +624,11 @@ LAYER_RULES: dict[type[nn.Module], LayerRule] = {
 }
 
 
+KeptInput: TypeAlias = torch.Tensor | Callable[[], torch.Tensor]
+"""What a layer's forward hook keeps of its input: the tensor its rule reads, or how to form it once the backward
+has run (`KEPT_INPUT`)."""
+
+
 def autocast_operand(module: nn.Module, x: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
     """What a matmul layer keeps: its input as the product read it. Autocast computes the product in the output's
     low precision from an input it casts (a LayerNorm's fp32 output), so that cast is kept: half the memory, and
@@ -631,19 +636,20 @@ def autocast_operand(module: nn.Module, x: torch.Tensor, output: torch.Tensor) -
     return x.to(output.dtype) if output.dtype != x.dtype and x.is_floating_point() else x
 
 
-def normalized_input(module: nn.Module, x: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
-    """What a LayerNorm keeps: x̂ = (x − μ)·r in fp32. A CPU takes the mean and reciprocal deviation its forward
-    saved for its backward (`NativeLayerNormBackward0`'s saved results): two elementwise passes, where its
-    layer_norm kernel takes three times as long (gpt2-tiny's 32 × 128 × 128). A GPU, or a forward that saved none
-    (a compiled graph's node), normalises x again: one kernel, one launch."""
+def normalized_input(module: nn.Module, x: torch.Tensor, output: torch.Tensor) -> Callable[[], torch.Tensor]:
+    """What a LayerNorm keeps: how to form x̂ = (x − μ)·r in fp32 after the backward, holding x (which autograd
+    holds for the layer's backward anyway) and no x̂ through the forward. A CPU takes the mean and reciprocal
+    deviation its forward saved for its backward (`NativeLayerNormBackward0`'s saved results, [B, T, 1]): two
+    elementwise passes, where its layer_norm kernel takes three times as long (gpt2-tiny's 32 × 128 × 128). A GPU,
+    or a forward that saved none (a compiled graph's node), normalises x again: one kernel, one launch."""
     node = output.grad_fn
     if not x.is_cuda and type(node).__name__ == "NativeLayerNormBackward0":
-        mean, reciprocal = node._saved_result1.detach().float(), node._saved_result2.detach().float()
-        return (x.float() - mean) * reciprocal
-    return nn.functional.layer_norm(x.float(), module.normalized_shape, eps=module.eps)
+        mean, reciprocal = node._saved_result1.detach(), node._saved_result2.detach()
+        return lambda: (x.float() - mean.float()) * reciprocal.float()
+    return lambda: nn.functional.layer_norm(x.float(), module.normalized_shape, eps=module.eps)
 
 
-KEPT_INPUT: dict[LayerRule, Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]] = {
+KEPT_INPUT: dict[LayerRule, Callable[[nn.Module, torch.Tensor, torch.Tensor], KeptInput]] = {
     linear: autocast_operand,  # also Opacus' RNNLinear
     conv1d: autocast_operand,
     layer_norm: normalized_input,
@@ -748,7 +754,7 @@ class BookKeeping:
     def __init__(self, model: nn.Module, max_grad_norm: float, loss_scale: float = 1.0):
         self.module, self.max_grad_norm, self.loss_scale = model, max_grad_norm, loss_scale
         self.layers = trainable_layers(model)
-        self.calls: dict[nn.Module, list[tuple[torch.Tensor, GradientEdge]]] = defaultdict(list)
+        self.calls: dict[nn.Module, list[tuple[KeptInput, GradientEdge]]] = defaultdict(list)
         self.capturing = True
         self.handles = [m.register_forward_hook(self.keep) for m in self.layers]
 
@@ -809,11 +815,12 @@ class BookKeeping:
             for p in optimizer.params:
                 p.grad = sums.pop(p).to(p.dtype) if p in sums else torch.zeros_like(p)
 
-    def layer_operands(self, calls: list[tuple[torch.Tensor, GradientEdge]], grads: deque[torch.Tensor | None],
+    def layer_operands(self, calls: list[tuple[KeptInput, GradientEdge]], grads: deque[torch.Tensor | None],
                        batch: int) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """One layer's calls' inputs and their output gradients (the next ones in `grads`; None: an output the
-        loss does not use) as [rows, positions, d] operands; None when the loss uses none of its outputs."""
-        kept = [(a, g) for a, g in ((a, grads.popleft()) for a, _ in calls) if g is not None]
+        """One layer's calls' kept inputs (formed now where the hook kept how) and their output gradients (the next
+        ones in `grads`; None: an output the loss does not use) as [rows, positions, d] operands; None when the loss
+        uses none of its outputs."""
+        kept = [(a() if callable(a) else a, g) for a, g in ((a, grads.popleft()) for a, _ in calls) if g is not None]
         if not kept:
             return None
         return operands(stacked([a for a, _ in kept], batch), stacked([g for _, g in kept], batch), self.loss_scale)
