@@ -510,23 +510,23 @@ def weight_gradients(a: torch.Tensor, g: torch.Tensor, transposed: bool) -> Para
     otherwise (the large layers of long sequences: their extra memory is two T×T Gram matrices per record).
     """
     positions, d_in, d_out = a.shape[1], a.shape[2], g.shape[2]
-    pieces = [a, g]
-
-    def per_record() -> torch.Tensor:
-        a, g = pieces
-        x, y = (a.transpose(1, 2), g) if transposed else (g.transpose(1, 2), a)
-        return instantiation_product(x, y)
-
     if d_in * d_out <= positions * (d_in + d_out):
         with record_function("bk.instantiate"):  # as a_iᵀ g_i for both: `transposed_as_parameter`
             grads = instantiated(instantiation_product(a.transpose(1, 2), g))
         return grads if transposed else transposed_as_parameter(grads)
+
+    pieces = [a, g]
 
     def clipped_sum(c: torch.Tensor) -> torch.Tensor:
         a, g = pieces  # c in fp32, the product rounded once to the operand format (`scaled_roundoff`)
         x, y = ((a * c.view(-1, 1, 1)).to(a.dtype), g) if d_in <= d_out else (a, (g * c.view(-1, 1, 1)).to(g.dtype))
         x, y = x.reshape(-1, d_in), y.reshape(-1, d_out)
         return fp32_product(x.T, y) if transposed else fp32_product(y.T, x)
+
+    def per_record() -> torch.Tensor:
+        a, g = pieces
+        x, y = (a.transpose(1, 2), g) if transposed else (g.transpose(1, 2), a)
+        return instantiation_product(x, y)
 
     u_a, u_g = read_roundoff(a), read_roundoff(g)
     read = (1 + u_a) * (1 + u_g) - 1  # ‖G_i − G̃_i‖ ≤ read·D_i
