@@ -3,20 +3,16 @@ every function between (a detection runner, a row encoder, a progress relay, a c
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Iterator, TypeVar
 
 T = TypeVar("T")
 
 
-def set_within(var: ContextVar[T], value: T) -> AbstractContextManager[None]:
-    """`var` set to `value` inside the block, and back to what it was after it."""
-    return _set_within(var, value)
-
-
 @contextmanager
-def _set_within(var: ContextVar[T], value: T) -> Iterator[None]:
+def set_within(var: ContextVar[T], value: T) -> Iterator[None]:
+    """`var` set to `value` inside the block, and back to what it was after it."""
     token = var.set(value)
     try:
         yield
