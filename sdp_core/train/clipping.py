@@ -54,6 +54,7 @@ from torch.profiler import record_function
 from transformers.pytorch_utils import Conv1D
 
 from sdp_core.errors import UserError
+from sdp_core.train.fp32_reads import squares_per_chunk, weighted_record_sum
 from sdp_core.train.precision import clip_factors, cuda_fp32_matmul_roundoff, scaled_rows
 
 # Opacus' hooks on the embedding see no input gradient (token ids are integers); torch warns on every step.
@@ -167,9 +168,9 @@ def product_format(x: torch.Tensor) -> torch.dtype:
 def instantiation_product(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """x @ y for instantiated per-record gradients. On a GPU, `fp32_product`. On a CPU, bf16 operands are
     multiplied as bf16 (fp32 accumulation, the result rounded to bf16, as a bf16 step's weight gradients are) and the
-    product stays bf16: an instantiated G_i's norm and clipped sum read the same numbers, upcast exactly to fp32 a
-    block at a time (`fp32_blocks`), so rounding them moves no record past C. The product runs on the CPU's bf16
-    units (about 3× faster than upcasting both operands, at gpt2-tiny's head), and no fp32 copy of all G_i is made."""
+    product stays bf16: an instantiated G_i's norm and clipped sum read the same numbers, each in fp32 as it reads
+    them (`fp32_reads`), so rounding them moves no record past C. The product runs on the CPU's bf16 units (about 3×
+    faster than upcasting both operands, at gpt2-tiny's head), and no fp32 copy of any G_i is made."""
     if not x.is_cuda and x.dtype == torch.bfloat16 and y.dtype == x.dtype:
         return x @ y
     return fp32_product(x, y)
@@ -283,60 +284,34 @@ class ParameterGradients:
 SQUARES_CHUNK = 32
 """Entries whose squares are summed in fp32 before the partial sums go to float64 (`sum_of_squares`): a bound
 γ_36 ≈ 4·10⁻⁶ below the true sum, and partial sums that take 1/32 of the tensor's memory."""
-UPCAST_BLOCK = 2**19
-"""Entries (over all records) of a bf16 tensor upcast to fp32 at a time (`fp32_blocks`): 2 MiB blocks, which the
-allocator reuses and the cache holds."""
-UPCAST_WHOLE = 2**24
-"""A 16-bit instantiated G_i of at most this many entries (64 MiB in fp32) is upcast once and kept in fp32, which its
-norm and its clipped sum then both read; a larger one (a GPT-2 vocabulary's head) stays 16-bit and is upcast block
-by block, once for the norm and once for the sum. gpt2-tiny's head (B × V × d = 16.4 M entries at 32 × 128) is
-upcast once: the two blockwise passes took 2.8 ms each against 2.5 ms for the one copy, whose memory a CPU training
-process keeps for the next step (`training.keep_host_memory`)."""
-
-
-def fp32_blocks(x: torch.Tensor) -> Iterator[torch.Tensor]:
-    """A [B, ...] tensor as [B, n] fp32 blocks of its flattened records' columns, in order: the tensor itself if it
-    is fp32, else `UPCAST_BLOCK` entries at a time, each a multiple of `SQUARES_CHUNK` columns (the chunks of
-    `sum_of_squares` then never straddle two blocks). Upcasting to fp32 is exact."""
-    flat = x.flatten(1)
-    if flat.dtype == torch.float32:
-        yield flat
-        return
-    columns = max(1, UPCAST_BLOCK // (len(flat) * SQUARES_CHUNK)) * SQUARES_CHUNK
-    for start in range(0, flat.shape[1], columns):
-        yield flat[:, start:start + columns].float()
 
 
 def sum_of_squares(x: torch.Tensor) -> torch.Tensor:
     """An upper bound on Σ_j x_ij² per record i of a tensor [B, ...], in float64: the entries' squares summed
-    `SQUARES_CHUNK` at a time in fp32 (whatever the order, at most γ_{k+4} below the true sum of those positive
-    terms, the square root and squaring included), the partial sums added in float64. No float64 copy of x, nor
-    an fp32 copy of a 16-bit x (`fp32_blocks`)."""
+    `SQUARES_CHUNK` at a time in fp32 (`squares_per_chunk`: at most γ_{k+4} below the true sum of those positive
+    terms, whatever the order), the partial sums added in float64. No float64 copy of x, nor an fp32 copy of a
+    bf16 x."""
     k = min(x[0].numel(), SQUARES_CHUNK)
-    norms = []
-    for flat in fp32_blocks(x):
-        body = flat.shape[1] - flat.shape[1] % k
-        norms.append(torch.linalg.vector_norm(flat[:, :body].reshape(len(flat), -1, k), dim=2))
-        if body < flat.shape[1]:
-            norms.append(torch.linalg.vector_norm(flat[:, body:], dim=1, keepdim=True))
-    partial = norms[0] if len(norms) == 1 else torch.cat(norms, dim=1)
-    return partial.double().square().sum(1) / (1 - gamma(k + 4))
+    flat = x.flatten(1)
+    body = flat.shape[1] - flat.shape[1] % k
+    partial = squares_per_chunk(flat[:, :body].reshape(len(flat), -1, k))
+    if body < flat.shape[1]:
+        partial = torch.cat([partial, squares_per_chunk(flat[:, body:].unsqueeze(1))], dim=1)
+    return partial.sum(1) / (1 - gamma(k + 4))
 
 
 def instantiated(per_record: torch.Tensor) -> ParameterGradients:
     """G_i materialised, [B, ...]: biases, LayerNorm, and weights whose G_i are no larger than their a and g; fp32,
-    or bf16 products on a CPU (`instantiation_product`), upcast once if small (`UPCAST_WHOLE`), else read as fp32 a
-    block at a time. Norm and clipped sum read the same numbers (`sum_of_squares` bounds the norm from above), so
+    or bf16 products on a CPU (`instantiation_product`), which both reductions read in fp32 without a copy
+    (`fp32_reads`). Norm and clipped sum read the same numbers (`sum_of_squares` bounds the norm from above), so
     the contribution is c_i·G_i up to the sum's own fp32 accumulation."""
-    pieces = [per_record.float() if per_record.numel() <= UPCAST_WHOLE else per_record]
-    norms = sum_of_squares(pieces[0])
+    pieces = [per_record]
 
     def clipped_sum(c: torch.Tensor) -> torch.Tensor:
-        (per_record,) = pieces  # one matrix-vector product per block of columns
-        columns = [c @ block for block in fp32_blocks(per_record)]
-        return (columns[0] if len(columns) == 1 else torch.cat(columns)).view(per_record.shape[1:])
+        (per_record,) = pieces
+        return weighted_record_sum(c, per_record.flatten(1)).view(per_record.shape[1:])
 
-    return ParameterGradients(norms, clipped_sum, lambda: pieces[0].float(), pieces)
+    return ParameterGradients(sum_of_squares(per_record), clipped_sum, lambda: pieces[0].float(), pieces)
 
 
 def shared(layers: list[ParameterGradients | torch.Tensor]) -> ParameterGradients | torch.Tensor:

@@ -1,0 +1,67 @@
+"""The two reductions that read an instantiated per-record gradient G_i ([B, ...]) in fp32: its records' squared
+norms, chunk by chunk (`squares_per_chunk`), and its clipped sum Σ_i c_i·G_i (`weighted_record_sum`).
+
+An fp32 G_i is read by torch's own kernels (a norm reduction, a matrix-vector product). A CPU's bf16 G_i
+(`clipping.instantiation_product`) is not: torch's eager CPU kernels neither widen while they read (a bf16
+reduction with an fp32 result upcasts the whole tensor first) nor multiply bf16 by fp32 into fp32, so each pass
+would read an fp32 copy that a third pass made — three passes over twice the bytes, the largest part of the private
+step's extra time at gpt2-tiny (29 M entries a step). Here each reduction is compiled by TorchInductor (C++, and
+OpenMP over the output), which fuses the exact upcast into it: one pass over the bf16 numbers, its arithmetic in
+fp32, and no fp32 copy. The first call in a process compiles (seconds; TorchInductor's on-disk cache serves later
+processes). Where it cannot compile (no C++ compiler), the same functions run eagerly, with the same arithmetic.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Callable
+
+import torch
+
+log = logging.getLogger(__name__)
+
+
+def compiled_or_eager(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """fn compiled by TorchInductor for any shapes (`dynamic`) when first called, or fn itself from the first call
+    that cannot be compiled on this machine (logged once)."""
+    chosen = [torch.compile(fn, dynamic=True, fullgraph=True)]
+
+    @functools.wraps(fn)
+    def run(*args: torch.Tensor) -> torch.Tensor:
+        try:
+            return chosen[0](*args)
+        except torch._dynamo.exc.BackendCompilerFailed as error:
+            log.warning("%s runs uncompiled (slower): %s", fn.__name__, str(error).splitlines()[0])
+            chosen[0] = fn
+            return fn(*args)
+
+    return run
+
+
+@compiled_or_eager
+def _low_precision_squares_per_chunk(chunks: torch.Tensor) -> torch.Tensor:
+    return chunks.float().square().sum(-1)
+
+
+@compiled_or_eager
+def _low_precision_weighted_record_sum(c: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    return (c.unsqueeze(1) * x.float()).sum(0)
+
+
+def squares_per_chunk(chunks: torch.Tensor) -> torch.Tensor:
+    """[B, m, k] → [B, m] float64: each chunk's Σ_j x_j², summed in fp32, so at most γ_{k+4} below the true sum
+    whatever the order of the additions (Higham 2002, Lemma 3.1; the terms are positive). fp32: torch's norm, squared
+    in float64 (its square root and the squaring are the 4 more roundings); bf16: the squares themselves, exact in
+    fp32 (8 significant bits squared), summed by the compiled kernel."""
+    if chunks.dtype == torch.float32:
+        return torch.linalg.vector_norm(chunks, dim=2).double().square()
+    return _low_precision_squares_per_chunk(chunks).double()
+
+
+def weighted_record_sum(c: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Σ_i c_i·x_i of [B] fp32 weights and [B, n] records, [n] fp32: the products and their B-term sum in fp32,
+    as a matrix-vector product forms them (fp32: it is one)."""
+    if x.dtype == torch.float32:
+        return c @ x
+    return _low_precision_weighted_record_sum(c, x)

@@ -1,0 +1,60 @@
+"""The two reductions over instantiated per-record gradients, bf16 (compiled) and fp32, against float64 references
+formed from the very numbers they read: each chunk's sum of squares within the γ_{k+4} bound the norms rely on, and
+Σ_i c_i·x_i within an fp32 B-term accumulation."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+from sdp_core.train.clipping import gamma
+from sdp_core.train.fp32_reads import compiled_or_eager, squares_per_chunk, weighted_record_sum
+
+
+def _wide_range(shape: tuple[int, ...], dtype: torch.dtype, seed: int) -> torch.Tensor:
+    """Entries spread over 2⁻³⁰..2³⁰, so that an fp32 sum rounds at every step."""
+    gen = torch.Generator().manual_seed(seed)
+    return (torch.randn(shape, generator=gen, dtype=torch.float64)
+            * 2.0 ** torch.randint(-30, 31, shape, generator=gen)).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("shape", [(5, 40, 32), (1, 1, 7), (3, 1000, 32), (2, 9, 5)])
+def test_squares_per_chunk_are_within_their_bound_of_the_float64_sums(dtype, shape):
+    chunks = _wide_range(shape, dtype, seed=sum(shape))
+    computed = squares_per_chunk(chunks)
+    exact = chunks.double().square().sum(-1)
+    assert computed.dtype == torch.float64 and computed.shape == shape[:2]
+    assert ((computed - exact).abs() <= gamma(shape[-1] + 4) * exact).all()
+    assert (computed != exact).any() or shape[-1] < 8  # the bound is exercised, not an exact sum
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("shape", [(5, 1000), (1, 33), (32, 4096)])
+def test_a_weighted_record_sum_is_within_an_fp32_accumulation_of_the_float64_one(dtype, shape):
+    x = _wide_range(shape, dtype, seed=shape[1])
+    c = torch.rand(shape[0], generator=torch.Generator().manual_seed(1))
+    computed = weighted_record_sum(c, x)
+    exact = c.double() @ x.double()
+    magnitudes = c.double() @ x.double().abs()
+    assert computed.dtype == torch.float32 and computed.shape == shape[1:]
+    assert ((computed.double() - exact).abs() <= gamma(shape[0] + 1) * magnitudes).all()
+
+
+def test_a_reduction_that_cannot_compile_runs_eagerly(caplog):
+    """No working C++ compiler: the first call logs one line (besides TorchInductor's own report) and returns the
+    function's own result, and later calls run it eagerly without trying again."""
+
+    def tripled_squares(x: torch.Tensor) -> torch.Tensor:
+        return x.float().square().sum(-1) * 3
+
+    run = compiled_or_eager(tripled_squares)
+    x = torch.randn(3, 4, 32).bfloat16()
+    no_compiler = {"cpp.cxx": (None, "/nonexistent/c++"), "fx_graph_cache": False}
+    with torch._inductor.config.patch(no_compiler), caplog.at_level(logging.WARNING, "sdp_core.train.fp32_reads"):
+        assert torch.equal(run(x), tripled_squares(x))
+        assert torch.equal(run(x + 1), tripled_squares(x + 1))
+    ours = [r.getMessage().split(":")[0] for r in caplog.records if r.name == "sdp_core.train.fp32_reads"]
+    assert ours == ["tripled_squares runs uncompiled (slower)"]
