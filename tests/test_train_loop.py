@@ -12,7 +12,16 @@ import torch
 from sdp_core.config.training import PrivacyConfig, TrainingConfig
 from sdp_core.models.gpt2 import build_gpt2
 from sdp_core.tensors import LMData, per_record_loss
-from sdp_core.train.loop import DPStep, Phase, StepContext, StepSettings, poisson_batches, train_phase
+from sdp_core.train.loop import (
+    MT19937_STATE_OFFSET,
+    DPStep,
+    Phase,
+    PrivacyRandomness,
+    StepContext,
+    StepSettings,
+    poisson_batches,
+    train_phase,
+)
 from sdp_core.train.precision import Precision
 
 VOCAB, T = 300, 16
@@ -212,3 +221,30 @@ def test_ranks_sample_at_the_phases_rate_and_epsilon_is_one_workers(monkeypatch)
         assert abs(frequency.mean().item() - q) < 4 * (q * (1 - q) / (60 * steps)) ** 0.5
         epsilons[world] = rdp_epsilon([(rates[0], sigma, charged[0])], 1e-5)
     assert epsilons[1] == epsilons[3]
+
+
+def _follows_mt19937_seeding(words: list[int]) -> bool:
+    """Whether 624 state words are those mt19937's seeding makes from their first word (Matsumoto & Nishimura 1998,
+    init_genrand): w_i = 1812433253·(w_{i−1} ⊕ (w_{i−1} >> 30)) + i mod 2³². Every state `manual_seed` makes does."""
+    return all(words[i] == (1812433253 * (words[i - 1] ^ (words[i - 1] >> 30)) + i) % 2**32 for i in range(1, 624))
+
+
+def _state_words(generator: torch.Generator) -> list[int]:
+    return generator.get_state()[MT19937_STATE_OFFSET:MT19937_STATE_OFFSET + 8 * 624].view(torch.int64).tolist()
+
+
+def test_a_secure_cpu_generator_holds_a_state_that_no_seed_makes():
+    """torch's CPU generator keeps 32 bits of a 63-bit seed (two seeds 2³² apart draw alike), so the secure
+    generators' state words are drawn whole: not a seeded state, different each time, and a working generator."""
+    seeded = [torch.Generator().manual_seed(s) for s in (5, 5 + 2**32)]
+    assert _follows_mt19937_seeding(_state_words(seeded[0]))
+    assert torch.equal(torch.randn(8, generator=seeded[0]), torch.randn(8, generator=seeded[1]))
+    rng = PrivacyRandomness.for_phase(0, torch.device("cpu"), private=True, reproducible=False)
+    for generator in (rng.sampling, rng.noise):
+        words = _state_words(generator)
+        assert not _follows_mt19937_seeding(words) and max(words) < 2**32 and len(set(words)) > 600
+    assert _state_words(rng.sampling) != _state_words(rng.noise)
+    draws = torch.randn(200_000, generator=rng.noise, dtype=torch.float64)
+    assert abs(float(draws.mean())) < 0.02 and abs(float(draws.std()) - 1) < 0.02  # 4.5 and 6 standard errors
+    reproducible = PrivacyRandomness.for_phase(7, torch.device("cpu"), private=True, reproducible=True)
+    assert _follows_mt19937_seeding(_state_words(reproducible.noise)) and reproducible.noise.initial_seed() == 8

@@ -17,9 +17,9 @@
 - The ledger is charged once per sampled batch, with that batch's composed event: a mechanism whose step makes
   several releases on one sample (S-DPSGD) plans one event that composes them. The ledger refuses a batch
   beyond the calibrated plan.
-- Privacy randomness (Poisson sampling and noise) comes from `PrivacyRandomness`: by default seeded from the
-  operating system's entropy and never written anywhere, so a published trial seed does not regenerate it.
-  The trial seed fixes initialisation and public batches only.
+- Privacy randomness (Poisson sampling and noise) comes from `PrivacyRandomness`: by default generators whose state
+  is drawn from the operating system's entropy (`entropy_generator`) and never written anywhere, so a published
+  trial seed does not regenerate it. The trial seed fixes initialisation and public batches only.
 - Nothing computed from a private batch leaves the loop: private phases keep no loss and count expected
   (not sampled) records.
 - Precision (`precision.Precision`): every step's forward runs under its autocast; weights, the optimizer, and a
@@ -102,11 +102,33 @@ class StepSettings:
 # ------------------------------------------------------------------------------------------ randomness
 
 
+MT19937_WORDS = 624
+"""32-bit words of a CPU generator's Mersenne Twister state."""
+MT19937_STATE_OFFSET = 24
+"""Where the words start in torch's serialised CPU generator state (`Generator.get_state`: the initial seed, `left`
+and `seeded`, `next`, then one 64-bit slot per word)."""
+
+
+def entropy_generator(device: torch.device) -> torch.Generator:
+    """A generator whose draws nobody can regenerate: its state from the OS entropy pool (`secrets`). A GPU's Philox
+    generator takes all 64 bits of a seed (63 random bits here). A CPU's mt19937 keeps only the low 32 bits of any
+    seed (torch's `manual_seed`), so a seeded CPU generator's noise could be found by trying 2³² seeds against a
+    released model; its 624 state words are drawn instead (19,968 bits), as a freshly seeded generator holds them
+    (about to regenerate its state, none of its normal samples cached)."""
+    if device.type != "cpu":
+        return torch.Generator(device=device).manual_seed(secrets.randbits(63))
+    generator = torch.Generator()
+    state = generator.get_state()
+    words = torch.tensor([secrets.randbits(32) for _ in range(MT19937_WORDS)], dtype=torch.int64)
+    state[MT19937_STATE_OFFSET:MT19937_STATE_OFFSET + 8 * MT19937_WORDS] = words.view(torch.uint8)
+    return generator.set_state(state)
+
+
 @dataclass
 class PrivacyRandomness:
     """The generators of one phase on one rank: `sampling` (batch membership, host) and `noise` (model device).
 
-    Secure (the default): each generator is seeded with 63 bits from the OS entropy pool (`secrets`), fresh per
+    Secure (the default): each generator's state comes from the OS entropy pool (`entropy_generator`), fresh per
     phase and rank and never stored, so nothing published regenerates the noise or the Poisson samples.
     Reproducible (`privacy.reproducible_noise`, for debugging only): both derive from the trial seed, which every
     report publishes, so the DP guarantee does not hold against anyone who reads it.
@@ -119,11 +141,10 @@ class PrivacyRandomness:
     @classmethod
     def for_phase(cls, seed: int, device: torch.device, private: bool, reproducible: bool, rank: int = 0
                   ) -> "PrivacyRandomness":
-        secure = private and not reproducible
-        sampling_seed = secrets.randbits(63) if secure else seed + rank * RANK_SEED_STRIDE
-        noise_seed = secrets.randbits(63) if secure else seed + 1
-        return cls(torch.Generator().manual_seed(sampling_seed),
-                   torch.Generator(device=device).manual_seed(noise_seed))
+        if private and not reproducible:
+            return cls(entropy_generator(torch.device("cpu")), entropy_generator(device))
+        return cls(torch.Generator().manual_seed(seed + rank * RANK_SEED_STRIDE),
+                   torch.Generator(device=device).manual_seed(seed + 1))
 
 
 # --------------------------------------------------------------------------------------------- phases
