@@ -154,7 +154,7 @@ def measure_variant(variant: str, precision: str, preset: str, batch: int, lengt
     from sdp_core.config.model import ModelConfig
     from sdp_core.models import build_model
     from sdp_core.tensors import LMData
-    from sdp_core.train.loop import Phase, StepContext, make_optimizer
+    from sdp_core.train.loop import Phase, PrivacyRandomness, StepContext, make_optimizer  # both checkouts'
     from sdp_core.train.precision import resolve_precision, use_tf32
 
     private, mode, lora, compiled, _ = VARIANTS[variant]
@@ -195,8 +195,8 @@ def measure_variant(variant: str, precision: str, preset: str, batch: int, lengt
     base = peak_mb()
     # The training loop's own steps: `PublicStep` for a public phase, `DPStep` for a private one.
     phase = Phase("bench", data, private, 1, batch, sigmas=(1.0,), max_grad_norm=1.0)
-    ctx = StepContext(model, optimizer, mode, torch.Generator(device=device).manual_seed(0),
-                      precision=resolve_precision(precision, device))
+    noise = PrivacyRandomness.for_phase(0, device, private, reproducible=False).noise  # what a trial draws from
+    ctx = StepContext(model, optimizer, mode, noise, precision=resolve_precision(precision, device))
     step = phase.batch_step(ctx)
     fixed = data.subset(torch.arange(batch))  # a fixed batch: compare the step itself, not Poisson size noise
     for _ in range(warmup):

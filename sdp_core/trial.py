@@ -197,7 +197,8 @@ def train_phases(model: torch.nn.Module, plan: MechanismPlan, cfg: TrialConfig, 
 
 
 NOISE_SOURCES = {
-    False: "secret: seeded from the OS entropy pool per phase, never stored",
+    False: "secret: AES-256-CTR keystreams (a GPU's noise: Philox) keyed from the OS entropy pool per phase, "
+           "never stored",
     True: "reproducible from the published trial seed (privacy.reproducible_noise): the DP guarantee does not hold",
 }
 

@@ -17,6 +17,7 @@ from sdp_core.models.roberta import build_roberta
 from sdp_core.tensors import LMData, per_record_classification_loss
 from sdp_core.text.redaction import redact
 from sdp_core.train.loop import DPStep, Phase, StepContext
+from sdp_core.train.randomness import TorchNoise
 from sdp_core.preparation import prepare_trial_data
 from sdp_core.trial import run_trial
 from tests.conftest import run_main
@@ -94,7 +95,7 @@ def test_sigma_zero_without_clipping_equals_plain_step(mode):
     sgd.step()
 
     phase = Phase("dp", data, private=True, epochs=1, batch_size=8, sigmas=(0.0,), max_grad_norm=1e6)
-    trainer = DPStep(StepContext(private, torch.optim.SGD(private.parameters(), lr=0.1), mode, torch.Generator()), phase)
+    trainer = DPStep(StepContext(private, torch.optim.SGD(private.parameters(), lr=0.1), mode, TorchNoise(torch.Generator())), phase)
     trainer(data, 0.0)
     a, b, start = _flat(plain), _flat(trainer.close()), _flat(_classifier())
     assert (a - start).norm() > 1e-3  # the step did move the weights

@@ -15,6 +15,7 @@ from sdp_core.models import build_model, parameter_counts
 from sdp_core.models.checkpoint import load_model, save_model
 from sdp_core.tensors import record_losses
 from sdp_core.train.loop import DPStep, Phase, StepContext, make_optimizer
+from sdp_core.train.randomness import TorchNoise
 from test_train_clipping import VOCAB, _classification_data, _lm_data
 
 LR, SIGMA = 0.5, 0.7
@@ -65,7 +66,7 @@ def test_dp_lora_step_equals_the_micro_batch_reference(family, mode):
 
     phase = Phase("dp", batch, private=True, epochs=1, batch_size=len(batch), sigmas=(SIGMA,), max_grad_norm=clip)
     optimizer = make_optimizer(model, "sgd", LR, 0.0)
-    step = DPStep(StepContext(model, optimizer, mode, torch.Generator().manual_seed(11)), phase)
+    step = DPStep(StepContext(model, optimizer, mode, TorchNoise(torch.Generator().manual_seed(11))), phase)
     step(batch, SIGMA)
     update = [p.grad.clone() for p in step.optimizer.params]
     model = step.close()

@@ -20,6 +20,7 @@ from sdp_core.models.lstm import LSTMLM
 from sdp_core.privacy import joint_noise_multiplier
 from sdp_core.tensors import LMData, per_record_loss
 from sdp_core.train.loop import StepContext, ledger_key, train_phase
+from sdp_core.train.randomness import Keystream, TorchNoise
 
 VOCAB, T = 40, 12
 
@@ -93,12 +94,12 @@ def test_segment_table_slots_align_private_segments_by_index():
 
 
 def test_release_state_clips_each_row_then_adds_noise_of_std_sigma_c():
-    g = torch.Generator().manual_seed(0)
+    g, noise = torch.Generator().manual_seed(0), Keystream.from_seed(0, "test")
     h, c = torch.randn(1, 200, 300, generator=g), torch.randn(1, 200, 300, generator=g)
     h[:, :3], c[:, :3] = h[:, :3] * 1e-3, c[:, :3] * 1e-3  # rows 0-2 already inside the ball
     clip = 2.0
     rows = torch.arange(200)  # each row its own record
-    ch, cc = S.release_state((h, c), clip, 0.0, g, rows)
+    ch, cc = S.release_state((h, c), clip, 0.0, noise, rows)
     norms = torch.cat([ch, cc], 2)[0].norm(dim=1)
     assert torch.allclose(norms[3:], torch.full((197,), clip), rtol=1e-4)
     assert torch.allclose(ch[:, :3], h[:, :3]) and torch.allclose(cc[:, :3], c[:, :3])
@@ -106,7 +107,7 @@ def test_release_state_clips_each_row_then_adds_noise_of_std_sigma_c():
     assert torch.allclose(ch[0, 3:], h[0, 3:] * scale[:, None], atol=1e-6)  # direction kept
 
     sigma = 0.7
-    nh, nc = S.release_state((h, c), clip, sigma, g, rows)
+    nh, nc = S.release_state((h, c), clip, sigma, noise, rows)
     noise = torch.cat([nh - ch, nc - cc])
     assert abs(noise.std().item() / (sigma * clip) - 1) < 0.02
     assert abs(noise.mean().item()) < 0.02 * sigma * clip
@@ -115,10 +116,10 @@ def test_release_state_clips_each_row_then_adds_noise_of_std_sigma_c():
 def test_release_state_clips_a_records_rows_together():
     """A record of several rows (windows) releases one hidden state per row: together they are its sensitivity, so
     they are clipped as one vector."""
-    g = torch.Generator().manual_seed(0)
+    g, noise = torch.Generator().manual_seed(0), Keystream.from_seed(0, "test")
     h, c = torch.randn(2, 5, 30, generator=g), torch.randn(2, 5, 30, generator=g)
     records = torch.tensor([1, 0, 1, 2, 1])  # record 1 has three rows
-    ch, cc = S.release_state((h, c), 2.0, 0.0, g, records)
+    ch, cc = S.release_state((h, c), 2.0, 0.0, noise, records)
     per_row = torch.cat([ch, cc]).transpose(0, 1).flatten(1).square().sum(1)
     per_record = torch.zeros(3).index_add_(0, records, per_row).sqrt()
     assert torch.allclose(per_record, torch.full((3,), 2.0), rtol=1e-4)
@@ -146,7 +147,7 @@ def test_private_segment_step_without_noise_or_clipping_equals_plain_steps_per_r
     plain = copy.deepcopy(lm)
     lr, batch = 0.5, 4
     phase = S.SelectivePhase("p", data, True, 1, batch, sigmas=(0.0,), max_grad_norm=1e6, segments=table)
-    step = S.SelectiveStep(StepContext(lm, torch.optim.SGD(lm.parameters(), lr=lr), "hooks", torch.Generator()), phase)
+    step = S.SelectiveStep(StepContext(lm, torch.optim.SGD(lm.parameters(), lr=lr), "hooks", TorchNoise(torch.Generator())), phase)
     rows = torch.arange(4)
     start, end = table.bounds[rows, 1, 0], table.bounds[rows, 1, 1]  # first private slot: lengths 3, 2, 3, 2
     order = torch.argsort(end - start, descending=True, stable=True)
@@ -199,8 +200,8 @@ def _run(data: LMData, cfg: TrialConfig, monkeypatch, seed: int = 0):
             calls["private"].append((len(seg.lengths), sigma))
         return private(self, seg, state, sigma)
 
-    def spy_release(state, clip, sigma, generator, records):
-        out = release_state(state, clip, sigma, generator, records)
+    def spy_release(state, clip, sigma, noise, records):
+        out = release_state(state, clip, sigma, noise, records)
         calls["release"].append((state, out, clip, sigma))
         return out
 

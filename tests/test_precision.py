@@ -19,6 +19,7 @@ from sdp_core.privacy import PrivacyLedger
 from sdp_core.tensors import LMData
 from sdp_core.train.loop import DPStep, Phase, PublicStep, StepContext, StepSettings, make_optimizer, train_phase
 from sdp_core.train.precision import FP32, Precision, clip_factors, resolve_precision
+from sdp_core.train.randomness import TorchNoise
 from test_train_clipping import MODELS, VOCAB, _lm_data, packed_private_slot
 
 SUM_TOLERANCE = {"bf16": 2e-2, "fp16": 5e-3}
@@ -37,7 +38,7 @@ def _clipped_sum(arch: str, mode: str, precision: Precision, rows: list[int] | N
     torch.manual_seed(0)
     model, batch = build(), batch if batch is not None else data()
     phase = Phase("dp", batch, private=True, epochs=1, batch_size=len(batch), sigmas=(0.0,), max_grad_norm=clip)
-    step = DPStep(StepContext(model, torch.optim.SGD(model.parameters(), lr=0.0), mode, torch.Generator(),
+    step = DPStep(StepContext(model, torch.optim.SGD(model.parameters(), lr=0.0), mode, TorchNoise(torch.Generator()),
                               precision=precision), phase)
     step(batch if rows is None else batch.subset(rows), 0.0)
     out = torch.cat([p.grad.flatten() for p in step.optimizer.params]) * len(batch)  # the optimizer divided by B
@@ -116,7 +117,7 @@ def test_public_step_in_low_precision_lowers_the_loss(precision):
     torch.manual_seed(0)
     model = build_gpt2("gpt2-tiny", None, VOCAB, 16, 0.0)
     data = _lm_data(4, 16)
-    step = PublicStep(StepContext(model, make_optimizer(model, "adamw", 3e-3, 0.0), "bk", torch.Generator(),
+    step = PublicStep(StepContext(model, make_optimizer(model, "adamw", 3e-3, 0.0), "bk", TorchNoise(torch.Generator()),
                                   precision=_precision(precision)))
     losses = [step(data, 0.0) for _ in range(8)]
     assert losses[-1] < losses[0]
@@ -137,7 +138,7 @@ def test_noise_has_standard_deviation_sigma_c_over_b(secure_mode):
     data = _lm_data(8, 16)
     phase = Phase("dp", data, private=True, epochs=1, batch_size=8, sigmas=(2.0,), max_grad_norm=0.5)
     step = DPStep(StepContext(model, torch.optim.SGD(model.parameters(), lr=0.0), "bk",
-                              torch.Generator().manual_seed(1), secure_mode=secure_mode), phase)
+                              TorchNoise(torch.Generator().manual_seed(1)), secure_mode=secure_mode), phase)
     assert step.optimizer.secure_mode is secure_mode
     step(data.subset([]), 2.0)
     noise = torch.cat([p.grad.flatten() for p in step.optimizer.params])
@@ -159,10 +160,10 @@ def test_selective_dpsgd_private_slot_in_bf16_matches_fp32(mode):
         torch.manual_seed(0)
         lm = LSTMLM(VOCAB, 16, 16)
         phase = S.SelectivePhase("p", data, True, 1, 4, sigmas=(0.0,), max_grad_norm=0.05, segments=table)
-        step = S.SelectiveStep(StepContext(lm, torch.optim.SGD(lm.parameters(), lr=0.0), mode, torch.Generator(),
+        step = S.SelectiveStep(StepContext(lm, torch.optim.SGD(lm.parameters(), lr=0.0), mode, TorchNoise(torch.Generator()),
                                            precision=precision), phase)
         out = step.private(seg, state, 0.0)
-        released = S.release_state(out, 0.5, 1.0, torch.Generator().manual_seed(3), seg.records)
+        released = S.release_state(out, 0.5, 1.0, TorchNoise(torch.Generator().manual_seed(3)), seg.records)
         assert all(x.dtype == torch.float32 for x in released)
         results.append(torch.cat([p.grad.flatten() for p in step.dp.optimizer.params]))
         step.close()

@@ -16,6 +16,7 @@ from sdp_core.tensors import LMData
 from sdp_core.train import clipping
 from sdp_core.train.clipping import BookKeeping, embedding, stacked, weight_gradients
 from sdp_core.train.loop import DPStep, Phase, StepContext
+from sdp_core.train.randomness import TorchNoise
 
 VOCAB = 300
 RTOL = 1e-5  # float32 sums in another order: the largest difference, relative to the gradient's largest entry
@@ -57,7 +58,7 @@ def _private_gradient(arch: str, mode: str, sigma: float) -> tuple[list[torch.Te
     model, batch = build(), data()
     phase = Phase("dp", batch, private=True, epochs=1, batch_size=len(batch), sigmas=(sigma,), max_grad_norm=clip)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
-    step = DPStep(StepContext(model, optimizer, mode, torch.Generator().manual_seed(7)), phase)
+    step = DPStep(StepContext(model, optimizer, mode, TorchNoise(torch.Generator().manual_seed(7))), phase)
     step(batch, sigma)
     grads = [p.grad.clone() for p in step.optimizer.params]
     per_record = _per_record(step.optimizer.params) if mode == "hooks" else None
@@ -110,7 +111,7 @@ def test_bk_empty_batch_is_the_same_noise_only_step():
         data = _lm_data(8, 16)
         phase = Phase("dp", data, private=True, epochs=1, batch_size=8, sigmas=(1.0,), max_grad_norm=0.5)
         step = DPStep(StepContext(model, torch.optim.SGD(model.parameters(), lr=0.0), mode,
-                                  torch.Generator().manual_seed(3)), phase)
+                                  TorchNoise(torch.Generator().manual_seed(3))), phase)
         step(data.subset(torch.arange(0)), 1.0)
         results.append([p.grad.clone() for p in step.optimizer.params])
         step.close()
@@ -127,7 +128,7 @@ def _two_dp_steps(compiled: bool) -> list[list[torch.Tensor]]:
         model.compile(backend="aot_eager")
     phase = Phase("dp", data, private=True, epochs=1, batch_size=8, sigmas=(0.0,), max_grad_norm=0.02)
     step = DPStep(StepContext(model, torch.optim.SGD(model.parameters(), lr=0.1), "bk",
-                              torch.Generator().manual_seed(7)), phase)
+                              TorchNoise(torch.Generator().manual_seed(7))), phase)
     grads = []
     for _ in range(2):
         step(data, 0.0)
@@ -180,7 +181,7 @@ def test_selective_private_slot_with_bk_equals_hooks(record_index):
         lm = LSTMLM(VOCAB, 16, 16)
         phase = S.SelectivePhase("p", data, True, 1, 4, sigmas=(1.0,), max_grad_norm=0.05, segments=table)
         step = S.SelectiveStep(StepContext(lm, torch.optim.SGD(lm.parameters(), lr=0.0), mode,
-                                           torch.Generator().manual_seed(5)), phase)
+                                           TorchNoise(torch.Generator().manual_seed(5))), phase)
         step.private(seg, state, 0.5)
         results.append([p.grad.clone() for p in step.dp.optimizer.params])
         if mode == "hooks":
@@ -312,7 +313,7 @@ def test_bk_clips_a_tied_embedding_and_head_as_hooks_do():
         model = GPT2LM(GPT2LMHeadModel(config))
         assert model.model.lm_head.weight is model.model.transformer.wte.weight
         phase = Phase("dp", data, private=True, epochs=1, batch_size=8, sigmas=(0.0,), max_grad_norm=0.05)
-        step = DPStep(StepContext(model, torch.optim.SGD(model.parameters(), lr=0.0), mode, torch.Generator()), phase)
+        step = DPStep(StepContext(model, torch.optim.SGD(model.parameters(), lr=0.0), mode, TorchNoise(torch.Generator())), phase)
         step(data, 0.0)
         results.append([p.grad.clone() for p in step.optimizer.params])
         if mode == "hooks":
@@ -338,7 +339,7 @@ def _step_sum(mode: str, batch: LMData, clip: float, precision=None) -> torch.Te
     torch.manual_seed(0)
     model = build_gpt2("gpt2-tiny", None, VOCAB, 16, 0.0)
     phase = Phase("dp", batch, private=True, epochs=1, batch_size=len(batch), sigmas=(0.0,), max_grad_norm=clip)
-    step = DPStep(StepContext(model, torch.optim.SGD(model.parameters(), lr=0.0), mode, torch.Generator(),
+    step = DPStep(StepContext(model, torch.optim.SGD(model.parameters(), lr=0.0), mode, TorchNoise(torch.Generator()),
                               precision=precision or FP32), phase)
     step(batch, 0.0)
     out = torch.cat([p.grad.flatten() for p in step.optimizer.params]).double() * step.optimizer.expected_batch_size

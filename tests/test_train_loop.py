@@ -12,17 +12,9 @@ import torch
 from sdp_core.config.training import PrivacyConfig, TrainingConfig
 from sdp_core.models.gpt2 import build_gpt2
 from sdp_core.tensors import LMData, per_record_loss
-from sdp_core.train.loop import (
-    MT19937_STATE_OFFSET,
-    DPStep,
-    Phase,
-    PrivacyRandomness,
-    StepContext,
-    StepSettings,
-    poisson_batches,
-    train_phase,
-)
+from sdp_core.train.loop import DPStep, Phase, StepContext, StepSettings, poisson_batches, train_phase
 from sdp_core.train.precision import Precision
+from sdp_core.train.randomness import Keystream, TorchNoise
 
 VOCAB, T = 300, 16
 
@@ -51,7 +43,7 @@ def test_zero_gradient_dp_step_adds_noise_of_std_sigma_c_over_b(empty_batch):
     model = _model()
     sgd = torch.optim.SGD(model.parameters(), lr=1.0)
     phase = Phase("dp", data, private=True, epochs=1, batch_size=batch, sigmas=(sigma,), max_grad_norm=clip)
-    trainer = DPStep(StepContext(model, sgd, "hooks", torch.Generator().manual_seed(0)), phase)
+    trainer = DPStep(StepContext(model, sgd, "hooks", TorchNoise(torch.Generator().manual_seed(0))), phase)
     before = _flat_params(model)
     rows = torch.arange(0) if empty_batch else torch.arange(batch)
     zero_loss = data.subset(rows).with_weights(torch.zeros(len(rows), T))  # zero loss -> zero gradients
@@ -65,7 +57,7 @@ def test_zero_gradient_dp_step_adds_noise_of_std_sigma_c_over_b(empty_batch):
 
 def test_poisson_batch_sizes_have_mean_qn():
     n, q, steps = 1000, 0.05, 2000
-    batches = poisson_batches(torch.arange(n), q, steps, torch.Generator().manual_seed(1))
+    batches = poisson_batches(torch.arange(n), q, steps, Keystream.from_seed(1, "test"))
     sizes = torch.tensor([len(b) for b in batches], dtype=torch.float)
     assert abs(sizes.mean().item() - q * n) < 4 * (q * (1 - q) * n / steps) ** 0.5
     assert abs(sizes.var().item() / (q * (1 - q) * n) - 1) < 0.1  # binomial, not fixed-size
@@ -88,7 +80,7 @@ def test_poisson_batches_sample_records_with_all_their_rows():
     n = 1000
     counts = data.record_index.bincount()
     sizes = []
-    for rows in poisson_batches(record_groups(data.record_index), q, steps, torch.Generator().manual_seed(1)):
+    for rows in poisson_batches(record_groups(data.record_index), q, steps, Keystream.from_seed(1, "test")):
         taken = data.record_index[rows].bincount(minlength=n)
         assert torch.equal(taken[taken > 0], counts[taken > 0])  # whole records
         sizes.append(int((taken > 0).sum()))
@@ -128,7 +120,7 @@ def test_sigma_zero_without_clipping_equals_plain_step(mode):
     sgd.step()
 
     phase = Phase("dp", data, private=True, epochs=1, batch_size=8, sigmas=(0.0,), max_grad_norm=1e6)
-    trainer = DPStep(StepContext(private, torch.optim.SGD(private.parameters(), lr=0.1), mode, torch.Generator()), phase)
+    trainer = DPStep(StepContext(private, torch.optim.SGD(private.parameters(), lr=0.1), mode, TorchNoise(torch.Generator())), phase)
     trainer(data.with_weights(weights), 0.0)
     a, b = _flat_params(plain), _flat_params(trainer.close())
     assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
@@ -221,30 +213,3 @@ def test_ranks_sample_at_the_phases_rate_and_epsilon_is_one_workers(monkeypatch)
         assert abs(frequency.mean().item() - q) < 4 * (q * (1 - q) / (60 * steps)) ** 0.5
         epsilons[world] = rdp_epsilon([(rates[0], sigma, charged[0])], 1e-5)
     assert epsilons[1] == epsilons[3]
-
-
-def _follows_mt19937_seeding(words: list[int]) -> bool:
-    """Whether 624 state words are those mt19937's seeding makes from their first word (Matsumoto & Nishimura 1998,
-    init_genrand): w_i = 1812433253·(w_{i−1} ⊕ (w_{i−1} >> 30)) + i mod 2³². Every state `manual_seed` makes does."""
-    return all(words[i] == (1812433253 * (words[i - 1] ^ (words[i - 1] >> 30)) + i) % 2**32 for i in range(1, 624))
-
-
-def _state_words(generator: torch.Generator) -> list[int]:
-    return generator.get_state()[MT19937_STATE_OFFSET:MT19937_STATE_OFFSET + 8 * 624].view(torch.int64).tolist()
-
-
-def test_a_secure_cpu_generator_holds_a_state_that_no_seed_makes():
-    """torch's CPU generator keeps 32 bits of a 63-bit seed (two seeds 2³² apart draw alike), so the secure
-    generators' state words are drawn whole: not a seeded state, different each time, and a working generator."""
-    seeded = [torch.Generator().manual_seed(s) for s in (5, 5 + 2**32)]
-    assert _follows_mt19937_seeding(_state_words(seeded[0]))
-    assert torch.equal(torch.randn(8, generator=seeded[0]), torch.randn(8, generator=seeded[1]))
-    rng = PrivacyRandomness.for_phase(0, torch.device("cpu"), private=True, reproducible=False)
-    for generator in (rng.sampling, rng.noise):
-        words = _state_words(generator)
-        assert not _follows_mt19937_seeding(words) and max(words) < 2**32 and len(set(words)) > 600
-    assert _state_words(rng.sampling) != _state_words(rng.noise)
-    draws = torch.randn(200_000, generator=rng.noise, dtype=torch.float64)
-    assert abs(float(draws.mean())) < 0.02 and abs(float(draws.std()) - 1) < 0.02  # 4.5 and 6 standard errors
-    reproducible = PrivacyRandomness.for_phase(7, torch.device("cpu"), private=True, reproducible=True)
-    assert _follows_mt19937_seeding(_state_words(reproducible.noise)) and reproducible.noise.initial_seed() == 8

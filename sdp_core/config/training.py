@@ -20,7 +20,8 @@ class PrivacyConfig(Strict):
     reproducible_noise: bool = Field(
         False, description="debugging only: draw DP noise and Poisson samples from the trial seed, which every "
         "report publishes, so the guarantee does not hold (every line that prints its ε says so, and the report "
-        "counts it among no guaranteed trials); default: secret generator states from the OS entropy pool")
+        "counts it among no guaranteed trials); default: AES-256-CTR keystreams keyed from the OS entropy pool "
+        "(a GPU's noise: its Philox generator, seeded from it)")
     secure_mode: bool = Field(
         False, description="Opacus' secure mode for the DP noise: each coordinate is the sum of four Gaussian draws "
         "halved (Holohan & Braghin 2021), which resists the floating-point attacks that recover the noise from a "

@@ -68,6 +68,7 @@ from sdp_core.preparation import TrialData
 from sdp_core.privacy import PrivacyLedger
 from sdp_core.tensors import LMData, record_groups, run_starts
 from sdp_core.train.loop import BatchStep, DPStep, Phase, StepContext
+from sdp_core.train.randomness import NoiseSource
 
 
 PHASE_NAME = "sdpsgd_gradient+hidden"
@@ -247,8 +248,7 @@ def segment_loss(logits: torch.Tensor, seg: SegmentBatch) -> torch.Tensor:
     return (ce * seg.weights).sum(1) / (seg.weights > 0).sum(1).clamp_min(1)
 
 
-def release_state(state: State, clip: float, sigma: float, generator: torch.Generator, records: torch.Tensor
-                  ) -> State:
+def release_state(state: State, clip: float, sigma: float, noise: NoiseSource, records: torch.Tensor) -> State:
     """Clip each record's (h, c) — of all its rows (`records`, as `SegmentBatch.records`), as one vector — to norm
     `clip`; add N(0, σ²·clip²) per coordinate (lines 20–23)."""
     h, c = state
@@ -258,7 +258,7 @@ def release_state(state: State, clip: float, sigma: float, generator: torch.Gene
     norms = squares.new_zeros(int(records.max()) + 1).index_add_(0, records, squares).sqrt()
     both = both * (clip / (norms + 1e-6)).clamp(max=1.0)[records][None, :, None]
     if sigma > 0:
-        both = both + sigma * clip * torch.randn(both.shape, generator=generator, device=generator.device)
+        both = both + noise.normal(both.numel(), sigma * clip).view_as(both)
     return both[:layers], both[layers:]
 
 

@@ -17,9 +17,10 @@
 - The ledger is charged once per sampled batch, with that batch's composed event: a mechanism whose step makes
   several releases on one sample (S-DPSGD) plans one event that composes them. The ledger refuses a batch
   beyond the calibrated plan.
-- Privacy randomness (Poisson sampling and noise) comes from `PrivacyRandomness`: by default generators whose state
-  is drawn from the operating system's entropy (`entropy_generator`) and never written anywhere, so a published
-  trial seed does not regenerate it. The trial seed fixes initialisation and public batches only.
+- Privacy randomness (Poisson sampling and noise) comes from `randomness.PrivacyRandomness`: by default AES-256-CTR
+  keystreams (a GPU's noise: its Philox generator) keyed from the operating system's entropy and never written
+  anywhere, so a published trial seed does not regenerate it. The trial seed fixes initialisation and public
+  batches only.
 - Nothing computed from a private batch leaves the loop: private phases keep no loss and count expected
   (not sampled) records.
 - Precision (`precision.Precision`): every step's forward runs under its autocast; weights, the optimizer, and a
@@ -31,7 +32,6 @@
 from __future__ import annotations
 
 import math
-import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Protocol
@@ -44,10 +44,8 @@ from sdp_core.config.training import PrivacyConfig, TrainingConfig
 from sdp_core.tensors import LMData, model_device, record_groups, record_losses
 from sdp_core.train.host_memory import keep_freed_host_memory
 from sdp_core.train.precision import FP32, Precision, resolve_precision, use_tf32
+from sdp_core.train.randomness import RANK_SEED_STRIDE, Keystream, NoiseSource, PrivacyRandomness
 from sdp_core.train.shared_pages import PIECE_ROWS, in_shared_memory, mapped_files_mb, unmap_pages
-
-RANK_SEED_STRIDE = 1_000_003
-"""With reproducible noise, rank r samples with seed `seed + r * stride`: a distinct stream per rank."""
 
 
 def ledger_key(phase: str, epoch: int) -> str:
@@ -99,54 +97,6 @@ class StepSettings:
             keep_freed_host_memory()
 
 
-# ------------------------------------------------------------------------------------------ randomness
-
-
-MT19937_WORDS = 624
-"""32-bit words of a CPU generator's Mersenne Twister state."""
-MT19937_STATE_OFFSET = 24
-"""Where the words start in torch's serialised CPU generator state (`Generator.get_state`: the initial seed, `left`
-and `seeded`, `next`, then one 64-bit slot per word)."""
-
-
-def entropy_generator(device: torch.device) -> torch.Generator:
-    """A generator whose draws nobody can regenerate: its state from the OS entropy pool (`secrets`). A GPU's Philox
-    generator takes all 64 bits of a seed (63 random bits here). A CPU's mt19937 keeps only the low 32 bits of any
-    seed (torch's `manual_seed`), so a seeded CPU generator's noise could be found by trying 2³² seeds against a
-    released model; its 624 state words are drawn instead (19,968 bits), as a freshly seeded generator holds them
-    (about to regenerate its state, none of its normal samples cached)."""
-    if device.type != "cpu":
-        return torch.Generator(device=device).manual_seed(secrets.randbits(63))
-    generator = torch.Generator()
-    state = generator.get_state()
-    words = torch.tensor([secrets.randbits(32) for _ in range(MT19937_WORDS)], dtype=torch.int64)
-    state[MT19937_STATE_OFFSET:MT19937_STATE_OFFSET + 8 * MT19937_WORDS] = words.view(torch.uint8)
-    return generator.set_state(state)
-
-
-@dataclass
-class PrivacyRandomness:
-    """The generators of one phase on one rank: `sampling` (batch membership, host) and `noise` (model device).
-
-    Secure (the default): each generator's state comes from the OS entropy pool (`entropy_generator`), fresh per
-    phase and rank and never stored, so nothing published regenerates the noise or the Poisson samples.
-    Reproducible (`privacy.reproducible_noise`, for debugging only): both derive from the trial seed, which every
-    report publishes, so the DP guarantee does not hold against anyone who reads it.
-    A public phase's batches are not privacy randomness: they always follow the trial seed.
-    """
-
-    sampling: torch.Generator
-    noise: torch.Generator
-
-    @classmethod
-    def for_phase(cls, seed: int, device: torch.device, private: bool, reproducible: bool, rank: int = 0
-                  ) -> "PrivacyRandomness":
-        if private and not reproducible:
-            return cls(entropy_generator(torch.device("cpu")), entropy_generator(device))
-        return cls(torch.Generator().manual_seed(seed + rank * RANK_SEED_STRIDE),
-                   torch.Generator(device=device).manual_seed(seed + 1))
-
-
 # --------------------------------------------------------------------------------------------- phases
 
 
@@ -157,7 +107,7 @@ class StepContext:
     model: nn.Module
     optimizer: torch.optim.Optimizer
     grad_sample_mode: str
-    noise: torch.Generator
+    noise: NoiseSource
     world_size: int = 1  # > 1: one of several data-parallel ranks (Opacus' distributed DP optimizer)
     precision: Precision = FP32
     secure_mode: bool = False  # Opacus' noise that resists floating-point attacks (`privacy.secure_mode`)
@@ -340,13 +290,12 @@ class DPStep:
 # ----------------------------------------------------------------------------------------------- loop
 
 
-def poisson_batches(records: torch.Tensor, q: float, steps: int, generator: torch.Generator
-                    ) -> Iterator[torch.Tensor]:
-    """Row indices of each step: every record included independently with probability q, with all its rows.
-    `records` numbers each row's record 0 .. R−1 (`LMData.groups`)."""
+def poisson_batches(records: torch.Tensor, q: float, steps: int, stream: Keystream) -> Iterator[torch.Tensor]:
+    """Row indices of each step: every record included independently with probability q (at most q: see
+    `Keystream.bernoulli`), with all its rows. `records` numbers each row's record 0 .. R−1 (`LMData.groups`)."""
     n = int(records.max()) + 1 if len(records) else 0
     for _ in range(steps):
-        yield torch.nonzero((torch.rand(n, generator=generator) < q)[records]).flatten()
+        yield torch.nonzero(stream.bernoulli(n, q)[records]).flatten()
 
 
 def shard(data: LMData, rank: int, world_size: int) -> LMData:
@@ -378,6 +327,7 @@ def train_phase(model: nn.Module, optimizer: torch.optim.Optimizer, phase: Phase
     stats = PhaseStats(phase.name, phase.private)
     device = model_device(model)
     rng = PrivacyRandomness.for_phase(seed, device, phase.private, settings.reproducible_noise, rank)
+    public_order = torch.Generator().manual_seed(seed + rank * RANK_SEED_STRIDE)
     data = shard(phase.data, rank, world_size) if world_size > 1 else phase.data
     precision = resolve_precision(settings.precision, device, settings.loss_scale)
     model.train()
@@ -404,7 +354,7 @@ def train_phase(model: nn.Module, optimizer: torch.optim.Optimizer, phase: Phase
                 batches = poisson_batches(data.groups, phase.sample_rate, steps, rng.sampling)
             else:
                 sigma = 0.0
-                batches = shuffled_batches(len(data), min(phase.batch_size, len(data)), steps, rng.sampling)
+                batches = shuffled_batches(len(data), min(phase.batch_size, len(data)), steps, public_order)
             for rows in batches:
                 if phase.private:
                     assert ledger is not None, "a private phase is charged to its ledger"

@@ -4,12 +4,13 @@ DP-SGD (Abadi et al. 2016, Algorithm 1) adds N(0, σ²C²) to every coordinate o
 gradients, once per step, and divides by the expected batch size B. Opacus' DP optimizers do this parameter by
 parameter (`add_noise`: a zero tensor, a draw and an add for each; `scale_grad`: a division for each), which on a
 GPU costs more host time than device time (GPT-2 has 12 tensors per layer). `MultiTensorNoise` keeps their
-arithmetic and their noise source, and launches it for many parameters at once:
+arithmetic and launches it for many parameters at once:
 
-- the draws are Opacus' own (`opacus.optimizers.optimizer._generate_noise`: the optimizer's generator, and its
-  `secure_mode`, which sums four draws and halves them against floating-point attacks, Holohan & Braghin 2021),
-  fp32, one call per block of consecutive parameters of up to `noise_block` entries instead of one per parameter:
-  every coordinate still gets its own independent N(0, σ²C²);
+- the draws are the phase's noise source's (`randomness.NoiseSource`, given to the optimizer as its `generator`: an
+  AES-256-CTR keystream on a CPU, torch's Philox on a GPU), with Opacus' `secure_mode` (each coordinate the sum
+  of four draws, halved, against floating-point attacks: Holohan & Braghin 2021), fp32, one call per block of
+  consecutive parameters of up to `noise_block` entries instead of one per parameter: every coordinate still gets
+  its own independent N(0, σ²C²);
 - the noise is added to the clipped sums with one `torch._foreach_add` per block, and every gradient is divided by
   B with one `torch._foreach_div_`.
 
@@ -27,17 +28,17 @@ from typing import cast
 
 import torch
 from opacus.optimizers import DPOptimizer, get_optimizer_class
-from opacus.optimizers.optimizer import _check_processed_flag, _generate_noise, _mark_as_processed
+from opacus.optimizers.optimizer import _check_processed_flag, _mark_as_processed
 
 from sdp_core.train.clipping import BoundedNormClipping
+from sdp_core.train.randomness import NoiseSource
 
 
 def noise_block(device: torch.device) -> int:
     """Entries drawn per call. On a GPU, where each launch costs host time, 2²⁴: a few calls for GPT-2's parameters,
     each 64 MiB of fp32, small next to the model (a larger parameter is drawn alone). On a CPU, 2²⁰ (4 MiB): the
-    allocator reuses blocks that small, where a larger draw and the zero tensor that Opacus' `_generate_noise` makes
-    beside it (five temporaries in secure mode) are fresh memory every step, whose page faults cost more than the
-    draws."""
+    allocator reuses blocks that small, where a larger draw and the temporaries made beside it (its words, and the
+    sums of secure mode) are fresh memory every step, whose page faults cost more than the draws."""
     return 2**24 if device.type == "cuda" else 2**20
 
 
@@ -58,26 +59,26 @@ class MultiTensorNoise(DPOptimizer):
     Opacus DP optimizer class in a subclass's bases (`dp_optimizer_class`), it replaces those two steps only."""
 
     def add_noise(self) -> None:
-        """p.grad = p.summed_grad + N(0, σ²C²) per coordinate (rank 0; the sum alone on other ranks)."""
+        """p.grad = p.summed_grad + N(0, σ²C²) per coordinate (rank 0; the sum alone on other ranks, or σC = 0)."""
         summed = [p.summed_grad for p in self.params]
         _check_processed_flag(summed)
         grads = summed
-        if summed and getattr(self, "rank", 0) == 0:  # set by Opacus' distributed optimizers; one worker is rank 0
+        rank = getattr(self, "rank", 0)  # set by Opacus' distributed optimizers; one worker is rank 0
+        if summed and rank == 0 and self.noise_multiplier * self.max_grad_norm > 0:
             grads = []
             for block in parameter_blocks([s.numel() for s in summed], noise_block(summed[0].device)):
                 parts = [summed[i] for i in block]
-                noise = self.draw([s.numel() for s in parts], parts[0])
+                noise = self.draw([s.numel() for s in parts])
                 grads += torch._foreach_add(parts, [n.view_as(s) for n, s in zip(noise, parts)])
         for p, grad in zip(self.params, grads):
             p.grad = grad.view_as(p)
         _mark_as_processed(summed)
 
-    def draw(self, sizes: list[int], like: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """One call of Opacus' `_generate_noise` for parameters of these sizes: N(0, σ²C²) per entry, `like`'s
-        dtype (fp32: the weights') and device, split into one flat tensor per parameter."""
-        reference = like.new_empty(()).expand(sum(sizes))  # a shape, device and dtype, without memory of its own
-        noise = _generate_noise(std=self.noise_multiplier * self.max_grad_norm, reference=reference,
-                                generator=self.generator, secure_mode=self.secure_mode)
+    def draw(self, sizes: list[int]) -> tuple[torch.Tensor, ...]:
+        """One call of the noise source for parameters of these sizes: N(0, σ²C²) per entry, fp32 (the weights'),
+        split into one flat tensor per parameter."""
+        source = cast(NoiseSource, self.generator)
+        noise = source.normal(sum(sizes), self.noise_multiplier * self.max_grad_norm, self.secure_mode)
         return noise.split(sizes)
 
     def scale_grad(self) -> None:

@@ -1,0 +1,169 @@
+"""Privacy randomness: the secret numbers a private phase draws its Poisson samples and its Gaussian noise from.
+
+DP-SGD's guarantee assumes that nobody can predict the noise added to a released model, nor which records a batch
+holds. Both are drawn from a cryptographically secure stream, keyed afresh per phase and rank from the OS entropy
+pool (`secrets`) and never stored:
+
+- `Keystream`: AES-256 in counter mode (FIPS 197; NIST SP 800-38A, §6.5), OpenSSL's through `cryptography`. Its
+  words are computationally indistinguishable from uniform to anyone without the key, however many of them one has
+  seen: unlike a Mersenne Twister (torch's CPU generator), whose whole state follows linearly from 624 outputs.
+  - Gaussian draws: the Box–Muller transform (Box & Muller 1958) of two 32-bit words a, b, in fp32 with numpy's
+    vectorised log, square root, sine and cosine: z = √(−2 ln u)·cos θ and √(−2 ln u)·sin θ, u = (a + ½)·2⁻³² ∈
+    (0, 1], θ = 2π·b·2⁻³². Its tails reach √(66 ln 2) ≈ 6.8σ (torch's 24-bit uniforms stop near 5.9σ).
+  - Bernoulli(q) draws (Poisson sampling): a word below ⌊q·2³²⌋, so a record is sampled with q rounded *down* to a
+    multiple of 2⁻³²: never above the q the accountant charges (ε grows with q).
+  On a CPU both are also faster than torch's generator made them: the noise in 0.63–0.68× its time, the sampling in
+  0.22–0.28× (`benchmarks/noise_draw.py`).
+- `TorchNoise`: torch's own generator as a noise source, where the noise is made on a GPU (its Philox generator,
+  seeded with 63 secret bits: a stream made on the host would have to cross to the device) and in tests that compare
+  with Opacus' draws. Philox is built for statistics, not secrecy: unpredictable without its seed, not proven so.
+
+`privacy.secure_mode` (Holohan & Braghin 2021) makes each coordinate the sum of four draws, halved, as Opacus'
+`_generate_noise` does. `privacy.reproducible_noise` (debugging only) derives the keys and seeds from the trial
+seed, which every report publishes, so the guarantee does not hold.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import secrets
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import torch
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+RANK_SEED_STRIDE = 1_000_003
+"""With reproducible noise, rank r samples with seed `seed + r * stride`: a distinct stream per rank."""
+
+BOX_MULLER_PAIRS = 2**16
+"""Pairs of words a Gaussian draw transforms at a time: their words, results and cosines (1.5 MiB) stay in a core's
+cache through the transform's ten passes, where a 2²⁴-entry draw in one run would read and write memory ten times
+(measured: 45 ms against 27 ms for it, the same 1.6 ms for 2²⁰ entries; `benchmarks/noise_draw.py`)."""
+
+
+class NoiseSource(Protocol):
+    """Where a private step's Gaussian noise comes from."""
+
+    @property
+    def device(self) -> torch.device: ...
+
+    def normal(self, size: int, std: float, secure: bool = False) -> torch.Tensor:
+        """`size` independent N(0, std²) draws, fp32 and flat, on `device`; `secure`: each the sum of four, halved."""
+        ...
+
+
+class Keystream:
+    """AES-256-CTR's keystream (the encryption of zeros) from a 32-byte key and a 128-bit initial counter block, and
+    the Gaussian and Bernoulli draws made from its 32-bit words (see the module docstring). A noise source on the
+    host."""
+
+    def __init__(self, key: bytes, counter: int = 0) -> None:
+        self._encryptor = Cipher(algorithms.AES256(key), modes.CTR(counter.to_bytes(16, "big"))).encryptor()
+        self._zeros = np.zeros(0, np.uint32)
+
+    @classmethod
+    def from_entropy(cls) -> Keystream:
+        """A stream nobody can regenerate: its key from the OS entropy pool, kept in this object only."""
+        return cls(secrets.token_bytes(32))
+
+    @classmethod
+    def from_seed(cls, seed: int, purpose: str) -> Keystream:
+        """A stream anyone with the seed regenerates (debugging only): its key is SHA-256 of the seed and purpose."""
+        return cls(hashlib.sha256(f"sdp-sweep {purpose} {seed}".encode()).digest())
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cpu")
+
+    def words(self, n: int) -> np.ndarray:
+        """The stream's next `n` 32-bit words (its next 4n bytes, in the machine's byte order)."""
+        if len(self._zeros) < n:
+            self._zeros = np.zeros(n, np.uint32)
+        out = np.empty(n + 4, np.uint32)  # `update_into` asks for a block's room beyond the data
+        self._encryptor.update_into(self._zeros[:n].data.cast("B"), out.data.cast("B"))
+        return out[:n]
+
+    def bernoulli(self, n: int, q: float) -> torch.Tensor:
+        """`n` independent draws, each True with probability ⌊q·2³²⌋·2⁻³² (at most q, within 2⁻³² of it)."""
+        return torch.from_numpy(self.words(n) < math.floor(q * 2**32))
+
+    def normal(self, size: int, std: float, secure: bool = False) -> torch.Tensor:
+        if std == 0:  # as Opacus: no draw at all
+            return torch.zeros(size)
+        noise = self._box_muller(size, std)
+        if secure:
+            for _ in range(3):
+                noise += self._box_muller(size, std)
+            noise *= np.float32(0.5)
+        return torch.from_numpy(noise)
+
+    def _box_muller(self, size: int, std: float) -> np.ndarray:
+        """`size` N(0, std²) draws, fp32, `BOX_MULLER_PAIRS` pairs at a time: of a run of n pairs' 2n words, the first
+        n are the pairs' u and the next n their θ; the run's n values r·cos θ come first, then its n values r·sin θ.
+        Each step is one in-place pass of numpy's vectorised loops over a run that stays in cache."""
+        pairs = (size + 1) // 2
+        out = np.empty(2 * pairs, np.float32)
+        cosine = np.empty(min(pairs, BOX_MULLER_PAIRS), np.float32)
+        for start in range(0, pairs, BOX_MULLER_PAIRS):
+            n = min(BOX_MULLER_PAIRS, pairs - start)
+            words = self.words(2 * n)
+            radius, angle = out[2 * start:2 * start + n], out[2 * start + n:2 * (start + n)]
+            radius[:] = words[:n]  # exact below 2²⁴, rounded to fp32 above: u stays in (0, 1]
+            radius += np.float32(0.5)
+            radius *= np.float32(2.0**-32)
+            np.log(radius, out=radius)
+            radius *= np.float32(-2.0)
+            np.sqrt(radius, out=radius)
+            radius *= np.float32(std)
+            np.multiply(words[n:], np.float32(2 * math.pi * 2.0**-32), out=angle, casting="unsafe")
+            np.cos(angle, out=cosine[:n])
+            np.sin(angle, out=angle)
+            angle *= radius
+            radius *= cosine[:n]
+        return out[:size]
+
+
+@dataclass(frozen=True)
+class TorchNoise:
+    """torch's generator as a noise source: Opacus' own draws (`_generate_noise`), on the generator's device."""
+
+    generator: torch.Generator
+
+    @property
+    def device(self) -> torch.device:
+        return self.generator.device
+
+    def normal(self, size: int, std: float, secure: bool = False) -> torch.Tensor:
+        from opacus.optimizers.optimizer import _generate_noise  # Opacus (and its torch dynamo) only where it draws
+
+        reference = torch.empty((), device=self.device).expand(size)  # a shape and a device, no memory of its own
+        return _generate_noise(std=std, reference=reference, generator=self.generator, secure_mode=secure)
+
+
+@dataclass(frozen=True)
+class PrivacyRandomness:
+    """The randomness of one phase on one rank: `sampling` (batch membership, on the host) and `noise` (on the
+    model's device: a `Keystream` on a CPU, torch's Philox on a GPU).
+
+    Secure (the default, a private phase): every key and seed from the OS entropy pool, fresh per phase and rank,
+    never stored, so nothing published regenerates the noise or the Poisson samples.
+    Reproducible (`privacy.reproducible_noise`, for debugging only), and public phases: both from the trial seed.
+    """
+
+    sampling: Keystream
+    noise: NoiseSource
+
+    @classmethod
+    def for_phase(cls, seed: int, device: torch.device, private: bool, reproducible: bool, rank: int = 0
+                  ) -> PrivacyRandomness:
+        on_host = device.type == "cpu"
+        if private and not reproducible:
+            noise = Keystream.from_entropy() if on_host else TorchNoise(
+                torch.Generator(device=device).manual_seed(secrets.randbits(63)))
+            return cls(Keystream.from_entropy(), noise)
+        noise = Keystream.from_seed(seed, "noise") if on_host else TorchNoise(
+            torch.Generator(device=device).manual_seed(seed + 1))
+        return cls(Keystream.from_seed(seed + rank * RANK_SEED_STRIDE, "sampling"), noise)
