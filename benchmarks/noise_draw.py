@@ -59,7 +59,8 @@ def main() -> None:
             ]
             for name, old, new in rows:
                 before, after = median_ms(old, args.repeats), median_ms(new, args.repeats)
-                table.add_row(name, f"{size:,}", str(threads), f"{before:.3f}", f"{after:.3f}", f"{after / before:.2f}×")
+                table.add_row(name, f"{size:,}", str(threads), f"{before:.3f}", f"{after:.3f}",
+                              f"{after / before:.2f}×")
     Console(width=120).print(table)
 
 

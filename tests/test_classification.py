@@ -95,7 +95,8 @@ def test_sigma_zero_without_clipping_equals_plain_step(mode):
     sgd.step()
 
     phase = Phase("dp", data, private=True, epochs=1, batch_size=8, sigmas=(0.0,), max_grad_norm=1e6)
-    trainer = DPStep(StepContext(private, torch.optim.SGD(private.parameters(), lr=0.1), mode, TorchNoise(torch.Generator())), phase)
+    private_sgd = torch.optim.SGD(private.parameters(), lr=0.1)
+    trainer = DPStep(StepContext(private, private_sgd, mode, TorchNoise(torch.Generator())), phase)
     trainer(data, 0.0)
     a, b, start = _flat(plain), _flat(trainer.close()), _flat(_classifier())
     assert (a - start).norm() > 1e-3  # the step did move the weights

@@ -93,7 +93,8 @@ def test_segment_table_slots_align_private_segments_by_index():
 # --------------------------------------------------------------------------------------- hidden state
 
 
-def test_release_state_clips_each_row_then_adds_noise_of_std_sigma_c():
+@pytest.mark.parametrize("secure", [False, True])
+def test_release_state_clips_each_row_then_adds_noise_of_std_sigma_c(secure):
     g, noise = torch.Generator().manual_seed(0), Keystream.from_seed(0, "test")
     h, c = torch.randn(1, 200, 300, generator=g), torch.randn(1, 200, 300, generator=g)
     h[:, :3], c[:, :3] = h[:, :3] * 1e-3, c[:, :3] * 1e-3  # rows 0-2 already inside the ball
@@ -107,10 +108,10 @@ def test_release_state_clips_each_row_then_adds_noise_of_std_sigma_c():
     assert torch.allclose(ch[0, 3:], h[0, 3:] * scale[:, None], atol=1e-6)  # direction kept
 
     sigma = 0.7
-    nh, nc = S.release_state((h, c), clip, sigma, noise, rows)
-    noise = torch.cat([nh - ch, nc - cc])
-    assert abs(noise.std().item() / (sigma * clip) - 1) < 0.02
-    assert abs(noise.mean().item()) < 0.02 * sigma * clip
+    nh, nc = S.release_state((h, c), clip, sigma, noise, rows, secure)
+    added = torch.cat([nh - ch, nc - cc])
+    assert abs(added.std().item() / (sigma * clip) - 1) < 0.02
+    assert abs(added.mean().item()) < 0.02 * sigma * clip
 
 
 def test_release_state_clips_a_records_rows_together():
@@ -147,7 +148,8 @@ def test_private_segment_step_without_noise_or_clipping_equals_plain_steps_per_r
     plain = copy.deepcopy(lm)
     lr, batch = 0.5, 4
     phase = S.SelectivePhase("p", data, True, 1, batch, sigmas=(0.0,), max_grad_norm=1e6, segments=table)
-    step = S.SelectiveStep(StepContext(lm, torch.optim.SGD(lm.parameters(), lr=lr), "hooks", TorchNoise(torch.Generator())), phase)
+    sgd = torch.optim.SGD(lm.parameters(), lr=lr)
+    step = S.SelectiveStep(StepContext(lm, sgd, "hooks", TorchNoise(torch.Generator())), phase)
     rows = torch.arange(4)
     start, end = table.bounds[rows, 1, 0], table.bounds[rows, 1, 1]  # first private slot: lengths 3, 2, 3, 2
     order = torch.argsort(end - start, descending=True, stable=True)
@@ -200,8 +202,9 @@ def _run(data: LMData, cfg: TrialConfig, monkeypatch, seed: int = 0):
             calls["private"].append((len(seg.lengths), sigma))
         return private(self, seg, state, sigma)
 
-    def spy_release(state, clip, sigma, noise, records):
-        out = release_state(state, clip, sigma, noise, records)
+    def spy_release(state, clip, sigma, noise, records, secure):
+        assert secure is False  # the step's secure mode (off by default) reaches the hidden state's noise
+        out = release_state(state, clip, sigma, noise, records, secure)
         calls["release"].append((state, out, clip, sigma))
         return out
 

@@ -19,7 +19,7 @@ from sdp_core.privacy import PrivacyLedger
 from sdp_core.tensors import LMData
 from sdp_core.train.loop import DPStep, Phase, PublicStep, StepContext, StepSettings, make_optimizer, train_phase
 from sdp_core.train.precision import FP32, Precision, clip_factors, resolve_precision
-from sdp_core.train.randomness import TorchNoise
+from sdp_core.train.randomness import Keystream, TorchNoise
 from test_train_clipping import MODELS, VOCAB, _lm_data, packed_private_slot
 
 SUM_TOLERANCE = {"bf16": 2e-2, "fp16": 5e-3}
@@ -137,8 +137,8 @@ def test_noise_has_standard_deviation_sigma_c_over_b(secure_mode):
     model = build_gpt2("gpt2-tiny", None, VOCAB, 16, 0.0)
     data = _lm_data(8, 16)
     phase = Phase("dp", data, private=True, epochs=1, batch_size=8, sigmas=(2.0,), max_grad_norm=0.5)
-    step = DPStep(StepContext(model, torch.optim.SGD(model.parameters(), lr=0.0), "bk",
-                              TorchNoise(torch.Generator().manual_seed(1)), secure_mode=secure_mode), phase)
+    step = DPStep(StepContext(model, torch.optim.SGD(model.parameters(), lr=0.0), "bk", Keystream.from_seed(1, "test"),
+                              secure_mode=secure_mode), phase)
     assert step.optimizer.secure_mode is secure_mode
     step(data.subset([]), 2.0)
     noise = torch.cat([p.grad.flatten() for p in step.optimizer.params])
@@ -160,7 +160,8 @@ def test_selective_dpsgd_private_slot_in_bf16_matches_fp32(mode):
         torch.manual_seed(0)
         lm = LSTMLM(VOCAB, 16, 16)
         phase = S.SelectivePhase("p", data, True, 1, 4, sigmas=(0.0,), max_grad_norm=0.05, segments=table)
-        step = S.SelectiveStep(StepContext(lm, torch.optim.SGD(lm.parameters(), lr=0.0), mode, TorchNoise(torch.Generator()),
+        step = S.SelectiveStep(StepContext(lm, torch.optim.SGD(lm.parameters(), lr=0.0), mode,
+                                           TorchNoise(torch.Generator()),
                                            precision=precision), phase)
         out = step.private(seg, state, 0.0)
         released = S.release_state(out, 0.5, 1.0, TorchNoise(torch.Generator().manual_seed(3)), seg.records)

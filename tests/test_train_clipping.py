@@ -313,7 +313,8 @@ def test_bk_clips_a_tied_embedding_and_head_as_hooks_do():
         model = GPT2LM(GPT2LMHeadModel(config))
         assert model.model.lm_head.weight is model.model.transformer.wte.weight
         phase = Phase("dp", data, private=True, epochs=1, batch_size=8, sigmas=(0.0,), max_grad_norm=0.05)
-        step = DPStep(StepContext(model, torch.optim.SGD(model.parameters(), lr=0.0), mode, TorchNoise(torch.Generator())), phase)
+        sgd = torch.optim.SGD(model.parameters(), lr=0.0)
+        step = DPStep(StepContext(model, sgd, mode, TorchNoise(torch.Generator())), phase)
         step(data, 0.0)
         results.append([p.grad.clone() for p in step.optimizer.params])
         if mode == "hooks":

@@ -120,7 +120,8 @@ def test_sigma_zero_without_clipping_equals_plain_step(mode):
     sgd.step()
 
     phase = Phase("dp", data, private=True, epochs=1, batch_size=8, sigmas=(0.0,), max_grad_norm=1e6)
-    trainer = DPStep(StepContext(private, torch.optim.SGD(private.parameters(), lr=0.1), mode, TorchNoise(torch.Generator())), phase)
+    private_sgd = torch.optim.SGD(private.parameters(), lr=0.1)
+    trainer = DPStep(StepContext(private, private_sgd, mode, TorchNoise(torch.Generator())), phase)
     trainer(data.with_weights(weights), 0.0)
     a, b = _flat_params(plain), _flat_params(trainer.close())
     assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)

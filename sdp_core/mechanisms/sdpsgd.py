@@ -248,9 +248,11 @@ def segment_loss(logits: torch.Tensor, seg: SegmentBatch) -> torch.Tensor:
     return (ce * seg.weights).sum(1) / (seg.weights > 0).sum(1).clamp_min(1)
 
 
-def release_state(state: State, clip: float, sigma: float, noise: NoiseSource, records: torch.Tensor) -> State:
+def release_state(state: State, clip: float, sigma: float, noise: NoiseSource, records: torch.Tensor,
+                  secure: bool = False) -> State:
     """Clip each record's (h, c) — of all its rows (`records`, as `SegmentBatch.records`), as one vector — to norm
-    `clip`; add N(0, σ²·clip²) per coordinate (lines 20–23)."""
+    `clip`; add N(0, σ²·clip²) per coordinate (lines 20–23), in `privacy.secure_mode` if `secure`, as the
+    gradient's noise."""
     h, c = state
     layers = h.shape[0]
     both = torch.cat([h, c]).detach().float()  # [2·layers, b, H]; clipped and noised in fp32 at any precision
@@ -258,7 +260,7 @@ def release_state(state: State, clip: float, sigma: float, noise: NoiseSource, r
     norms = squares.new_zeros(int(records.max()) + 1).index_add_(0, records, squares).sqrt()
     both = both * (clip / (norms + 1e-6)).clamp(max=1.0)[records][None, :, None]
     if sigma > 0:
-        both = both + noise.normal(both.numel(), sigma * clip).view_as(both)
+        both = both + noise.normal(both.numel(), sigma * clip, secure).view_as(both)
     return both[:layers], both[layers:]
 
 
@@ -275,7 +277,7 @@ class SelectiveStep:
     def __init__(self, ctx: StepContext, phase: SelectivePhase):
         from opacus.distributed import DifferentiallyPrivateDistributedDataParallel as DPDDP  # as DPStep's Opacus
 
-        self.phase, self.noise, self.world_size = phase, ctx.noise, ctx.world_size
+        self.phase, self.noise, self.world_size, self.secure_mode = phase, ctx.noise, ctx.world_size, ctx.secure_mode
         self.dp = DPStep(ctx, phase)
         self.lm = ctx.model.module if isinstance(ctx.model, DPDDP) else ctx.model
 
@@ -298,7 +300,8 @@ class SelectiveStep:
             if slot % 2 == 1:
                 out = self.private(seg, carried, sigma_grad)
                 if out is not None and seg is not None:  # a slot with no active row releases nothing
-                    out = release_state(out, self.phase.hidden_clip, sigma_hidden, self.noise, seg.records)
+                    out = release_state(out, self.phase.hidden_clip, sigma_hidden, self.noise, seg.records,
+                                        self.secure_mode)
             else:
                 out = self.public(seg, carried)
             if out is not None:

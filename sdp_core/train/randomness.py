@@ -12,8 +12,8 @@ pool (`secrets`) and never stored:
     (0, 1], θ = 2π·b·2⁻³². Its tails reach √(66 ln 2) ≈ 6.8σ (torch's 24-bit uniforms stop near 5.9σ).
   - Bernoulli(q) draws (Poisson sampling): a word below ⌊q·2³²⌋, so a record is sampled with q rounded *down* to a
     multiple of 2⁻³²: never above the q the accountant charges (ε grows with q).
-  On a CPU both are also faster than torch's generator made them: the noise in 0.63–0.68× its time, the sampling in
-  0.22–0.28× (`benchmarks/noise_draw.py`).
+  On a CPU both are also faster than torch's generator made them: the noise in 0.62–0.69× its time, the sampling in
+  0.23–0.30× (`benchmarks/noise_draw.py`).
 - `TorchNoise`: torch's own generator as a noise source, where the noise is made on a GPU (its Philox generator,
   seeded with 63 secret bits: a stream made on the host would have to cross to the device) and in tests that compare
   with Opacus' draws. Philox is built for statistics, not secrecy: unpredictable without its seed, not proven so.
@@ -37,6 +37,10 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 RANK_SEED_STRIDE = 1_000_003
 """With reproducible noise, rank r samples with seed `seed + r * stride`: a distinct stream per rank."""
+
+ZERO_WORDS = np.zeros(2**18, np.uint32)
+"""What the keystream encrypts, 1 MiB at a time (its ciphertext is then the keystream itself)."""
+ZERO_WORDS.flags.writeable = False
 
 BOX_MULLER_PAIRS = 2**16
 """Pairs of words a Gaussian draw transforms at a time: their words, results and cosines (1.5 MiB) stay in a core's
@@ -62,7 +66,6 @@ class Keystream:
 
     def __init__(self, key: bytes, counter: int = 0) -> None:
         self._encryptor = Cipher(algorithms.AES256(key), modes.CTR(counter.to_bytes(16, "big"))).encryptor()
-        self._zeros = np.zeros(0, np.uint32)
 
     @classmethod
     def from_entropy(cls) -> Keystream:
@@ -80,10 +83,11 @@ class Keystream:
 
     def words(self, n: int) -> np.ndarray:
         """The stream's next `n` 32-bit words (its next 4n bytes, in the machine's byte order)."""
-        if len(self._zeros) < n:
-            self._zeros = np.zeros(n, np.uint32)
         out = np.empty(n + 4, np.uint32)  # `update_into` asks for a block's room beyond the data
-        self._encryptor.update_into(self._zeros[:n].data.cast("B"), out.data.cast("B"))
+        into = out.data.cast("B")
+        for start in range(0, n, len(ZERO_WORDS)):  # the zeros it encrypts stay one small buffer
+            zeros = ZERO_WORDS[:min(len(ZERO_WORDS), n - start)]
+            self._encryptor.update_into(zeros.data.cast("B"), into[4 * start:])
         return out[:n]
 
     def bernoulli(self, n: int, q: float) -> torch.Tensor:
