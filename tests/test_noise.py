@@ -41,7 +41,7 @@ def _noised(optimizer_class: type, sigma: float, secure_mode: bool, seed: int = 
 
 def _generator(optimizer_class: type, seed: int, source: str) -> object:
     generator = torch.Generator().manual_seed(seed)
-    if optimizer_class is not OURS:
+    if optimizer_class is not OURS or source == "plain":
         return generator
     return TorchNoise(generator) if source == "torch" else Keystream.from_seed(seed, "test")
 
@@ -99,6 +99,11 @@ def test_noise_is_gaussian_sigma_c_per_coordinate_as_opacus_draws_it(secure_mode
     size = torch.Size(SHAPES[2]).numel()
     second = first + size + 1
     assert abs(stats.pearsonr(z[first:first + size], z[second:second + size]).statistic) < 0.05
+
+
+def test_a_plain_torch_generator_is_refused_with_the_type_it_needs():
+    with pytest.raises(TypeError, match="NoiseSource, not a Generator"):
+        _noised(OURS, SIGMA, False, source="plain")
 
 
 @pytest.mark.parametrize("source", SOURCES)

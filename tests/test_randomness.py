@@ -10,9 +10,10 @@ import math
 import numpy as np
 import pytest
 import torch
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from scipy import stats
 
-from sdp_core.train.randomness import BOX_MULLER_PAIRS, Keystream, PrivacyRandomness
+from sdp_core.train.randomness import BOX_MULLER_PAIRS, ZERO_WORDS, Keystream, PrivacyRandomness
 
 # NIST SP 800-38A, Appendix F.5.5 (CTR-AES256.Encrypt): key, initial counter block, four plaintext blocks, ciphertext.
 NIST_KEY = "603deb1015ca71be2b73aef0857d77811f352c073b6108d72d9810a30914dff4"
@@ -22,6 +23,17 @@ NIST_PLAINTEXT = ("6bc1bee22e409f96e93d7e117393172a" "ae2d8a571e03ac9c9eb76fac45
 NIST_CIPHERTEXT = ("601ec313775789a5b7a7f504bbf3d228" "f443e3ca4d62b59aca84e990cacaf5c5"
                    "2b0930daa23de94ce87017ba2d84988d" "dfc9c58db67aada613c2dd08457941a6")
 CPU = torch.device("cpu")
+
+
+def test_words_continue_one_stream_across_calls_and_buffers():
+    """Words read in uneven calls, each longer than the buffer of zeros the stream encrypts at a time, are the bytes
+    one encryption of that many zeros gives."""
+    key = bytes(range(32))
+    stream = Keystream(key)
+    sizes = [7, len(ZERO_WORDS) * 2 + 5, 1, len(ZERO_WORDS) - 3]
+    read = b"".join(stream.words(n).tobytes() for n in sizes)
+    one_shot = Cipher(algorithms.AES256(key), modes.CTR(bytes(16))).encryptor().update(bytes(4 * sum(sizes)))
+    assert read == one_shot
 
 
 def test_the_keystream_is_aes256_in_counter_mode_by_the_standards_vectors():
@@ -91,7 +103,7 @@ def test_bernoulli_draws_sample_at_q_and_never_above_it():
 
 def test_a_private_phase_keys_its_streams_from_the_os_not_the_seed():
     """Secure: the same seed twice gives other draws (nothing published regenerates them), and sampling and noise
-    are different streams. Reproducible (debugging): the seed regenerates them; each rank samples its own stream."""
+    are different streams. Reproducible (debugging): the seed regenerates them; each rank has streams of its own."""
     first, second = (PrivacyRandomness.for_phase(7, CPU, private=True, reproducible=False) for _ in range(2))
     assert isinstance(first.noise, Keystream)
     draws = [first.sampling.words(8), first.noise.words(8), second.sampling.words(8), second.noise.words(8)]
@@ -100,3 +112,4 @@ def test_a_private_phase_keys_its_streams_from_the_os_not_the_seed():
     assert torch.equal(again[0].noise.normal(50, 1.0), again[1].noise.normal(50, 1.0))
     assert np.array_equal(again[0].sampling.words(8), again[1].sampling.words(8))
     assert not np.array_equal(again[1].sampling.words(8), again[2].sampling.words(8))
+    assert not torch.equal(again[1].noise.normal(50, 1.0), again[2].noise.normal(50, 1.0))

@@ -77,7 +77,9 @@ class MultiTensorNoise(DPOptimizer):
     def draw(self, sizes: list[int]) -> tuple[torch.Tensor, ...]:
         """One call of the noise source for parameters of these sizes: N(0, σ²C²) per entry, fp32 (the weights'),
         split into one flat tensor per parameter."""
-        source = cast(NoiseSource, self.generator)
+        source = self.generator
+        if not isinstance(source, NoiseSource):  # Opacus' own convention, a torch.Generator, does not draw here
+            raise TypeError(f"a DP optimizer's generator is a randomness.NoiseSource, not a {type(source).__name__}")
         noise = source.normal(sum(sizes), self.noise_multiplier * self.max_grad_norm, self.secure_mode)
         return noise.split(sizes)
 

@@ -1,19 +1,20 @@
 """Privacy randomness: the secret numbers a private phase draws its Poisson samples and its Gaussian noise from.
 
 DP-SGD's guarantee assumes that nobody can predict the noise added to a released model, nor which records a batch
-holds. Both are drawn from a cryptographically secure stream, keyed afresh per phase and rank from the OS entropy
-pool (`secrets`) and never stored:
+holds. The sampling and a CPU's noise are drawn from a cryptographically secure stream, a GPU's noise from the GPU's
+own generator, each keyed afresh per phase and rank from the OS entropy pool (`secrets`) and never stored:
 
-- `Keystream`: AES-256 in counter mode (FIPS 197; NIST SP 800-38A, §6.5), OpenSSL's through `cryptography`. Its
-  words are computationally indistinguishable from uniform to anyone without the key, however many of them one has
-  seen: unlike a Mersenne Twister (torch's CPU generator), whose whole state follows linearly from 624 outputs.
+- `Keystream`: AES-256 in counter mode (FIPS 197; NIST SP 800-38A, §6.5), OpenSSL's through `cryptography`. Nobody
+  without the key can predict its next words from any number of past ones (far below the 2⁶⁴ blocks where counter
+  mode's words become distinguishable from uniform): unlike a Mersenne Twister (torch's CPU generator), whose whole
+  state follows linearly from 624 outputs.
   - Gaussian draws: the Box–Muller transform (Box & Muller 1958) of two 32-bit words a, b, in fp32 with numpy's
     vectorised log, square root, sine and cosine: z = √(−2 ln u)·cos θ and √(−2 ln u)·sin θ, u = (a + ½)·2⁻³² ∈
-    (0, 1], θ = 2π·b·2⁻³². Its tails reach √(66 ln 2) ≈ 6.8σ (torch's 24-bit uniforms stop near 5.9σ).
+    (0, 1], θ = 2π·b·2⁻³². Its tails reach √(66 ln 2) ≈ 6.8σ (torch's 24-bit uniforms stop at √(48 ln 2) ≈ 5.8σ).
   - Bernoulli(q) draws (Poisson sampling): a word below ⌊q·2³²⌋, so a record is sampled with q rounded *down* to a
     multiple of 2⁻³²: never above the q the accountant charges (ε grows with q).
-  On a CPU both are also faster than torch's generator made them: the noise in 0.62–0.69× its time, the sampling in
-  0.23–0.30× (`benchmarks/noise_draw.py`).
+  On a CPU both are also faster than torch's generator made them: the noise in 0.62–0.66× its time (secure mode
+  0.63–0.69×), the sampling in 0.23–0.30× (`benchmarks/noise_draw.py`).
 - `TorchNoise`: torch's own generator as a noise source, where the noise is made on a GPU (its Philox generator,
   seeded with 63 secret bits: a stream made on the host would have to cross to the device) and in tests that compare
   with Opacus' draws. Philox is built for statistics, not secrecy: unpredictable without its seed, not proven so.
@@ -29,14 +30,15 @@ import hashlib
 import math
 import secrets
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import torch
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 RANK_SEED_STRIDE = 1_000_003
-"""With reproducible noise, rank r samples with seed `seed + r * stride`: a distinct stream per rank."""
+"""With reproducible noise, rank r draws from seed `seed + r * stride`: distinct streams per rank (S-DPSGD noises
+each rank's hidden states on that rank)."""
 
 ZERO_WORDS = np.zeros(2**18, np.uint32)
 """What the keystream encrypts, 1 MiB at a time (its ciphertext is then the keystream itself)."""
@@ -48,6 +50,7 @@ cache through the transform's ten passes, where a 2²⁴-entry draw in one run w
 (measured: 45 ms against 27 ms for it, the same 1.6 ms for 2²⁰ entries; `benchmarks/noise_draw.py`)."""
 
 
+@runtime_checkable
 class NoiseSource(Protocol):
     """Where a private step's Gaussian noise comes from."""
 
@@ -168,6 +171,7 @@ class PrivacyRandomness:
             noise = Keystream.from_entropy() if on_host else TorchNoise(
                 torch.Generator(device=device).manual_seed(secrets.randbits(63)))
             return cls(Keystream.from_entropy(), noise)
-        noise = Keystream.from_seed(seed, "noise") if on_host else TorchNoise(
-            torch.Generator(device=device).manual_seed(seed + 1))
-        return cls(Keystream.from_seed(seed + rank * RANK_SEED_STRIDE, "sampling"), noise)
+        rank_seed = seed + rank * RANK_SEED_STRIDE
+        noise = Keystream.from_seed(rank_seed, "noise") if on_host else TorchNoise(
+            torch.Generator(device=device).manual_seed(rank_seed + 1))
+        return cls(Keystream.from_seed(rank_seed, "sampling"), noise)
