@@ -1,6 +1,6 @@
 """The two reductions over instantiated per-record gradients, bf16 (compiled) and fp32, against float64 references
-formed from the very numbers they read: each chunk's sum of squares within the γ_{k+4} bound the norms rely on, and
-Σ_i c_i·x_i within an fp32 B-term accumulation."""
+formed from the very numbers they read: each record's chunked sum of squares within the γ_{k+4} bound the norms rely
+on, and Σ_i c_i·x_i within an fp32 B-term accumulation."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from sdp_core.train.clipping import gamma
-from sdp_core.train.fp32_reads import compiled_or_eager, squares_per_chunk, weighted_record_sum
+from sdp_core.train.fp32_reads import chunked_squared_norms, compiled_or_eager, weighted_record_sum
 
 
 def _wide_range(shape: tuple[int, ...], dtype: torch.dtype, seed: int) -> torch.Tensor:
@@ -22,11 +22,11 @@ def _wide_range(shape: tuple[int, ...], dtype: torch.dtype, seed: int) -> torch.
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("shape", [(5, 40, 32), (1, 1, 7), (3, 1000, 32), (2, 9, 5)])
-def test_squares_per_chunk_are_within_their_bound_of_the_float64_sums(dtype, shape):
+def test_chunked_squared_norms_are_within_their_bound_of_the_float64_sums(dtype, shape):
     chunks = _wide_range(shape, dtype, seed=sum(shape))
-    computed = squares_per_chunk(chunks)
-    exact = chunks.double().square().sum(-1)
-    assert computed.dtype == torch.float64 and computed.shape == shape[:2]
+    computed = chunked_squared_norms(chunks)
+    exact = chunks.double().square().sum((1, 2))
+    assert computed.dtype == torch.float64 and computed.shape == shape[:1]
     assert ((computed - exact).abs() <= gamma(shape[-1] + 4) * exact).all()
     assert (computed != exact).any() or shape[-1] < 8  # the bound is exercised, not an exact sum
 

@@ -54,7 +54,7 @@ from torch.profiler import record_function
 from transformers.pytorch_utils import Conv1D
 
 from sdp_core.errors import UserError
-from sdp_core.train.fp32_reads import squares_per_chunk, weighted_record_sum
+from sdp_core.train.fp32_reads import chunked_squared_norms, weighted_record_sum
 from sdp_core.train.precision import clip_factors, cuda_fp32_matmul_roundoff, scaled_rows
 
 # Opacus' hooks on the embedding see no input gradient (token ids are integers); torch warns on every step.
@@ -288,16 +288,16 @@ SQUARES_CHUNK = 32
 
 def sum_of_squares(x: torch.Tensor) -> torch.Tensor:
     """An upper bound on Σ_j x_ij² per record i of a tensor [B, ...], in float64: the entries' squares summed
-    `SQUARES_CHUNK` at a time in fp32 (`squares_per_chunk`: at most γ_{k+4} below the true sum of those positive
-    terms, whatever the order), the partial sums added in float64. No float64 copy of x, nor an fp32 copy of a
-    bf16 x."""
+    `SQUARES_CHUNK` at a time in fp32 (`chunked_squared_norms`: at most γ_{k+4} below the true sum of those
+    positive terms, whatever the order), the chunks' sums added in float64. No float64 copy of x, nor an fp32 copy
+    of a bf16 x."""
     k = min(x[0].numel(), SQUARES_CHUNK)
     flat = x.flatten(1)
     body = flat.shape[1] - flat.shape[1] % k
-    partial = squares_per_chunk(flat[:, :body].reshape(len(flat), -1, k))
+    squares = chunked_squared_norms(flat[:, :body].reshape(len(flat), -1, k))
     if body < flat.shape[1]:
-        partial = torch.cat([partial, squares_per_chunk(flat[:, body:].unsqueeze(1))], dim=1)
-    return partial.sum(1) / (1 - gamma(k + 4))
+        squares = squares + chunked_squared_norms(flat[:, body:].unsqueeze(1))
+    return squares / (1 - gamma(k + 4))
 
 
 def instantiated(per_record: torch.Tensor) -> ParameterGradients:

@@ -1,5 +1,5 @@
 """The two reductions that read an instantiated per-record gradient G_i ([B, ...]) in fp32: its records' squared
-norms, chunk by chunk (`squares_per_chunk`), and its clipped sum Σ_i c_i·G_i (`weighted_record_sum`).
+norms, summed chunk by chunk (`chunked_squared_norms`), and its clipped sum Σ_i c_i·G_i (`weighted_record_sum`).
 
 An fp32 G_i is read by torch's own kernels (a norm reduction, a matrix-vector product). A CPU's bf16 G_i
 (`clipping.instantiation_product`) is not: torch's eager CPU kernels neither widen while they read (a bf16
@@ -40,8 +40,8 @@ def compiled_or_eager(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Te
 
 
 @compiled_or_eager
-def _low_precision_squares_per_chunk(chunks: torch.Tensor) -> torch.Tensor:
-    return chunks.float().square().sum(-1)
+def _low_precision_chunked_squared_norms(chunks: torch.Tensor) -> torch.Tensor:
+    return chunks.float().square().sum(-1).double().sum(-1)
 
 
 @compiled_or_eager
@@ -49,14 +49,16 @@ def _low_precision_weighted_record_sum(c: torch.Tensor, x: torch.Tensor) -> torc
     return (c.unsqueeze(1) * x.float()).sum(0)
 
 
-def squares_per_chunk(chunks: torch.Tensor) -> torch.Tensor:
-    """[B, m, k] → [B, m] float64: each chunk's Σ_j x_j², summed in fp32, so at most γ_{k+4} below the true sum
-    whatever the order of the additions (Higham 2002, Lemma 3.1; the terms are positive). fp32: torch's norm, squared
-    in float64 (its square root and the squaring are the 4 more roundings); bf16: the squares themselves, exact in
-    fp32 (8 significant bits squared), summed by the compiled kernel."""
+def chunked_squared_norms(chunks: torch.Tensor) -> torch.Tensor:
+    """[B, m, k] → [B] float64: each record's m chunk sums of Σ_j x_j², each summed in fp32, so at most γ_{k+4}
+    below its true sum whatever the order of the additions (Higham 2002, Lemma 3.1; the terms are positive), and
+    the chunk sums added in float64. fp32: torch's norm per chunk, squared in float64 (its square root and the
+    squaring are the 4 more roundings); bf16: the squares themselves, exact in fp32 (8 significant bits squared),
+    summed by one compiled kernel that also adds the chunk sums in float64: no float64 copy of the [B, m] sums, nor
+    a second pass to sum them."""
     if chunks.dtype == torch.float32:
-        return torch.linalg.vector_norm(chunks, dim=2).double().square()
-    return _low_precision_squares_per_chunk(chunks).double()
+        return torch.linalg.vector_norm(chunks, dim=2).double().square().sum(-1)
+    return _low_precision_chunked_squared_norms(chunks)
 
 
 def weighted_record_sum(c: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
