@@ -220,6 +220,25 @@ def test_weight_gradients_match_explicit_per_record_gradients(positions, transpo
     torch.testing.assert_close(grads.clipped_sum(c), expected.T if transposed else expected, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("stack_batch", [clipping.STACK_BATCH, 3 * 40 * 130])  # all four layers a batch; two
+def test_ghost_layers_whose_tensors_are_stacked_by_shape_each_bound_their_own_norm(dtype, stack_batch, monkeypatch):
+    """Four ghost layers at once, whose a and g of one shape `grams` stacks (in one batch: five of 16 features, three
+    of 48), with records of magnitudes 1e-20, 1 and 1e15: each layer's bound is at least its own float64 ‖G_i‖² (of
+    the very bf16 numbers) and close to it, and what the layer alone gives."""
+    monkeypatch.setattr(clipping, "STACK_BATCH", stack_batch)
+    gen = torch.Generator().manual_seed(0)
+    magnitudes = torch.tensor([1e-20, 1.0, 1e15]).view(-1, 1, 1)
+    layers = [clipping.GhostOperands((torch.randn(3, 40, d_in, generator=gen) * magnitudes).to(dtype),
+                                     torch.randn(3, 40, d_out, generator=gen).to(dtype), rho=0.0)
+              for d_in, d_out in [(16, 48), (16, 16), (48, 16), (16, 48)]]
+    together = clipping.ghost_norms(layers)
+    for layer, sums in zip(layers, together):
+        bound = clipping.norm_bounds([sums])[0]
+        _assert_norm_bound(bound, _explicit(layer.a.double(), layer.g.double()))
+        torch.testing.assert_close(bound, clipping.norm_bounds(clipping.ghost_norms([layer]))[0], rtol=1e-6, atol=0)
+
+
 def test_a_bf16_instantiated_gradient_is_read_in_fp32_without_a_copy():
     """A CPU's bf16 G_i stays bf16 (no fp32 copy is kept): its norms bound, and its clipped sum matches, the float64
     ones of the very bf16 numbers (1,750 entries a record: the last chunk of squares short)."""

@@ -365,54 +365,78 @@ def largest_magnitudes(x: torch.Tensor) -> torch.Tensor:
     return (torch.linalg.vector_norm(flat, ord=math.inf, dim=1) if x.is_cuda else flat.abs().amax(1)).float()
 
 
-def power_of_two_scaled(*xs: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """(x_i / s_i, s_i) per record of each [B, ...] tensor, s_i = 2^e_i ≤ the record's largest |entry| < 2^(e_i + 1),
+def power_of_two_scaled(x: torch.Tensor, in_place: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x_i / s_i, s_i) per record of a [B, ...] tensor, s_i = 2^e_i ≤ the record's largest |entry| < 2^(e_i + 1),
     e_i clamped to [−126, 126] so that s_i and 1/s_i are normal numbers in fp32 and bf16: the scaled entries are
     below 2 (below `SCALED_MAX` if clamped), so no product of two of them overflows and only those ~2⁻¹²⁶ below the
     record's largest can underflow. Dividing by a power of two is exact in x's format except for an entry it makes
     subnormal (moved by less than `UNDERFLOW`); s_i and 1/s_i are assembled from exponent bits (2^e has the bits
-    (e + 127)·2²³, 2^−e the bits 254·2²³ minus those), so they are exact (and stay exact cast to bf16); the exponents
-    of all the tensors (every ghost layer's a and g) are worked out together, in a few operations; each scaled copy
-    is made when the iterator reaches it."""
-    largest = torch.stack([largest_magnitudes(x) for x in xs])
+    (e + 127)·2²³, 2^−e the bits 254·2²³ minus those), so they are exact (and stay exact cast to bf16). The scaled
+    copy is in the format its product reads (`product_format`); `in_place`: x itself is scaled where it already is
+    (x must be a tensor nothing else reads)."""
+    largest = largest_magnitudes(x)
     bits = (largest.view(torch.int32) & EXPONENT_BITS).clamp(1 << 23, 253 << 23)
     inverses, scales = ((254 << 23) - bits).view(torch.float32), bits.view(torch.float32).double()
-    # one cast per format, not per tensor; a bf16 x times an fp32 inverse is fp32 (on a CPU), exact as well
-    cast = {dtype: inverses.to(dtype) for dtype in {product_format(x) for x in xs}}
-    return ((x * cast[product_format(x)][k].view(-1, *[1] * (x.dim() - 1)), scales[k]) for k, x in enumerate(xs))
+    # a bf16 x times an fp32 inverse is fp32 (on a CPU), exact as well
+    inverses = inverses.to(product_format(x)).view(-1, *[1] * (x.dim() - 1))
+    if in_place and product_format(x) == x.dtype:
+        return x.mul_(inverses), scales
+    return x * inverses, scales
 
 
-def grams(*xs: torch.Tensor) -> Iterator[Gram]:
+def grams(xs: list[torch.Tensor]) -> list[Gram]:
     """The Gram matrices of each x [B, T, d] scaled record by record by a power of two (`power_of_two_scaled`), formed
-    `GRAM_CHUNK` features per product and the partial products added in fp32, one x at a time as the iterator
-    reaches it. γ: each entry's rounding relative to ‖x'_it‖‖x'_is‖ (Cauchy–Schwarz on γ_n's bound,
-    n = k + ⌈d/k⌉ − 1). η: its underflow, absolute. Each of the d products and fewer than 2d additions behind an
-    entry may lose less than `UNDERFLOW`, and each product (|x'| < `SCALED_MAX` = M) reads its two operands moved by
-    less than 2·`UNDERFLOW` each (their scaling and a flush): per feature less than (4M + 3)·`UNDERFLOW` beyond the
-    relative rounding, which later roundings grow by at most 1 + γ < 2: η = 2·(4M + 3)·d·`UNDERFLOW`."""
-    for scaled, scale in power_of_two_scaled(*xs):
+    `GRAM_CHUNK` features per product and the partial products added in fp32. Tensors of one shape and format go
+    together, stacked as the records of one tensor (one copy), so that their scales, scaled copy and products are a
+    few operations for all of them (on a GPU, launches) rather than a few per tensor; each record is still scaled by
+    its own power of two and each Gram matrix is its own record's product, with the bounds below.
+    γ: each entry's rounding relative to ‖x'_it‖‖x'_is‖ (Cauchy–Schwarz on γ_n's bound, n = k + ⌈d/k⌉ − 1). η: its
+    underflow, absolute. Each of the d products and fewer than 2d additions behind an entry may lose less than
+    `UNDERFLOW`, and each product (|x'| < `SCALED_MAX` = M) reads its two operands moved by less than 2·`UNDERFLOW`
+    each (their scaling and a flush): per feature less than (4M + 3)·`UNDERFLOW` beyond the relative rounding, which
+    later roundings grow by at most 1 + γ < 2: η = 2·(4M + 3)·d·`UNDERFLOW`."""
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for k, x in enumerate(xs):
+        groups[(x.shape, x.dtype)].append(k)
+    out: dict[int, Gram] = {}
+    for members in groups.values():
+        records = len(xs[members[0]])
+        stacked = torch.cat([xs[k] for k in members]) if len(members) > 1 else xs[members[0]]
+        scaled, scale = power_of_two_scaled(stacked, in_place=len(members) > 1)
+        del stacked
         chunks = scaled.split(GRAM_CHUNK, dim=-1)
         matrix = fp32_product(chunks[0], chunks[0].transpose(1, 2))
         for chunk in chunks[1:]:
             matrix += fp32_product(chunk, chunk.transpose(1, 2))
-        eta = 2 * (4 * SCALED_MAX + 3) * scaled.shape[-1] * UNDERFLOW
-        yield Gram(matrix, scale, gamma(chunks[0].shape[-1] + len(chunks) - 1), eta)
+        del scaled, chunks
+        features = xs[members[0]].shape[-1]
+        error = gamma(min(features, GRAM_CHUNK) + math.ceil(features / GRAM_CHUNK) - 1)
+        eta = 2 * (4 * SCALED_MAX + 3) * features * UNDERFLOW
+        for j, k in enumerate(members):
+            rows = slice(j * records, (j + 1) * records)
+            out[k] = Gram(matrix[rows], scale[rows], error, eta)
+    return [out[k] for k in range(len(xs))]
 
 
 GRAM_BATCH = 2**25
 """Gram-matrix entries (a's and g's together, 128 MiB in fp32) whose sums `ghost_norms` forms in one batch of
 layers: a few operations per batch rather than per layer, and transient memory that does not grow with the model
-(gpt2-small at 32 × 256: 8 layers a batch; at batch 1, all 49)."""
+(gpt2-small at 32 × 256: 8 layers by this count; at batch 1, all 49)."""
+STACK_BATCH = 2**27
+"""Entries of a batch's a and g (512 MiB in fp32) beyond which `ghost_norms` starts another batch: `grams` stacks
+those of one shape, a copy of at most that size while their Gram matrices are formed. Small layers, whose
+operations cost more launches than arithmetic, go many to a batch (gpt2-small at batch 1 × 256: all 49 layers,
+51 M entries); large ones a few (at 32 × 256: five; gpt2-large at 8 × 512: six)."""
 
 
 def ghost_norms(layers: list[GhostOperands]) -> list[GramSums]:
     """The sums behind upper bounds (`norm_bounds`; ρ: each layer's rounding allowance per unit of D) on ‖G̃_i‖² = ‖Σ_t g̃_it ã_itᵀ‖² = Σ_{t,s} (ã_it·ã_is)(g̃_it·g̃_is) and on D_i = Σ_t ‖ã_it‖‖g̃_it‖,
     for each layer's a [B, T, d_in] and g [B, T, d_out] as the matmuls read them (ã, g̃), without forming the
     d_out × d_in sums (Li et al. 2022's ghost clipping): B·T²·(d_in + d_out) multiply-adds, in fp32 from 16-bit
-    operands. The layers go together: their power-of-two scales in one pass (`power_of_two_scaled`), their Gram
-    matrices one layer at a time, and the sums below for batches of layers whose Gram matrices have one shape
-    (`GRAM_BATCH`), which on a GPU saves launches and gives the same numbers as layer by layer (every entry is its
-    own record's and layer's).
+    operands. The layers go in batches (`GRAM_BATCH`, `STACK_BATCH`) of one record and position count: their
+    Gram matrices with every tensor of the same shape at once (`grams`), and the sums below for the whole batch:
+    on a GPU, launches saved (gpt2-small at batch 1 × 256: 154 operators for all 49 layers, against 749 one tensor
+    at a time), and every entry still its own record's and layer's.
 
     Each record's a and g are first scaled by powers of two (`grams`), exactly, and the norms scaled back in float64,
     so inputs near 1e-23 and output gradients near 1e17 neither underflow nor overflow the Gram matrices. Their
@@ -427,15 +451,18 @@ def ghost_norms(layers: list[GhostOperands]) -> list[GramSums]:
     rounding covered."""
     out: list[GramSums] = []
     with record_function("bk.ghost_norms"):
-        matrices = grams(*[x for layer in layers for x in (layer.a, layer.g)])
-        batch: list[tuple[GhostOperands, Gram, Gram]] = []
+        batch: list[GhostOperands] = []
+        entries = 0  # of the batch's a and g
         for k, layer in enumerate(layers):
-            batch.append((layer, next(matrices), next(matrices)))
+            batch.append(layer)
+            entries += layer.a.numel() + layer.g.numel()
             following = layers[k + 1] if k + 1 < len(layers) else None
             if (following is None or following.a.shape[:2] != layer.a.shape[:2]
-                    or 2 * (len(batch) + 1) * batch[0][1].matrix.numel() > GRAM_BATCH):
-                out += batch_gram_sums(batch)
-                batch = []
+                    or 2 * (len(batch) + 1) * len(layer.a) * layer.a.shape[1] ** 2 > GRAM_BATCH
+                    or entries + following.a.numel() + following.g.numel() > STACK_BATCH):
+                matrices = grams([x for member in batch for x in (member.a, member.g)])
+                out += batch_gram_sums(list(zip(batch, matrices[0::2], matrices[1::2])))
+                batch, entries = [], 0
     return out
 
 
