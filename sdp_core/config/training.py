@@ -45,7 +45,8 @@ class TrainingConfig(Strict):
         "steps, at least one. "
         "Equal compute across mechanisms whose phases differ (JFT's two phases, CRT's alternating epochs)")
     optimizer: Literal["adamw", "sgd"] = Field(
-        "adamw", description="torch's AdamW or SGD, in torch's fused form (one multi-tensor operation updates every trained parameter)")
+        "adamw", description="torch's AdamW or SGD, in torch's fused form (one multi-tensor operation updates every "
+        "trained parameter)")
     weight_decay: float = Field(0.0, ge=0)
     grad_sample_mode: Literal["bk", "hooks"] = Field(
         "bk", description="how private steps clip per-record gradients: bk (book-keeping: one backward, no per-sample "

@@ -202,7 +202,7 @@ class PhaseStats:
 def make_optimizer(model: nn.Module, name: str, lr: float, weight_decay: float) -> torch.optim.Optimizer:
     """torch's AdamW or SGD over what trains (a frozen base, LoRA's, gets neither noise nor optimizer state), in
     torch's fused form (as Hugging Face's Trainer does by default): one multi-tensor operation updates all of them,
-    where a CPU's default form runs a dozen operations per parameter (gpt2-tiny's step on one thread: 1.3 against
+    where a CPU's default form runs about nine operations per parameter (gpt2-tiny's step on one thread: 1.3 against
     3.1 ms). The same update rule, for a private and a non-private step alike."""
     optimizers: dict[str, Callable[..., torch.optim.Optimizer]] = {"adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
     trained = [p for p in model.parameters() if p.requires_grad]
