@@ -400,8 +400,12 @@ def grams(xs: list[torch.Tensor]) -> list[Gram]:
         groups[(x.shape, x.dtype)].append(k)
     out: dict[int, Gram] = {}
     for members in groups.values():
-        records = len(xs[members[0]])
-        stacked = torch.cat([xs[k] for k in members]) if len(members) > 1 else xs[members[0]]
+        first = xs[members[0]]
+        records, stacked = len(first), first
+        if len(members) > 1:  # one copy, in the format the products read (a CPU's bf16 upcast as it is copied)
+            stacked = torch.empty((records * len(members), *first.shape[1:]), dtype=product_format(first),
+                                  device=first.device)
+            torch.cat([xs[k] for k in members], out=stacked)
         scaled, scale = power_of_two_scaled(stacked, in_place=len(members) > 1)
         del stacked
         chunks = scaled.split(GRAM_CHUNK, dim=-1)
@@ -409,7 +413,7 @@ def grams(xs: list[torch.Tensor]) -> list[Gram]:
         for chunk in chunks[1:]:
             matrix += fp32_product(chunk, chunk.transpose(1, 2))
         del scaled, chunks
-        features = xs[members[0]].shape[-1]
+        features = first.shape[-1]
         error = gamma(min(features, GRAM_CHUNK) + math.ceil(features / GRAM_CHUNK) - 1)
         eta = 2 * (4 * SCALED_MAX + 3) * features * UNDERFLOW
         for j, k in enumerate(members):

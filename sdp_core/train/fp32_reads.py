@@ -54,8 +54,8 @@ def chunked_squared_norms(chunks: torch.Tensor) -> torch.Tensor:
     below its true sum whatever the order of the additions (Higham 2002, Lemma 3.1; the terms are positive), and
     the chunk sums added in float64. fp32: torch's norm per chunk, squared in float64 (its square root and the
     squaring are the 4 more roundings); bf16: the squares themselves, exact in fp32 (8 significant bits squared),
-    summed by one compiled kernel that also adds the chunk sums in float64: no float64 copy of the [B, m] sums, nor
-    a second pass to sum them."""
+    summed by one compiled kernel that also adds the chunk sums in float64: no float64 copy of the [B, m] sums (its
+    fp32 sums are read back once, inside the kernel)."""
     if chunks.dtype == torch.float32:
         return torch.linalg.vector_norm(chunks, dim=2).double().square().sum(-1)
     return _low_precision_chunked_squared_norms(chunks)
