@@ -387,9 +387,10 @@ def power_of_two_scaled(x: torch.Tensor, in_place: bool = False) -> tuple[torch.
 def grams(xs: list[torch.Tensor]) -> list[Gram]:
     """The Gram matrices of each x [B, T, d] scaled record by record by a power of two (`power_of_two_scaled`), formed
     `GRAM_CHUNK` features per product and the partial products added in fp32. Tensors of one shape and format go
-    together, stacked as the records of one tensor (one copy), so that their scales, scaled copy and products are a
-    few operations for all of them (on a GPU, launches) rather than a few per tensor; each record is still scaled by
-    its own power of two and each Gram matrix is its own record's product, with the bounds below.
+    together, stacked as the records of one tensor, so that their scales, scaling and products are a few operations
+    for all of them (on a GPU, launches) rather than a few per tensor; each record is still scaled by its own power
+    of two and each Gram matrix is its own record's product, with the bounds below. The stack is scaled in place
+    where the products read its format (a GPU, fp32); a CPU's bf16 stack is scaled into an fp32 copy, and freed.
     γ: each entry's rounding relative to ‖x'_it‖‖x'_is‖ (Cauchy–Schwarz on γ_n's bound, n = k + ⌈d/k⌉ − 1). η: its
     underflow, absolute. Each of the d products and fewer than 2d additions behind an entry may lose less than
     `UNDERFLOW`, and each product (|x'| < `SCALED_MAX` = M) reads its two operands moved by less than 2·`UNDERFLOW`
@@ -401,11 +402,8 @@ def grams(xs: list[torch.Tensor]) -> list[Gram]:
     out: dict[int, Gram] = {}
     for members in groups.values():
         first = xs[members[0]]
-        records, stacked = len(first), first
-        if len(members) > 1:  # one copy, in the format the products read (a CPU's bf16 upcast as it is copied)
-            stacked = torch.empty((records * len(members), *first.shape[1:]), dtype=product_format(first),
-                                  device=first.device)
-            torch.cat([xs[k] for k in members], out=stacked)
+        records = len(first)
+        stacked = torch.cat([xs[k] for k in members]) if len(members) > 1 else first
         scaled, scale = power_of_two_scaled(stacked, in_place=len(members) > 1)
         del stacked
         chunks = scaled.split(GRAM_CHUNK, dim=-1)
@@ -428,7 +426,8 @@ layers: a few operations per batch rather than per layer, and transient memory t
 (gpt2-small at 32 × 256: 8 layers by this count; at batch 1, all 49)."""
 STACK_BATCH = 2**27
 """Entries of a batch's a and g (512 MiB in fp32) beyond which `ghost_norms` starts another batch: `grams` stacks
-those of one shape, a copy of at most that size while their Gram matrices are formed. Small layers, whose
+those of one shape, a copy of at most that size while their Gram matrices are formed (a CPU's bf16: the bf16 stack
+and its fp32 scaled copy, 1.5 times as many bytes, for a moment). Small layers, whose
 operations cost more launches than arithmetic, go many to a batch (gpt2-small at batch 1 × 256: all 49 layers,
 51 M entries); large ones a few (at 32 × 256: five; gpt2-large at 8 × 512: six)."""
 
