@@ -427,9 +427,9 @@ layers: a few operations per batch rather than per layer, and transient memory t
 STACK_BATCH = 2**27
 """Entries of a batch's a and g (512 MiB in fp32) beyond which `ghost_norms` starts another batch: `grams` stacks
 those of one shape, a copy of at most that size while their Gram matrices are formed (a CPU's bf16: the bf16 stack
-and its fp32 scaled copy, 1.5 times as many bytes, for a moment). Small layers, whose
-operations cost more launches than arithmetic, go many to a batch (gpt2-small at batch 1 × 256: all 49 layers,
-51 M entries); large ones a few (at 32 × 256: five; gpt2-large at 8 × 512: six)."""
+and its fp32 scaled copy, 1.5 times as many bytes, for a moment). Small layers, whose operations cost more launches
+than arithmetic, go many to a batch (gpt2-small at batch 1 × 256: all 49 layers, 51 M entries); large ones a few
+(at 32 × 256: five; gpt2-large at 8 × 512: six)."""
 
 
 def ghost_norms(layers: list[GhostOperands]) -> list[GramSums]:
