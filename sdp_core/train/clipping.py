@@ -252,7 +252,8 @@ class ParameterGradients:
       c_i·G_i beyond what `squared_norms` covers: ‖G_i − G̃_i‖ (pieces a matmul rounds when it reads them, TF32)
       plus the rounding of c_i·x_i in the clipped sum (`rounding_allowance`); 0 where norm and sum read the same
       fp32 numbers.
-    - `clipped_sum(c)`: Σ_i c_i·G_i, formed on demand from `pieces`.
+    - `clipped_sum(c)`: Σ_i c_i·G_i, formed on demand from `pieces`; for ghost layers of one shape, format and
+      layout (`transposed_ghost`), `clipped_sums` forms them together.
     - `per_record()`: G_i materialised ([B, *parameter shape]; only for a parameter several layers share).
     - `pieces`: the tensors `clipped_sum` reads, records first. Under fp16 a record of weight 0 may hold inf or NaN
       there (its pieces overflowed under the loss scale), and 0·inf is NaN in every entry of a matmul over all
@@ -265,6 +266,7 @@ class ParameterGradients:
     clipped_sum: Callable[[torch.Tensor], torch.Tensor]
     per_record: Callable[[], torch.Tensor]
     pieces: list[torch.Tensor]
+    transposed_ghost: bool | None = None  # a ghost layer's layout (`ghost_clipped_sums`); None: not a ghost layer
 
     @property
     def squared_norms(self) -> torch.Tensor:
@@ -425,11 +427,12 @@ GRAM_BATCH = 2**25
 layers: a few operations per batch rather than per layer, and transient memory that does not grow with the model
 (gpt2-small at 32 × 256: 8 layers by this count; at batch 1, all 49)."""
 STACK_BATCH = 2**27
-"""Entries of a batch's a and g (512 MiB in fp32) beyond which `ghost_norms` starts another batch: `grams` stacks
-those of one shape, a copy of at most that size while their Gram matrices are formed (a CPU's bf16: the bf16 stack
-and its fp32 scaled copy, 1.5 times as many bytes, for a moment). Small layers, whose operations cost more launches
-than arithmetic, go many to a batch (gpt2-small at batch 1 × 256: all 49 layers, 51 M entries); large ones a few
-(at 32 × 256: five; gpt2-large at 8 × 512: six)."""
+"""Entries of a batch's a and g (512 MiB in fp32) beyond which `ghost_norms` starts another batch, and
+`clipped_sums` another run: `grams` and `ghost_clipped_sums` stack those of one shape, a copy of at most that size
+while their Gram matrices or clipped sums are formed (a CPU also upcasts a bf16 stack to fp32 for its products: up
+to three times the bf16 bytes, for a moment). Small layers, whose operations cost more launches than arithmetic, go
+many to a batch (gpt2-small at batch 1 × 256: all 49 layers, 51 M entries); large ones a few (at 32 × 256: five;
+gpt2-large at 8 × 512: six)."""
 
 
 def ghost_norms(layers: list[GhostOperands]) -> list[GramSums]:
@@ -523,10 +526,7 @@ def weight_gradients(a: torch.Tensor, g: torch.Tensor, transposed: bool) -> Para
     pieces = [a, g]
 
     def clipped_sum(c: torch.Tensor) -> torch.Tensor:
-        a, g = pieces  # c in fp32, the product rounded once to the operand format (`scaled_roundoff`)
-        x, y = ((a * c.view(-1, 1, 1)).to(a.dtype), g) if d_in <= d_out else (a, (g * c.view(-1, 1, 1)).to(g.dtype))
-        x, y = x.reshape(-1, d_in), y.reshape(-1, d_out)
-        return fp32_product(x.T, y) if transposed else fp32_product(y.T, x)
+        return ghost_clipped_sums([pieces], c, transposed)[0]
 
     def per_record() -> torch.Tensor:
         a, g = pieces
@@ -536,7 +536,42 @@ def weight_gradients(a: torch.Tensor, g: torch.Tensor, transposed: bool) -> Para
     u_a, u_g = read_roundoff(a), read_roundoff(g)
     read = (1 + u_a) * (1 + u_g) - 1  # ‖G_i − G̃_i‖ ≤ read·D_i
     summed = (1 + scaled_roundoff(a if d_in <= d_out else g)) * (1 + u_a) * (1 + u_g) - 1
-    return ParameterGradients(GhostOperands(a, g, read + summed), clipped_sum, per_record, pieces)
+    return ParameterGradients(GhostOperands(a, g, read + summed), clipped_sum, per_record, pieces, transposed)
+
+
+def ghost_clipped_sums(layers: list[list[torch.Tensor]], c: torch.Tensor, transposed: bool) -> list[torch.Tensor]:
+    """Σ_i c_i·G_i of ghost layers whose pieces [a, g] have one shape and format: the narrower of a and g scaled by c
+    (c in fp32, the product rounded once to the operand format: `scaled_roundoff`), then (c ⊙ a)ᵀ g over all B·T
+    positions ([d_in, d_out], `transposed`) or gᵀ (c ⊙ a) ([d_out, d_in]), one product per layer, accumulated in
+    fp32. Several layers are stacked (one copy of their pieces) and multiplied in one batched product: each layer's
+    sum is its own pieces' product, as alone."""
+    a, g = (torch.stack(x) for x in zip(*layers)) if len(layers) > 1 else (x.unsqueeze(0) for x in layers[0])
+    scale = c.view(1, -1, 1, 1)
+    x, y = ((a * scale).to(a.dtype), g) if a.shape[-1] <= g.shape[-1] else (a, (g * scale).to(g.dtype))
+    x, y = x.flatten(1, 2), y.flatten(1, 2)  # [L, B·T, d]
+    return list((fp32_product(x.transpose(1, 2), y) if transposed else fp32_product(y.transpose(1, 2), x)).unbind())
+
+
+def clipped_sums(forms: list[ParameterGradients], c: torch.Tensor) -> list[torch.Tensor]:
+    """Each form's Σ_i c_i·G_i, in order: ghost layers of one shape, format and layout together
+    (`ghost_clipped_sums`, in runs whose pieces hold at most `STACK_BATCH` entries, the copy that stacking makes),
+    the others each by its own `clipped_sum`. The forms are taken over (the list is emptied) and each let go once its
+    sum is formed, so that the layers' a, g and G_i are freed run by run as the sums proceed, not at the end."""
+    pending = dict(enumerate(forms))
+    forms.clear()
+    out: dict[int, torch.Tensor] = {}
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for k in range(len(pending)):
+        if (layout := pending[k].transposed_ghost) is None:
+            out[k] = pending.pop(k).clipped_sum(c)
+        else:
+            groups[(layout, *[(x.shape, x.dtype) for x in pending[k].pieces])].append(k)
+    for (transposed, *_), members in groups.items():
+        run = max(1, STACK_BATCH // sum(x.numel() for x in pending[members[0]].pieces))
+        for first in range(0, len(members), run):
+            part = members[first:first + run]
+            out.update(zip(part, ghost_clipped_sums([pending.pop(k).pieces for k in part], c, transposed)))
+    return [out[k] for k in range(len(out))]
 
 
 def transposed_as_parameter(grads: ParameterGradients) -> ParameterGradients:
@@ -813,10 +848,10 @@ class BookKeeping:
                     if joint is not None:
                         for p, part in zip(small, joint.clipped_sum(clip).split(sizes)):
                             sums[p] = sums[p] + part.view_as(p) if p in sums else part.view_as(p)
-                    for p in optimizer.params:
-                        if (found := per_param.pop(p, None)) is not None:
-                            part = found.clipped_sum(clip).view_as(p)
-                            sums[p] = sums[p] + part if p in sums else part
+                    params = [p for p in optimizer.params if p in per_param]
+                    for p, part in zip(params, clipped_sums([per_param.pop(p) for p in params], clip)):
+                        part = part.view_as(p)
+                        sums[p] = sums[p] + part if p in sums else part
             for p in optimizer.params:
                 p.grad = sums.pop(p).to(p.dtype) if p in sums else torch.zeros_like(p)
 
