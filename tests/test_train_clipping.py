@@ -3,6 +3,8 @@ clipping factors that its rigorous norm bounds may make slightly smaller (never 
 
 from __future__ import annotations
 
+import weakref
+
 import pytest
 import torch
 from torch import nn
@@ -239,25 +241,34 @@ def test_ghost_layers_whose_tensors_are_stacked_by_shape_each_bound_their_own_no
         torch.testing.assert_close(bound, clipping.norm_bounds(clipping.ghost_norms([layer]))[0], rtol=1e-6, atol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("stack_batch", [clipping.STACK_BATCH, 2 * 5 * 4 * 80])  # each group at once; in runs of 2
-def test_clipped_sums_of_ghost_layers_formed_together_are_each_layers_own(stack_batch, monkeypatch):
+def test_clipped_sums_of_ghost_layers_formed_together_are_each_layers_own(dtype, stack_batch, monkeypatch):
     """Ghost layers of one shape and layout are multiplied together (`clipped_sums`), beside an instantiated layer
-    and ghost layers of another shape or layout: each parameter's sum is its own Σ_i c_i·G_i (float64, explicit),
-    in the order given."""
+    and ghost layers of another shape or layout: each parameter's sum is the one it forms alone, and its own
+    Σ_i c_i·G_i (float64, explicit), in the order given; each form is let go once its sum is formed."""
     monkeypatch.setattr(clipping, "STACK_BATCH", stack_batch)
     gen = torch.Generator().manual_seed(0)
     shapes = [(32, 48, True), (32, 48, True), (32, 48, False), (48, 32, True), (32, 48, True), (32, 48, True)]
-    operands = [(torch.randn(5, 4, d_in, generator=gen), torch.randn(5, 4, d_out, generator=gen), transposed)
-                for d_in, d_out, transposed in shapes]
+    operands = [(torch.randn(5, 4, d_in, generator=gen).to(dtype), torch.randn(5, 4, d_out, generator=gen).to(dtype),
+                 transposed) for d_in, d_out, transposed in shapes]
     forms = [weight_gradients(a, g, transposed) for a, g, transposed in operands]
     per_record = torch.randn(5, 7, 3, generator=gen)
     forms.insert(2, clipping.instantiated(per_record))
     assert [f.transposed_ghost for f in forms] == [True, True, None, False, True, True, True]
     c = torch.rand(5, generator=gen)
+    alone = [form.clipped_sum(c) for form in forms]
+    released = weakref.ref(forms[0])
     sums = clipping.clipped_sums(forms, c)
-    assert forms == []  # taken over, each let go once its sum is formed
+    assert forms == [] and released() is None
+    assert all(torch.equal(together, own) for together, own in zip(sums, alone))
     for (a, g, transposed), computed in zip(operands, sums[:2] + sums[3:]):
-        expected = torch.einsum("b,boi->oi", c.double(), _explicit(a.double(), g.double()))
+        # the narrower of a and g scaled by c and rounded once to its format, as `scaled_roundoff` allows for
+        if a.shape[-1] <= g.shape[-1]:
+            a = (a.float() * c.view(-1, 1, 1)).to(dtype)
+        else:
+            g = (g.float() * c.view(-1, 1, 1)).to(dtype)
+        expected = _explicit(a.double(), g.double()).sum(0)
         torch.testing.assert_close(computed.double(), expected.T if transposed else expected, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(sums[2].double(), torch.einsum("b,bij->ij", c.double(), per_record.double()))
 

@@ -24,7 +24,8 @@ terms cancel gets a norm near 0 and adds many times C. `bk`'s norms are upper bo
 (`ghost_norms`, `rounding_allowance`): one record adds at most C in every precision and layer form.
 
 `bk` hands the clipped sum over in `p.grad` to Opacus' `DPOptimizerFastGradientClipping` (or its distributed
-variant), the `DPOptimizer` that takes a clipped sum as given: its `step` copies it to `summed_grad`, then
+variant), the `DPOptimizer` that takes a clipped sum as given: its `step` takes it as `summed_grad` (without
+Opacus' copy: `noise.GivenClippedSum`; the sums of layers formed together are views of one tensor), then
 `add_noise` (rank 0 only under DDP), `scale_grad`, `reduce_gradients` (DDP) and the original optimizer's step, with
 the same noise draws, in the same parameter order, as `DPOptimizer` in `hooks` mode.
 
@@ -430,9 +431,9 @@ STACK_BATCH = 2**27
 """Entries of a batch's a and g (512 MiB in fp32) beyond which `ghost_norms` starts another batch, and
 `clipped_sums` another run: `grams` and `ghost_clipped_sums` stack those of one shape, a copy of at most that size
 while their Gram matrices or clipped sums are formed (a CPU also upcasts a bf16 stack to fp32 for its products: up
-to three times the bf16 bytes, for a moment). Small layers, whose operations cost more launches than arithmetic, go
-many to a batch (gpt2-small at batch 1 × 256: all 49 layers, 51 M entries); large ones a few (at 32 × 256: five;
-gpt2-large at 8 × 512: six)."""
+to four times the bf16 bytes, for a moment). Small layers, whose operations cost more launches than arithmetic, go
+many to a batch (gpt2-small at batch 1 × 256: all 49 layers' Gram matrices, 51 M entries, and each shape's clipped
+sums); large ones a few (at 32 × 256: five; gpt2-large at 8 × 512: six)."""
 
 
 def ghost_norms(layers: list[GhostOperands]) -> list[GramSums]:
@@ -541,13 +542,17 @@ def weight_gradients(a: torch.Tensor, g: torch.Tensor, transposed: bool) -> Para
 
 def ghost_clipped_sums(layers: list[list[torch.Tensor]], c: torch.Tensor, transposed: bool) -> list[torch.Tensor]:
     """Σ_i c_i·G_i of ghost layers whose pieces [a, g] have one shape and format: the narrower of a and g scaled by c
-    (c in fp32, the product rounded once to the operand format: `scaled_roundoff`), then (c ⊙ a)ᵀ g over all B·T
-    positions ([d_in, d_out], `transposed`) or gᵀ (c ⊙ a) ([d_out, d_in]), one product per layer, accumulated in
-    fp32. Several layers are stacked (one copy of their pieces) and multiplied in one batched product: each layer's
-    sum is its own pieces' product, as alone."""
-    a, g = (torch.stack(x) for x in zip(*layers)) if len(layers) > 1 else (x.unsqueeze(0) for x in layers[0])
+    (c in fp32, the product rounded once to the operand format: `scaled_roundoff`), then aᵀ g over all B·T positions
+    ([d_in, d_out], `transposed`) or gᵀ a ([d_out, d_in]), one product per layer, accumulated in fp32. Several
+    layers are stacked (one copy of their pieces, the narrower scaled in place there) and multiplied in one batched
+    product: each layer's sum is its own pieces' product, as alone. The sums are views of that product's one result."""
+    stacked = len(layers) > 1
+    a, g = (torch.stack(x) for x in zip(*layers)) if stacked else (x.unsqueeze(0) for x in layers[0])
     scale = c.view(1, -1, 1, 1)
-    x, y = ((a * scale).to(a.dtype), g) if a.shape[-1] <= g.shape[-1] else (a, (g * scale).to(g.dtype))
+    if a.shape[-1] <= g.shape[-1]:
+        x, y = (a.mul_(scale) if stacked else (a * scale).to(a.dtype)), g
+    else:
+        x, y = a, (g.mul_(scale) if stacked else (g * scale).to(g.dtype))
     x, y = x.flatten(1, 2), y.flatten(1, 2)  # [L, B·T, d]
     return list((fp32_product(x.transpose(1, 2), y) if transposed else fp32_product(y.transpose(1, 2), x)).unbind())
 
@@ -556,7 +561,8 @@ def clipped_sums(forms: list[ParameterGradients], c: torch.Tensor) -> list[torch
     """Each form's Σ_i c_i·G_i, in order: ghost layers of one shape, format and layout together
     (`ghost_clipped_sums`, in runs whose pieces hold at most `STACK_BATCH` entries, the copy that stacking makes),
     the others each by its own `clipped_sum`. The forms are taken over (the list is emptied) and each let go once its
-    sum is formed, so that the layers' a, g and G_i are freed run by run as the sums proceed, not at the end."""
+    sum is formed, so that the layers' a, g and G_i that nothing else holds (`BookKeeping.bucket_shares`) are freed
+    run by run as the sums proceed, not at the end."""
     pending = dict(enumerate(forms))
     forms.clear()
     out: dict[int, torch.Tensor] = {}
@@ -787,7 +793,7 @@ class BoundedNormClipping(DPOptimizer):
 class BookKeeping:
     """Book-keeping clipping (Bu et al. 2023) with per-layer mixed ghost norms (Bu et al. 2022); see the module
     docstring. Forward hooks keep each trainable layer's input and the autograd edge of its output; `backward`
-    asks autograd for the output gradients only, then clips and sums layer by layer into `p.grad`."""
+    asks autograd for the output gradients only, then clips and sums into `p.grad`, layers of one shape together."""
 
     optimizer_mode = "ghost"  # Opacus' DP optimizer that takes the clipped sum in p.grad
 
@@ -825,11 +831,7 @@ class BookKeeping:
             sums: dict[nn.Parameter, torch.Tensor] = {}
             for k, bucket in enumerate(buckets):
                 last = k == len(buckets) - 1  # the last bucket lets each layer go
-                shares: dict[nn.Parameter, list[ParameterGradients | torch.Tensor]] = defaultdict(list)  # per layer
-                for module in list(kept):
-                    a, g = kept.pop(module) if last else kept[module]
-                    for param, grads_of in self.layer_gradients(module, bucket.regrouped(a), bucket.regrouped(g)):
-                        shares[param].append(grads_of)
+                shares = self.bucket_shares(kept, bucket, last)
                 per_param = {p: share[0] if len(share) == 1 else shared(share) for p, share in shares.items()}
                 del shares  # a shared parameter's per-layer tensors
                 small = [p for p, grads_of in per_param.items() if isinstance(grads_of, torch.Tensor)]
@@ -841,8 +843,8 @@ class BookKeeping:
                 if self.loss_scale != 1.0:  # fp16: a record's pieces can overflow, and none of its inf may be summed
                     keep = clip > 0
                     if not keep.all():  # a host sync, which a GPU pays only here: it stops launches running ahead
-                        for grads_of in forms:
-                            grads_of.drop_records(keep)
+                        for k in range(len(forms)):  # no loop variable left holding a form's pieces
+                            forms[k].drop_records(keep)
                 del forms
                 with record_function("bk.clipped_sums"):
                     if joint is not None:
@@ -854,6 +856,17 @@ class BookKeeping:
                         sums[p] = sums[p] + part if p in sums else part
             for p in optimizer.params:
                 p.grad = sums.pop(p).to(p.dtype) if p in sums else torch.zeros_like(p)
+
+    def bucket_shares(self, kept: dict[nn.Module, tuple[torch.Tensor, torch.Tensor]], bucket: RecordBucket, last: bool
+                      ) -> dict[nn.Parameter, list[ParameterGradients | torch.Tensor]]:
+        """Each parameter's per-layer shares of G_i for one bucket of records. The last bucket takes each layer's
+        a and g out of `kept`, so that only the shares hold them from then on (and they go as the sums are formed)."""
+        shares: dict[nn.Parameter, list[ParameterGradients | torch.Tensor]] = defaultdict(list)
+        for module in list(kept):
+            a, g = kept.pop(module) if last else kept[module]
+            for param, grads_of in self.layer_gradients(module, bucket.regrouped(a), bucket.regrouped(g)):
+                shares[param].append(grads_of)
+        return shares
 
     def layer_operands(self, calls: list[tuple[KeptInput, GradientEdge]], grads: deque[torch.Tensor | None],
                        batch: int) -> tuple[torch.Tensor, torch.Tensor] | None:
