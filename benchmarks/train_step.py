@@ -127,11 +127,12 @@ def launches(event, gpu: bool) -> int:
     """Operators `event` and its children launch: kernel launches on a GPU (the CUDA runtime's launch calls); on a
     CPU, aten ops that move data and launch no such op themselves (an op counts once, where its work is done: a
     `to` that copies counts its `copy_`, an `mm` whose only child is a no-op `resolve_conj` counts itself), and a
-    multi-tensor op (`_foreach_*`) once, as the one kernel it is on a GPU for up to a few hundred tensors (a CPU runs
-    it as a loop of per-tensor ops)."""
+    multi-tensor op (`_foreach_*`, and a fused optimizer's `_fused_*`) once, as the one kernel it is on a GPU for up
+    to a few hundred tensors (a CPU runs it as a loop of per-tensor ops; its fused AdamW reads each parameter's step
+    count with an `item`, which a GPU's kernel does not)."""
     if gpu:
         return sum(launches(child, gpu) for child in event.cpu_children) + ("LaunchKernel" in event.name)
-    if event.name.startswith("aten::_foreach_"):
+    if event.name.startswith(("aten::_foreach_", "aten::_fused_")):
         return 1
     inner = sum(launches(child, gpu) for child in event.cpu_children)
     return inner + (inner == 0 and event.name.startswith("aten::") and event.name not in NO_KERNEL)

@@ -1,5 +1,6 @@
 """`benchmarks.train_step --profile`'s operator count: on a CPU, one per op that does work, none for views, no-op
-casts and allocations, one per multi-tensor op (a GPU's single kernel), within the part's range only."""
+casts and allocations, one per multi-tensor or fused optimizer op (a GPU's single kernel), within the part's range
+only."""
 
 from __future__ import annotations
 
@@ -11,6 +12,11 @@ from benchmarks.train_step import part_ops
 
 def test_a_part_counts_the_ops_that_move_data_once_each():
     x, y = torch.randn(8, 8), torch.randn(8, 8)
+    parameters = [torch.nn.Parameter(torch.randn(4)) for _ in range(5)]
+    for p in parameters:
+        p.grad = torch.randn(4)
+    optimizer = torch.optim.AdamW(parameters, fused=True)
+    optimizer.step()  # its state made
     with torch.profiler.profile() as profiler:
         x @ y  # outside every part: not counted
         with record_function("step.clipping"):
@@ -20,6 +26,9 @@ def test_a_part_counts_the_ops_that_move_data_once_each():
                 x.to(torch.float32)  # already fp32: nothing
             torch._foreach_add([x, y, x], [y, x, y])  # one multi-tensor op
             torch.empty(3)  # an allocation: nothing
+        with record_function("step.optimizer"):
+            optimizer.step()  # its step counts advanced (one multi-tensor op), then one fused update
     counts = part_ops(profiler, gpu=False)
     assert counts["bk.ghost_norms"] == 3
     assert counts["step.clipping"] == 4
+    assert counts["step.optimizer"] == 2
