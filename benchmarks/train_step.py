@@ -129,12 +129,15 @@ def launches(event, gpu: bool) -> int:
     `to` that copies counts its `copy_`, an `mm` whose only child is a no-op `resolve_conj` counts itself), and a
     multi-tensor op (`_foreach_*`, and a fused optimizer's `_fused_*`) once, as the one kernel it is on a GPU for up
     to a few hundred tensors (a CPU runs it as a loop of per-tensor ops; its fused AdamW reads each parameter's step
-    count with an `item`, which a GPU's kernel does not)."""
+    count with an `item`, which a GPU's kernel does not). A graph TorchInductor compiled counts the aten ops it calls
+    and one for its own generated code, which the profiler does not see (on a GPU, one launch a fused kernel)."""
     if gpu:
         return sum(launches(child, gpu) for child in event.cpu_children) + ("LaunchKernel" in event.name)
     if event.name.startswith(("aten::_foreach_", "aten::_fused_")):
         return 1
     inner = sum(launches(child, gpu) for child in event.cpu_children)
+    if event.name.startswith("## Call CompiledFxGraph"):
+        return inner + 1
     return inner + (inner == 0 and event.name.startswith("aten::") and event.name not in NO_KERNEL)
 
 

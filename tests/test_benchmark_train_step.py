@@ -1,6 +1,6 @@
 """`benchmarks.train_step --profile`'s operator count: on a CPU, one per op that does work, none for views, no-op
-casts and allocations, one per multi-tensor or fused optimizer op (a GPU's single kernel), within the part's range
-only."""
+casts and allocations, one per multi-tensor or fused optimizer op (a GPU's single kernel), at least one for a
+compiled graph, within the part's range only."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import torch
 from torch.profiler import record_function
 
 from benchmarks.train_step import part_ops
+from sdp_core.train.fp32_reads import chunked_squared_norms
 
 
 def test_a_part_counts_the_ops_that_move_data_once_each():
@@ -17,6 +18,8 @@ def test_a_part_counts_the_ops_that_move_data_once_each():
         p.grad = torch.randn(4)
     optimizer = torch.optim.AdamW(parameters, fused=True)
     optimizer.step()  # its state made
+    chunks = torch.randn(4, 3, 32).bfloat16()
+    chunked_squared_norms(chunks)  # compiled
     with torch.profiler.profile() as profiler:
         x @ y  # outside every part: not counted
         with record_function("step.clipping"):
@@ -28,7 +31,10 @@ def test_a_part_counts_the_ops_that_move_data_once_each():
             torch.empty(3)  # an allocation: nothing
         with record_function("step.optimizer"):
             optimizer.step()  # its step counts advanced (one multi-tensor op), then one fused update
+        with record_function("bk.small_layers"):
+            chunked_squared_norms(chunks)  # a compiled graph: its generated kernel, which the profiler cannot see
     counts = part_ops(profiler, gpu=False)
     assert counts["bk.ghost_norms"] == 3
     assert counts["step.clipping"] == 4
     assert counts["step.optimizer"] == 2
+    assert counts["bk.small_layers"] >= 1
