@@ -223,12 +223,17 @@ def test_weight_gradients_match_explicit_per_record_gradients(positions, transpo
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("stack_batch", [clipping.STACK_BATCH, 3 * 40 * 130])  # all four layers a batch; two
-def test_ghost_layers_whose_tensors_are_stacked_by_shape_each_bound_their_own_norm(dtype, stack_batch, monkeypatch):
+@pytest.mark.parametrize("stack_batch", [clipping.STACK_BATCH, 2 * (3 * 40 * 64 + 5 * 3 * 40**2)])  # one batch; two
+@pytest.mark.parametrize("gram_chunk", [clipping.GRAM_CHUNK, 10])  # 48 features: one chunk; 5 of 10, the last padded
+def test_ghost_layers_whose_tensors_are_stacked_by_shape_each_bound_their_own_norm(dtype, stack_batch, gram_chunk,
+                                                                                  monkeypatch):
     """Four ghost layers at once, whose a and g of one shape `grams` stacks (in one batch: five of 16 features, three
-    of 48), with records of magnitudes 1e-20, 1 and 1e15: each layer's bound is at least its own float64 ‖G_i‖² (of
-    the very bf16 numbers) and close to it, and what the layer alone gives."""
+    of 48), with records of magnitudes 1e-20, 1 and 1e15, their features in one chunk or in several (two chunks a
+    product): each layer's bound is at least its own float64 ‖G_i‖² (of the very bf16 numbers) and close to it, and
+    what the layer alone gives."""
     monkeypatch.setattr(clipping, "STACK_BATCH", stack_batch)
+    monkeypatch.setattr(clipping, "GRAM_CHUNK", gram_chunk)
+    monkeypatch.setattr(clipping, "GRAM_BATCH", 2 * 3 * 40**2)
     gen = torch.Generator().manual_seed(0)
     magnitudes = torch.tensor([1e-20, 1.0, 1e15]).view(-1, 1, 1)
     layers = [clipping.GhostOperands((torch.randn(3, 40, d_in, generator=gen) * magnitudes).to(dtype),
@@ -239,6 +244,31 @@ def test_ghost_layers_whose_tensors_are_stacked_by_shape_each_bound_their_own_no
         bound = clipping.norm_bounds([sums])[0]
         _assert_norm_bound(bound, _explicit(layer.a.double(), layer.g.double()))
         torch.testing.assert_close(bound, clipping.norm_bounds(clipping.ghost_norms([layer]))[0], rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("gram_chunk", [clipping.GRAM_CHUNK, 10])  # one chunk; 2, 3 or 5 of 8 to 10 features
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_gram_matrix_formed_in_chunks_is_within_its_bound_of_the_exact_one(dtype, gram_chunk, monkeypatch):
+    """Each entry of a Gram matrix (`grams`: scaled by a power of two per record, its features in chunks, the chunks'
+    products several at a time and summed in fp32) is within γ·‖x'_t‖‖x'_s‖ + η of the float64 product of the
+    scaled numbers, with γ the blocked sum's γ_{k+m−1}, and the scaled numbers are the record's own divided by s_i."""
+    monkeypatch.setattr(clipping, "GRAM_CHUNK", gram_chunk)
+    monkeypatch.setattr(clipping, "GRAM_BATCH", 2 * 3 * 7**2)  # two chunks' partial products at a time
+    gen = torch.Generator().manual_seed(0)
+    magnitudes = torch.tensor([1e-20, 1.0, 1e15]).view(-1, 1, 1)
+    xs = [(torch.randn(3, 7, d, generator=gen) * magnitudes).to(dtype) for d in (16, 27, 48, 27, 48)]
+    for x, gram in zip(xs, clipping.grams(xs)):
+        chunks, width = clipping.gram_chunks(x.shape[-1])
+        assert width <= gram_chunk and (chunks - 1) * width < x.shape[-1] <= chunks * width
+        assert gram.gamma == clipping.gamma(width + chunks - 1)
+        scale = gram.scale.view(-1, 1, 1)
+        largest = x.double().abs().flatten(1).amax(1).view(-1, 1, 1)
+        assert ((scale <= largest) & (largest < 2 * scale)).all()
+        scaled = x.double() / scale
+        exact = scaled @ scaled.transpose(1, 2)
+        lengths = scaled.norm(dim=2)
+        allowed = gram.gamma * lengths.unsqueeze(2) * lengths.unsqueeze(1) + gram.eta
+        assert ((gram.matrix.double() - exact).abs() <= allowed).all()
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -136,9 +136,10 @@ ACCUMULATION_ROUNDOFF = 2.0**-23
 """u of an fp32 accumulation inside a matmul or reduction: round-to-nearest's 2⁻²⁴, doubled because tensor cores
 may truncate while they accumulate (Fasi et al. 2021, "Numerical behavior of NVIDIA tensor cores")."""
 GRAM_CHUNK = 1024
-"""Features summed per fp32 product when a Gram matrix is formed; the partial products are then added in fp32.
-An entry's accumulation bound then grows with k + ⌈d/k⌉ − 1 terms instead of d (Higham 2002, §3.1, blocked
-summation): for an LM head's output gradients (d = 50,257) 1,073 instead of 50,257."""
+"""The most features summed per fp32 product when a Gram matrix is formed; the partial products are then added in
+fp32. d features go in m = ⌈d/`GRAM_CHUNK`⌉ chunks of k = ⌈d/m⌉ (the last zero-padded), and an entry's accumulation
+bound grows with k + m − 1 terms instead of d (Higham 2002, §3.1, blocked summation): for an LM head's output
+gradients (d = 50,257: 50 chunks of 1,006) 1,055 instead of 50,257."""
 BF16_SCALED_ROUNDOFF = 2.0**-8 * (1 + 2.0**-15)
 """c_i·x rounded twice, to fp32 (the product) and then to bf16: (1 + 2⁻²⁴)(1 + 2⁻⁸) − 1 < 2⁻⁸(1 + 2⁻¹⁵)."""
 
@@ -161,7 +162,7 @@ def fp32_product(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 def product_format(x: torch.Tensor) -> torch.dtype:
     """The format `fp32_product` reads x in: its own on a GPU's 16-bit tensor cores, fp32 elsewhere. A copy of x
-    scaled by a power of two for a Gram matrix (`power_of_two_scaled`: exact in either format) is made in this format
+    scaled by a power of two for a Gram matrix (`grams`: exact in either format) is made in this format
     directly, so that a CPU makes no 16-bit copy for the product to upcast again."""
     return x.dtype if x.is_cuda and x.dtype in (torch.bfloat16, torch.float16) else torch.float32
 
@@ -341,12 +342,12 @@ or flushed to 0 (FTZ/DAZ: some kernels do), and each such event moves it by less
 no relative bound (γ_n) covers. With layer inputs near 1e-23 every product a_it·a_is underflows, a ghost norm is
 0 and its record, however large its gradient, gets clipping factor 1."""
 SCALED_MAX = 4.0
-"""|entries| of a record scaled by `power_of_two_scaled` stay below this (below 2 unless the exponent is clamped)."""
+"""|entries| of a record scaled by `grams` stay below this (below 2 unless the exponent is clamped)."""
 
 
 @dataclass(frozen=True)
 class Gram:
-    """x'_i·x'_iᵀ per record ([B, T, T], fp32) of x' = x_i / s_i, s_i a power of two (`power_of_two_scaled`), and
+    """x'_i·x'_iᵀ per record ([B, T, T], fp32) of x' = x_i / s_i, s_i a power of two (`power_of_two_scales`), and
     bounds on its error: each entry (t, s) is off by at most γ·‖x'_it‖‖x'_is‖ + η from the exact product of the
     scaled pieces (the product with x itself is s_i² times that)."""
 
@@ -360,87 +361,157 @@ EXPONENT_BITS = 0x7F800000
 """The exponent field of an IEEE-754 fp32 number: x's bits masked by it are those of 2^⌊log₂ x⌋ (x normal)."""
 
 
-def largest_magnitudes(x: torch.Tensor) -> torch.Tensor:
-    """max_j |x_ij| per record of a [B, ...] tensor, in fp32 (exact; inf or NaN where the record holds one). A CPU
-    takes |x| and its maximum, about 8× faster than its inf-norm reduction on a 32 × 128 × 128 tensor; a GPU runs the
-    one reduction kernel, without the copy."""
-    flat = x.flatten(1)
-    return (torch.linalg.vector_norm(flat, ord=math.inf, dim=1) if x.is_cuda else flat.abs().amax(1)).float()
+def largest_magnitudes(x: torch.Tensor, records: int = 0) -> torch.Tensor:
+    """max_j |x_ij| per record of a tensor whose dimension `records` indexes its records (the first: [B, ...]), in
+    fp32 (exact; inf or NaN where the record holds one). A CPU takes |x| and its maximum, about 8× faster than its
+    inf-norm reduction on a 32 × 128 × 128 tensor; a GPU runs the one reduction kernel, without the copy."""
+    dims = [d for d in range(x.dim()) if d != records]
+    return (torch.linalg.vector_norm(x, ord=math.inf, dim=dims) if x.is_cuda else x.abs().amax(dims)).float()
 
 
-def power_of_two_scaled(x: torch.Tensor, in_place: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """(x_i / s_i, s_i) per record of a [B, ...] tensor, s_i = 2^e_i ≤ the record's largest |entry| < 2^(e_i + 1),
-    e_i clamped to [−126, 126] so that s_i and 1/s_i are normal numbers in fp32 and bf16: the scaled entries are
-    below 2 (below `SCALED_MAX` if clamped), so no product of two of them overflows and only those ~2⁻¹²⁶ below the
-    record's largest can underflow. Dividing by a power of two is exact in x's format except for an entry it makes
-    subnormal (moved by less than `UNDERFLOW`); s_i and 1/s_i are assembled from exponent bits (2^e has the bits
-    (e + 127)·2²³, 2^−e the bits 254·2²³ minus those), so they are exact (and stay exact cast to bf16). The scaled
-    copy is in the format its product reads (`product_format`); `in_place`: x itself is scaled where it already is
-    (x must be a tensor nothing else reads)."""
-    largest = largest_magnitudes(x)
+def power_of_two_scales(largest: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(1/s_i in fp32, s_i in float64) from records' largest magnitudes (`largest_magnitudes`): s_i = 2^e_i ≤ the
+    largest |entry| < 2^(e_i + 1), e_i clamped to [−126, 126] so that s_i and 1/s_i are normal numbers in fp32 and
+    bf16. They are assembled from exponent bits (2^e has the bits (e + 127)·2²³, 2^−e the bits 254·2²³ minus
+    those), so they are exact (and stay exact cast to bf16)."""
     bits = (largest.view(torch.int32) & EXPONENT_BITS).clamp(1 << 23, 253 << 23)
-    inverses, scales = ((254 << 23) - bits).view(torch.float32), bits.view(torch.float32).double()
-    # a bf16 x times an fp32 inverse is fp32 (on a CPU), exact as well
-    inverses = inverses.to(product_format(x)).view(-1, *[1] * (x.dim() - 1))
-    if in_place and product_format(x) == x.dtype:
-        return x.mul_(inverses), scales
-    return x * inverses, scales
+    return ((254 << 23) - bits).view(torch.float32), bits.view(torch.float32).double()
+
+
+def gram_chunks(features: int) -> tuple[int, int]:
+    """(m, k): a Gram matrix's d features as m chunks of k = ⌈d/⌈d/`GRAM_CHUNK`⌉⌉ ≤ `GRAM_CHUNK` (m = ⌈d/k⌉), only
+    the last one short (zero-padded)."""
+    width = math.ceil(features / math.ceil(features / GRAM_CHUNK))
+    return math.ceil(features / width), width
+
+
+def chunked_copy(x: torch.Tensor, inverses: torch.Tensor) -> torch.Tensor:
+    """x_i / s_i per record of x [B, T, d] (`inverses`: 1/s_i [B], `power_of_two_scales`) in its Gram chunk layout
+    [m, B, T, k] (`gram_chunks`; the last chunk's missing features zero), written there directly, in the format its
+    product reads (`product_format`: a bf16 x times an fp32 inverse is fp32 on a CPU, exact as well)."""
+    features = x.shape[-1]
+    chunks, width = gram_chunks(features)
+    full = features // width  # chunks without padding
+    inverses = inverses.to(product_format(x)).view(-1, 1, 1)
+    out = torch.empty((chunks, *x.shape[:2], width), dtype=product_format(x), device=x.device)
+    torch.mul(x[..., :full * width].unflatten(-1, (full, width)).permute(2, 0, 1, 3), inverses, out=out[:full])
+    if full < chunks:
+        torch.mul(x[..., full * width:], inverses, out=out[full, ..., :features - full * width])
+        out[full, ..., features - full * width:] = 0
+    return out
+
+
+def chunked_stack(xs: list[torch.Tensor]) -> torch.Tensor:
+    """Tensors [B, T, d] of one shape, their records one after another in their Gram chunk layout [m, ΣB, T, k]
+    (`gram_chunks`; the last chunk's missing features zero): one copy, in their own format."""
+    features = xs[0].shape[-1]
+    chunks, width = gram_chunks(features)
+    full = features // width
+    if full == chunks:
+        return torch.cat([x.unflatten(-1, (chunks, width)).permute(2, 0, 1, 3) for x in xs], dim=1)
+    out = xs[0].new_empty((chunks, sum(len(x) for x in xs), xs[0].shape[1], width))
+    torch.cat([x[..., :full * width].unflatten(-1, (full, width)).permute(2, 0, 1, 3) for x in xs], dim=1,
+              out=out[:full])
+    out[full, ..., :features - full * width] = torch.cat([x[..., full * width:] for x in xs])
+    out[full, ..., features - full * width:] = 0
+    return out
 
 
 def grams(xs: list[torch.Tensor]) -> list[Gram]:
-    """The Gram matrices of each x [B, T, d] scaled record by record by a power of two (`power_of_two_scaled`), formed
-    `GRAM_CHUNK` features per product and the partial products added in fp32. Tensors of one shape and format go
-    together, stacked as the records of one tensor, so that their scales, scaling and products are a few operations
-    for all of them (on a GPU, launches) rather than a few per tensor; each record is still scaled by its own power
-    of two and each Gram matrix is its own record's product, with the bounds below. The stack is scaled in place
-    where the products read its format (a GPU, fp32); a CPU's bf16 stack is scaled into an fp32 copy, and freed.
-    γ: each entry's rounding relative to ‖x'_it‖‖x'_is‖ (Cauchy–Schwarz on γ_n's bound, n = k + ⌈d/k⌉ − 1). η: its
-    underflow, absolute. Each of the d products and fewer than 2d additions behind an entry may lose less than
-    `UNDERFLOW`, and each product (|x'| < `SCALED_MAX` = M) reads its two operands moved by less than 2·`UNDERFLOW`
-    each (their scaling and a flush): per feature less than (4M + 3)·`UNDERFLOW` beyond the relative rounding, which
-    later roundings grow by at most 1 + γ < 2: η = 2·(4M + 3)·d·`UNDERFLOW`."""
+    """The Gram matrices of each x [B, T, d] scaled record by record by a power of two (`power_of_two_scales`), formed
+    from chunks of at most `GRAM_CHUNK` features and the partial products added in fp32. The scaled entries are below
+    2 (below `SCALED_MAX` if the exponent was clamped), so no product of two of them overflows and only those ~2⁻¹²⁶
+    below the record's largest can underflow; dividing by a power of two is exact except for an entry it makes
+    subnormal (moved by less than `UNDERFLOW`).
+
+    Tensors of one shape and format go together, stacked as the records of one tensor in their chunk layout
+    (`chunked_stack`: one copy, scaled in place where the products read its format — a GPU, fp32 — and a CPU's bf16
+    stack scaled into an fp32 copy); a tensor alone is scaled straight into its chunk layout (`chunked_copy`). The
+    scales of all of them come from one stack of their records' largest magnitudes, and a group's chunks are
+    multiplied as the records of one batched product (as many chunks a product as hold `GRAM_BATCH` entries of
+    partial products between them), whose sums over the chunks are added in fp32: a few operations for all the
+    tensors (on a GPU, launches) rather than a few per tensor and chunk. Each record is still scaled by its own
+    power of two and each Gram matrix is its own record's product, with the bounds below.
+
+    γ: each entry's rounding relative to ‖x'_it‖‖x'_is‖ (Cauchy–Schwarz on γ_n's bound, n = k + m − 1 for m chunks
+    of k features). η: its underflow, absolute. Each of the d products and fewer than 2d additions behind an entry
+    (padding adds exact zeros) may lose less than `UNDERFLOW`, and each product (|x'| < `SCALED_MAX` = M) reads its two
+    operands moved by less than 2·`UNDERFLOW` each (their scaling and a flush): per feature less than
+    (4M + 3)·`UNDERFLOW` beyond the relative rounding, which later roundings grow by at most 1 + γ < 2:
+    η = 2·(4M + 3)·d·`UNDERFLOW`."""
     groups: dict[tuple, list[int]] = defaultdict(list)
     for k, x in enumerate(xs):
         groups[(x.shape, x.dtype)].append(k)
+    stacks = [chunked_stack([xs[k] for k in members]) if len(members) > 1 else xs[members[0]]
+              for members in groups.values()]
+    largest = [largest_magnitudes(stack, records=int(len(members) > 1))
+               for stack, members in zip(stacks, groups.values())]
+    inverses, scales = power_of_two_scales(torch.cat(largest) if len(largest) > 1 else largest[0])
+    del largest
     out: dict[int, Gram] = {}
+    first_record = 0
     for members in groups.values():
-        first = xs[members[0]]
-        records = len(first)
-        stacked = torch.cat([xs[k] for k in members]) if len(members) > 1 else first
-        scaled, scale = power_of_two_scaled(stacked, in_place=len(members) > 1)
-        del stacked
-        chunks = scaled.split(GRAM_CHUNK, dim=-1)
-        matrix = fp32_product(chunks[0], chunks[0].transpose(1, 2))
-        for chunk in chunks[1:]:
-            matrix += fp32_product(chunk, chunk.transpose(1, 2))
-        del scaled, chunks
-        features = first.shape[-1]
-        error = gamma(min(features, GRAM_CHUNK) + math.ceil(features / GRAM_CHUNK) - 1)
+        records, positions, features = xs[members[0]].shape
+        rows = slice(first_record, first_record + records * len(members))
+        first_record = rows.stop
+        stack = stacks.pop(0)
+        if len(members) == 1:
+            chunks = chunked_copy(stack, inverses[rows])
+        else:
+            inverse = inverses[rows].to(product_format(stack)).view(1, -1, 1, 1)
+            chunks = stack.mul_(inverse) if product_format(stack) == stack.dtype else stack * inverse
+        del stack
+        per_product = max(1, GRAM_BATCH // (chunks.shape[1] * positions**2))
+        matrix: torch.Tensor | None = None
+        for part in chunks.split(per_product):
+            product = fp32_product(part.flatten(0, 1), part.flatten(0, 1).transpose(1, 2)).unflatten(0, part.shape[:2])
+            summed = product[0] if len(part) == 1 else product.sum(0)
+            matrix = summed if matrix is None else matrix.add_(summed)
+        assert matrix is not None
+        del chunks, part, product, summed
+        count, width = gram_chunks(features)
+        error = gamma(width + count - 1)
         eta = 2 * (4 * SCALED_MAX + 3) * features * UNDERFLOW
         for j, k in enumerate(members):
-            rows = slice(j * records, (j + 1) * records)
-            out[k] = Gram(matrix[rows], scale[rows], error, eta)
+            member = slice(j * records, (j + 1) * records)
+            out[k] = Gram(matrix[member], scales[rows][member], error, eta)
     return [out[k] for k in range(len(xs))]
 
 
 GRAM_BATCH = 2**25
-"""Gram-matrix entries (a's and g's together, 128 MiB in fp32) whose sums `ghost_norms` forms in one batch of
-layers: a few operations per batch rather than per layer, and transient memory that does not grow with the model
-(gpt2-small at 32 × 256: 8 layers by this count; at batch 1, all 49)."""
+"""Entries of partial Gram products (128 MiB in fp32) that one batched product of `grams` forms: a tensor's chunks
+of features go that many at a time (gpt2-small's LM head output gradients, 50 chunks: all at once at batch
+1 × 256, 16 a product at 32 × 256)."""
 STACK_BATCH = 2**27
-"""Entries of a batch's a and g (512 MiB in fp32) beyond which `ghost_norms` starts another batch, and
-`clipped_sums` another run: `grams` and `ghost_clipped_sums` stack those of one shape, a copy of at most that size
-while their Gram matrices or clipped sums are formed (a CPU also upcasts a bf16 stack to fp32 for its products: up
-to four times the bf16 bytes, for a moment). Small layers, whose operations cost more launches than arithmetic, go
-many to a batch (gpt2-small at batch 1 × 256: all 49 layers' Gram matrices, 51 M entries, and each shape's clipped
-sums); large ones a few (at 32 × 256: five; gpt2-large at 8 × 512: six)."""
+"""Entries (512 MiB in fp32) beyond which `ghost_norms` starts another batch of layers, and `clipped_sums` another
+run, unless one layer alone holds more (`stack_budget`). `grams` and `ghost_clipped_sums` stack the a and g of one
+shape, a copy of at most that size while their Gram matrices or clipped sums are formed (a CPU also upcasts a bf16
+stack to fp32 for its products: up to three times the bf16 bytes, for a moment); a batch of ghost norms also holds
+its Gram matrices (`held_entries`). Small layers, whose operations cost more launches than arithmetic, go many to a
+batch (gpt2-small at batch 1 × 256: all 49 layers' Gram matrices and each shape's clipped sums); large ones a few."""
+
+
+def held_entries(layer: GhostOperands) -> int:
+    """What a ghost layer adds to its batch of `ghost_norms`: its a and g (stacked), and 5·B·T² for its two Gram
+    matrices, their stacked copies and their elementwise product (`batch_gram_sums`)."""
+    records, positions = layer.a.shape[:2]
+    return layer.a.numel() + layer.g.numel() + 5 * records * positions**2
+
+
+def stack_budget(entries: list[int]) -> int:
+    """Entries a batch of ghost layers (`entries`: each layer's) may stack and hold at once: `STACK_BATCH`, or the
+    largest layer's own if it holds more. That layer's Gram matrices take a scaled copy of its a and g on their own
+    (an LM head's output gradients: 412 M entries at gpt2-small's 32 × 256), so batches that hold as much add no
+    memory the step does not already take, and go fewer (gpt2-small at 32 × 256: three transformer blocks a batch
+    rather than five layers)."""
+    return max([STACK_BATCH, *entries])
 
 
 def ghost_norms(layers: list[GhostOperands]) -> list[GramSums]:
     """The sums behind upper bounds (`norm_bounds`; ρ: each layer's rounding allowance per unit of D) on ‖G̃_i‖² = ‖Σ_t g̃_it ã_itᵀ‖² = Σ_{t,s} (ã_it·ã_is)(g̃_it·g̃_is) and on D_i = Σ_t ‖ã_it‖‖g̃_it‖,
     for each layer's a [B, T, d_in] and g [B, T, d_out] as the matmuls read them (ã, g̃), without forming the
     d_out × d_in sums (Li et al. 2022's ghost clipping): B·T²·(d_in + d_out) multiply-adds, in fp32 from 16-bit
-    operands. The layers go in batches (`GRAM_BATCH`, `STACK_BATCH`) of one record and position count: their
+    operands. The layers go in batches (`stack_budget`) of one record and position count: their
     Gram matrices with every tensor of the same shape at once (`grams`), and the sums below for the whole batch:
     on a GPU, launches saved (gpt2-small at batch 1 × 256: 154 operators for all 49 layers, against 749 one tensor
     at a time), and every entry still its own record's and layer's.
@@ -458,15 +529,16 @@ def ghost_norms(layers: list[GhostOperands]) -> list[GramSums]:
     rounding covered."""
     out: list[GramSums] = []
     with record_function("bk.ghost_norms"):
+        held = [held_entries(layer) for layer in layers]
+        budget = stack_budget(held)
         batch: list[GhostOperands] = []
-        entries = 0  # of the batch's a and g
+        entries = 0  # what the batch holds
         for k, layer in enumerate(layers):
             batch.append(layer)
-            entries += layer.a.numel() + layer.g.numel()
+            entries += held[k]
             following = layers[k + 1] if k + 1 < len(layers) else None
             if (following is None or following.a.shape[:2] != layer.a.shape[:2]
-                    or 2 * (len(batch) + 1) * len(layer.a) * layer.a.shape[1] ** 2 > GRAM_BATCH
-                    or entries + following.a.numel() + following.g.numel() > STACK_BATCH):
+                    or entries + held[k + 1] > budget):
                 matrices = grams([x for member in batch for x in (member.a, member.g)])
                 out += batch_gram_sums(list(zip(batch, matrices[0::2], matrices[1::2])))
                 batch, entries = [], 0
@@ -559,7 +631,7 @@ def ghost_clipped_sums(layers: list[list[torch.Tensor]], c: torch.Tensor, transp
 
 def clipped_sums(forms: list[ParameterGradients], c: torch.Tensor) -> list[torch.Tensor]:
     """Each form's Σ_i c_i·G_i, in order: ghost layers of one shape, format and layout together
-    (`ghost_clipped_sums`, in runs whose pieces hold at most `STACK_BATCH` entries, the copy that stacking makes),
+    (`ghost_clipped_sums`, in runs whose pieces hold at most `stack_budget` entries, the copy that stacking makes),
     the others each by its own `clipped_sum`. The forms are taken over (the list is emptied) and each let go once its
     sum is formed, so that the layers' a, g and G_i that nothing else holds (`BookKeeping.bucket_shares`) are freed
     run by run as the sums proceed, not at the end."""
@@ -572,8 +644,9 @@ def clipped_sums(forms: list[ParameterGradients], c: torch.Tensor) -> list[torch
             out[k] = pending.pop(k).clipped_sum(c)
         else:
             groups[(layout, *[(x.shape, x.dtype) for x in pending[k].pieces])].append(k)
+    budget = stack_budget([sum(x.numel() for x in pending[members[0]].pieces) for members in groups.values()])
     for (transposed, *_), members in groups.items():
-        run = max(1, STACK_BATCH // sum(x.numel() for x in pending[members[0]].pieces))
+        run = max(1, budget // sum(x.numel() for x in pending[members[0]].pieces))
         for first in range(0, len(members), run):
             part = members[first:first + run]
             out.update(zip(part, ghost_clipped_sums([pending.pop(k).pieces for k in part], c, transposed)))
