@@ -357,6 +357,29 @@ def test_embedding_rows_are_the_explicit_per_record_gradient(dtype):
                                rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("stack_batch", [clipping.STACK_BATCH, 2 * 2 * 3 * 5 * 8])  # all at once; runs of two
+def test_layer_norms_formed_together_are_each_layers_own_per_record_gradients(stack_batch, monkeypatch):
+    """LayerNorms whose x̂ and g have one shape are formed together (`JOINT_RULES`, in runs of `STACK_BATCH`),
+    beside one of another width and one without a bias: each parameter's G_i is its own layer's Σ_t g_it ⊙ x̂_it (or
+    Σ_t g_it), float64."""
+    monkeypatch.setattr(clipping, "STACK_BATCH", stack_batch)
+    gen = torch.Generator().manual_seed(0)
+    norms = [nn.LayerNorm(8), nn.LayerNorm(8), nn.LayerNorm(12), nn.LayerNorm(8, bias=False), nn.LayerNorm(8)]
+    clipping_of = BookKeeping(nn.ModuleList(norms), max_grad_norm=1.0)
+    kept = {m: (torch.randn(3, 5, m.normalized_shape[0], generator=gen),
+                torch.randn(3, 5, m.normalized_shape[0], generator=gen)) for m in norms}
+    expected = {m: (torch.einsum("btd,btd->bd", g.double(), x_hat.double()), g.double().sum(1))
+                for m, (x_hat, g) in kept.items()}
+    shares = clipping_of.bucket_shares(kept, clipping.RecordBucket(None, 1), last=True)
+    assert kept == {}
+    for m, (weight, bias) in expected.items():
+        assert len(shares[m.weight]) == 1
+        torch.testing.assert_close(shares[m.weight][0].double(), weight, rtol=1e-5, atol=1e-6)
+        if m.bias is not None:
+            torch.testing.assert_close(shares[m.bias][0].double(), bias, rtol=1e-5, atol=1e-6)
+    assert len(shares) == 9
+
+
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_a_layer_norm_keeps_its_normalised_input_as_torch_normalises_it(precision):
     """What `bk` keeps of a LayerNorm's input (from the statistics its forward saved, under autocast too) is
