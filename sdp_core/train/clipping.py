@@ -385,35 +385,31 @@ def gram_chunks(features: int) -> tuple[int, int]:
     return math.ceil(features / width), width
 
 
-def chunked_copy(x: torch.Tensor, inverses: torch.Tensor) -> torch.Tensor:
-    """x_i / s_i per record of x [B, T, d] (`inverses`: 1/s_i [B], `power_of_two_scales`) in its Gram chunk layout
-    [m, B, T, k] (`gram_chunks`; the last chunk's missing features zero), written there directly, in the format its
-    product reads (`product_format`: a bf16 x times an fp32 inverse is fp32 on a CPU, exact as well)."""
-    features = x.shape[-1]
-    chunks, width = gram_chunks(features)
-    full = features // width  # chunks without padding
-    inverses = inverses.to(product_format(x)).view(-1, 1, 1)
-    out = torch.empty((chunks, *x.shape[:2], width), dtype=product_format(x), device=x.device)
-    torch.mul(x[..., :full * width].unflatten(-1, (full, width)).permute(2, 0, 1, 3), inverses, out=out[:full])
-    if full < chunks:
-        torch.mul(x[..., full * width:], inverses, out=out[full, ..., :features - full * width])
-        out[full, ..., features - full * width:] = 0
-    return out
-
-
-def chunked_stack(xs: list[torch.Tensor]) -> torch.Tensor:
+def chunked(xs: list[torch.Tensor], inverses: torch.Tensor | None = None) -> torch.Tensor:
     """Tensors [B, T, d] of one shape, their records one after another in their Gram chunk layout [m, ΣB, T, k]
-    (`gram_chunks`; the last chunk's missing features zero): one copy, in their own format."""
+    (`gram_chunks`; the last chunk's missing features zero): a copy in their own format (a stack, one operation
+    where no chunk is padded), or with `inverses` (1/s_i [B] of one tensor, `power_of_two_scales`) its x_i / s_i
+    written there directly, in the format its product reads (`product_format`: a bf16 x times an fp32 inverse is fp32
+    on a CPU, exact as well)."""
     features = xs[0].shape[-1]
     chunks, width = gram_chunks(features)
-    full = features // width
-    if full == chunks:
-        return torch.cat([x.unflatten(-1, (chunks, width)).permute(2, 0, 1, 3) for x in xs], dim=1)
-    out = xs[0].new_empty((chunks, sum(len(x) for x in xs), xs[0].shape[1], width))
-    torch.cat([x[..., :full * width].unflatten(-1, (full, width)).permute(2, 0, 1, 3) for x in xs], dim=1,
-              out=out[:full])
-    out[full, ..., :features - full * width] = torch.cat([x[..., full * width:] for x in xs])
-    out[full, ..., features - full * width:] = 0
+    full, rest = divmod(features, width)  # chunks without padding, and the last one's features
+    body = [x[..., :full * width].unflatten(-1, (full, width)).permute(2, 0, 1, 3) for x in xs]
+    tail = [x[..., full * width:] for x in xs]
+    out = torch.empty((chunks, sum(len(x) for x in xs), xs[0].shape[1], width), device=xs[0].device,
+                      dtype=xs[0].dtype if inverses is None else product_format(xs[0]))
+    if inverses is None:
+        torch.cat(body, dim=1, out=out[:full])
+        if rest:
+            out[full, ..., :rest] = torch.cat(tail)
+    else:
+        (body_x,), (tail_x,) = body, tail
+        inverses = inverses.to(out.dtype).view(-1, 1, 1)
+        torch.mul(body_x, inverses, out=out[:full])
+        if rest:
+            torch.mul(tail_x, inverses, out=out[full, ..., :rest])
+    if rest:
+        out[full, ..., rest:] = 0
     return out
 
 
@@ -425,8 +421,8 @@ def grams(xs: list[torch.Tensor]) -> list[Gram]:
     subnormal (moved by less than `UNDERFLOW`).
 
     Tensors of one shape and format go together, stacked as the records of one tensor in their chunk layout
-    (`chunked_stack`: one copy, scaled in place where the products read its format — a GPU, fp32 — and a CPU's bf16
-    stack scaled into an fp32 copy); a tensor alone is scaled straight into its chunk layout (`chunked_copy`). The
+    (`chunked`: one copy, scaled in place where the products read its format — a GPU, fp32 — and a CPU's bf16
+    stack scaled into an fp32 copy); a tensor alone is scaled straight into its chunk layout (`chunked`). The
     scales of all of them come from one stack of their records' largest magnitudes, and a group's chunks are
     multiplied as the records of one batched product (as many chunks a product as hold `GRAM_BATCH` entries of
     partial products between them), whose sums over the chunks are added in fp32: a few operations for all the
@@ -442,7 +438,7 @@ def grams(xs: list[torch.Tensor]) -> list[Gram]:
     groups: dict[tuple, list[int]] = defaultdict(list)
     for k, x in enumerate(xs):
         groups[(x.shape, x.dtype)].append(k)
-    stacks = [chunked_stack([xs[k] for k in members]) if len(members) > 1 else xs[members[0]]
+    stacks = [chunked([xs[k] for k in members]) if len(members) > 1 else xs[members[0]]  # a tensor alone: itself
               for members in groups.values()]
     largest = [largest_magnitudes(stack, records=int(len(members) > 1))
                for stack, members in zip(stacks, groups.values())]
@@ -456,7 +452,7 @@ def grams(xs: list[torch.Tensor]) -> list[Gram]:
         first_record = rows.stop
         stack = stacks.pop(0)
         if len(members) == 1:
-            chunks = chunked_copy(stack, inverses[rows])
+            chunks = chunked([stack], inverses[rows])
         else:
             inverse = inverses[rows].to(product_format(stack)).view(1, -1, 1, 1)
             chunks = stack.mul_(inverse) if product_format(stack) == stack.dtype else stack * inverse
