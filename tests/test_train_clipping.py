@@ -361,7 +361,7 @@ def test_embedding_rows_are_the_explicit_per_record_gradient(dtype):
 def test_layer_norms_formed_together_are_each_layers_own_per_record_gradients(stack_batch, monkeypatch):
     """LayerNorms whose x̂ and g have one shape are formed together (`JOINT_RULES`, in runs of `STACK_BATCH`),
     beside one of another width and one without a bias: each parameter's G_i is its own layer's Σ_t g_it ⊙ x̂_it (or
-    Σ_t g_it), float64."""
+    Σ_t g_it), float64, and the layers' own x̂ and g are left as they were."""
     monkeypatch.setattr(clipping, "STACK_BATCH", stack_batch)
     gen = torch.Generator().manual_seed(0)
     norms = [nn.LayerNorm(8), nn.LayerNorm(8), nn.LayerNorm(12), nn.LayerNorm(8, bias=False), nn.LayerNorm(8)]
@@ -370,8 +370,10 @@ def test_layer_norms_formed_together_are_each_layers_own_per_record_gradients(st
                 torch.randn(3, 5, m.normalized_shape[0], generator=gen)) for m in norms}
     expected = {m: (torch.einsum("btd,btd->bd", g.double(), x_hat.double()), g.double().sum(1))
                 for m, (x_hat, g) in kept.items()}
+    pieces = {m: (pair, tuple(x.clone() for x in pair)) for m, pair in kept.items()}
     shares = clipping_of.bucket_shares(kept, clipping.RecordBucket(None, 1), last=True)
     assert kept == {}
+    assert all(torch.equal(x, before) for pair, copies in pieces.values() for x, before in zip(pair, copies))
     for m, (weight, bias) in expected.items():
         assert len(shares[m.weight]) == 1
         torch.testing.assert_close(shares[m.weight][0].double(), weight, rtol=1e-5, atol=1e-6)
