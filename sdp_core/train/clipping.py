@@ -464,9 +464,8 @@ def grams(xs: list[torch.Tensor]) -> list[Gram]:
             summed = product[0] if len(part) == 1 else product.sum(0)
             matrix = summed if matrix is None else matrix.add_(summed)
         assert matrix is not None
+        error = gamma(chunks.shape[-1] + len(chunks) - 1)  # k + m − 1, of the layout the products read
         del chunks, part, product, summed
-        count, width = gram_chunks(features)
-        error = gamma(width + count - 1)
         eta = 2 * (4 * SCALED_MAX + 3) * features * UNDERFLOW
         for j, k in enumerate(members):
             member = slice(j * records, (j + 1) * records)
@@ -485,6 +484,15 @@ shape, a copy of at most that size while their Gram matrices or clipped sums are
 stack to fp32 for its products: up to three times the bf16 bytes, for a moment); a batch of ghost norms also holds
 its Gram matrices (`held_entries`). Small layers, whose operations cost more launches than arithmetic, go many to a
 batch (gpt2-small at batch 1 × 256: all 49 layers' Gram matrices and each shape's clipped sums); large ones a few."""
+
+
+def runs(items: list, entries: int, budget: int) -> Iterator[list]:
+    """`items` of `entries` entries each, in runs of at most `budget` entries (one item at least), taken out of the
+    list run by run, so that what a run let go is not held by the list."""
+    run = max(1, budget // entries)
+    while items:
+        part, items[:run] = items[:run], []
+        yield part
 
 
 def held_entries(layer: GhostOperands) -> int:
@@ -640,11 +648,10 @@ def clipped_sums(forms: list[ParameterGradients], c: torch.Tensor) -> list[torch
             out[k] = pending.pop(k).clipped_sum(c)
         else:
             groups[(layout, *[(x.shape, x.dtype) for x in pending[k].pieces])].append(k)
-    budget = stack_budget([sum(x.numel() for x in pending[members[0]].pieces) for members in groups.values()])
-    for (transposed, *_), members in groups.items():
-        run = max(1, budget // sum(x.numel() for x in pending[members[0]].pieces))
-        for first in range(0, len(members), run):
-            part = members[first:first + run]
+    sizes = {key: sum(x.numel() for x in pending[members[0]].pieces) for key, members in groups.items()}
+    budget = stack_budget(list(sizes.values()))
+    for (transposed, *shapes), members in groups.items():
+        for part in runs(members, sizes[(transposed, *shapes)], budget):
             out.update(zip(part, ghost_clipped_sums([pending.pop(k).pieces for k in part], c, transposed)))
     return [out[k] for k in range(len(out))]
 
@@ -961,12 +968,9 @@ class BookKeeping:
                 self.add_shares(shares, module, rule(module, a, g))
             del a, g
         for (rule, *_), layers in joint.items():
-            run = max(1, STACK_BATCH // (layers[0][1].numel() + layers[0][2].numel()))
-            while layers:
-                part, layers[:run] = layers[:run], []
+            for part in runs(layers, layers[0][1].numel() + layers[0][2].numel(), STACK_BATCH):
                 for (module, *_), grads in zip(part, JOINT_RULES[rule](part)):
                     self.add_shares(shares, module, grads)
-                del part
         return shares
 
     @staticmethod
