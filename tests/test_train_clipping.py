@@ -17,7 +17,7 @@ from sdp_core.models.roberta import BPE_PAD_ID, build_roberta
 from sdp_core.tensors import LMData
 from sdp_core.train import clipping
 from sdp_core.train.clipping import BookKeeping, embedding, stacked, weight_gradients
-from sdp_core.train.loop import DPStep, Phase, StepContext
+from sdp_core.train.loop import DPStep, Phase, PublicStep, StepContext
 from sdp_core.train.randomness import TorchNoise
 
 VOCAB = 300
@@ -120,36 +120,43 @@ def test_bk_empty_batch_is_the_same_noise_only_step():
     assert all(torch.equal(a, b) for a, b in zip(*results))
 
 
-def _two_dp_steps(compiled: bool) -> list[list[torch.Tensor]]:
-    """The gradients (Σ clipped)/B, σ = 0, of two bk steps of gpt2-tiny that train (lr 0.1), eager or compiled."""
+def _two_dp_steps(compiled: bool) -> tuple[list[list[torch.Tensor]], int]:
+    """The gradients (Σ clipped)/B, σ = 0, of two bk steps of gpt2-tiny that train (lr 0.1), eager or compiled,
+    after a public step on the same model (a redacted phase first: the model compiled and run before bk's hooks are
+    added); and how many layer calls the closed clipping kept of a public step after them."""
     torch.manual_seed(0)
     model, data = build_gpt2("gpt2-tiny", None, VOCAB, 16, 0.0), _lm_data(8, 16)
     if compiled:
         # dynamo's graphs and AOTAutograd's forward and backward, as inductor gets them (its kernels are what
         # benchmarks.train_step's compiled rows time); in place: bk's hooks stay on the layers
         model.compile(backend="aot_eager")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    public = PublicStep(StepContext(model, optimizer, "bk", None))
+    public(data, 0.0)
     phase = Phase("dp", data, private=True, epochs=1, batch_size=8, sigmas=(0.0,), max_grad_norm=0.02)
-    step = DPStep(StepContext(model, torch.optim.SGD(model.parameters(), lr=0.1), "bk",
-                              TorchNoise(torch.Generator().manual_seed(7))), phase)
+    step = DPStep(StepContext(model, optimizer, "bk", TorchNoise(torch.Generator().manual_seed(7))), phase)
     grads = []
     for _ in range(2):
         step(data, 0.0)
         grads.append([p.grad.clone() for p in step.optimizer.params])
     step.close()
-    return grads
+    public(data, 0.0)
+    return grads, sum(len(calls) for calls in step.clipping.calls.values())
 
 
 @pytest.mark.slow  # dynamo traces and AOTAutograd splits the forward and backward: about 15 s
 def test_a_compiled_private_step_equals_the_eager_one():
-    """`torch.compile` of the model (AOTAutograd's graphs): bk's hooks run eagerly at graph breaks, and both steps'
-    clipped sums equal the eager steps' up to fp32 summation order (RTOL of the largest entry)."""
+    """`torch.compile` of the model (AOTAutograd's graphs), compiled and run publicly before bk's hooks are added:
+    the hooks run eagerly at graph breaks, both steps' clipped sums equal the eager steps' up to fp32 summation order
+    (RTOL of the largest entry), and once the clipping is closed a forward reaches none of its hooks."""
     torch._dynamo.reset()
-    eager = _two_dp_steps(compiled=False)
+    eager, _ = _two_dp_steps(compiled=False)
     try:
-        compiled = _two_dp_steps(compiled=True)
+        compiled, kept_after_close = _two_dp_steps(compiled=True)
         assert torch._dynamo.utils.counters["stats"]["unique_graphs"] > 0  # it did compile
     finally:
         torch._dynamo.reset()
+    assert kept_after_close == 0  # the hooks' removal reached the compiled code
     for eager_step, compiled_step in zip(eager, compiled):
         scale = max(float(g.abs().max()) for g in eager_step)
         assert scale > 0

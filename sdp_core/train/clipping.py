@@ -899,6 +899,7 @@ class BookKeeping:
         self.calls: dict[nn.Module, list[tuple[KeptInput, GradientEdge]]] = defaultdict(list)
         self.capturing = True
         self.handles = [m.register_forward_hook(self.keep) for m in self.layers]
+        retrace_if_compiled(model)
 
     @torch.compiler.disable
     def keep(self, module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
@@ -1008,6 +1009,16 @@ class BookKeeping:
         for handle in self.handles:
             handle.remove()
         return self.module
+
+
+def retrace_if_compiled(model: nn.Module) -> None:
+    """Dynamo does not guard on a module's hooks (`torch._dynamo.config.skip_nnmodule_hook_guards`): code it compiled
+    before bk's hooks were added (a public phase's steps, or another instance of the model's class) runs without
+    them, and the forward keeps nothing. So adding them to a model with a compiled part drops Dynamo's compiled code,
+    and the next forward is traced with the hooks on its layers."""
+    if any(isinstance(m, torch._dynamo.eval_frame.OptimizedModule) or getattr(m, "_compiled_call_impl", None)
+           for m in model.modules()):
+        torch._dynamo.reset()
 
 
 CLIPPING: dict[str, Callable[[nn.Module, float, float], PerRecordClipping]] = {
