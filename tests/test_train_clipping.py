@@ -267,6 +267,7 @@ def test_a_gram_matrix_formed_in_chunks_is_within_its_bound_of_the_exact_one(dty
     for x, gram in zip(xs, clipping.grams(xs)):
         chunks, width = clipping.gram_chunks(x.shape[-1])
         assert width <= gram_chunk and (chunks - 1) * width < x.shape[-1] <= chunks * width
+        assert width % clipping.GRAM_ALIGN == 0 or width == gram_chunk  # rows 16-byte aligned for a GPU's products
         assert gram.gamma == clipping.gamma(width + chunks - 1)
         scale = gram.scale.view(-1, 1, 1)
         largest = x.double().abs().flatten(1).amax(1).view(-1, 1, 1)

@@ -137,9 +137,13 @@ ACCUMULATION_ROUNDOFF = 2.0**-23
 may truncate while they accumulate (Fasi et al. 2021, "Numerical behavior of NVIDIA tensor cores")."""
 GRAM_CHUNK = 1024
 """The most features summed per fp32 product when a Gram matrix is formed; the partial products are then added in
-fp32. d features go in m = ⌈d/`GRAM_CHUNK`⌉ chunks of k = ⌈d/m⌉ (the last zero-padded), and an entry's accumulation
-bound grows with k + m − 1 terms instead of d (Higham 2002, §3.1, blocked summation): for an LM head's output
-gradients (d = 50,257: 50 chunks of 1,006) 1,055 instead of 50,257."""
+fp32. d features go in m = ⌈d/`GRAM_CHUNK`⌉ chunks of k = ⌈d/m⌉ rounded up to `GRAM_ALIGN` (the last zero-padded),
+and an entry's accumulation bound grows with k + m − 1 terms instead of d (Higham 2002, §3.1, blocked summation): for
+an LM head's output gradients (d = 50,257: 50 chunks of 1,008) 1,057 instead of 50,257."""
+GRAM_ALIGN = 8
+"""A chunk's width is a multiple of this many features (up to `GRAM_CHUNK`), zero-padded: cuBLAS runs a product on
+its tensor-core kernels only when each row starts 16-byte aligned, which 1,006 bf16 features (50,257 in 50 even
+chunks) are not. Padding adds exact zeros, and the bound reads the k it used."""
 BF16_SCALED_ROUNDOFF = 2.0**-8 * (1 + 2.0**-15)
 """c_i·x rounded twice, to fp32 (the product) and then to bf16: (1 + 2⁻²⁴)(1 + 2⁻⁸) − 1 < 2⁻⁸(1 + 2⁻¹⁵)."""
 
@@ -379,9 +383,10 @@ def power_of_two_scales(largest: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
 
 
 def gram_chunks(features: int) -> tuple[int, int]:
-    """(m, k): a Gram matrix's d features as m chunks of k = ⌈d/⌈d/`GRAM_CHUNK`⌉⌉ ≤ `GRAM_CHUNK` (m = ⌈d/k⌉), only
-    the last one short (zero-padded)."""
-    width = math.ceil(features / math.ceil(features / GRAM_CHUNK))
+    """(m, k): a Gram matrix's d features as m chunks of k ≤ `GRAM_CHUNK`, k = ⌈d/⌈d/`GRAM_CHUNK`⌉⌉ rounded up to a
+    multiple of `GRAM_ALIGN` (m = ⌈d/k⌉), only the last one short (zero-padded)."""
+    even = math.ceil(features / math.ceil(features / GRAM_CHUNK))
+    width = min(GRAM_CHUNK, math.ceil(even / GRAM_ALIGN) * GRAM_ALIGN)
     return math.ceil(features / width), width
 
 
