@@ -43,7 +43,7 @@ import warnings
 from collections import defaultdict, deque
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, ContextManager, Iterator, Protocol, TypeAlias
+from typing import Any, Callable, ContextManager, Iterator, Protocol, TypeAlias
 
 import torch
 from opacus.grad_sample.utils import wrap_model
@@ -382,6 +382,11 @@ def power_of_two_scales(largest: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
     return ((254 << 23) - bits).view(torch.float32), bits.view(torch.float32).double()
 
 
+def cat(xs: list[torch.Tensor]) -> torch.Tensor:
+    """Tensors concatenated along their first dimension; one tensor is itself (no copy)."""
+    return torch.cat(xs) if len(xs) > 1 else xs[0]
+
+
 def gram_chunks(features: int) -> tuple[int, int]:
     """(m, k): a Gram matrix's d features as m chunks of k ≤ `GRAM_CHUNK`, k = ⌈d/⌈d/`GRAM_CHUNK`⌉⌉ rounded up to a
     multiple of `GRAM_ALIGN` (m = ⌈d/k⌉), only the last one short (zero-padded)."""
@@ -447,7 +452,7 @@ def grams(xs: list[torch.Tensor]) -> list[Gram]:
               for members in groups.values()]
     largest = [largest_magnitudes(stack, records=int(len(members) > 1))
                for stack, members in zip(stacks, groups.values())]
-    inverses, scales = power_of_two_scales(torch.cat(largest) if len(largest) > 1 else largest[0])
+    inverses, scales = power_of_two_scales(cat(largest))
     del largest
     out: dict[int, Gram] = {}
     first_record = 0
@@ -728,23 +733,23 @@ def embedding(module: nn.Embedding, ids: torch.Tensor, g: torch.Tensor) -> Layer
     return {"weight": ParameterGradients(grads.bound, clipped_sum, per_record, grads.pieces)}
 
 
-def layer_norm(module: nn.LayerNorm, x_hat: torch.Tensor, g: torch.Tensor) -> LayerGradients:
-    """y = x̂ ⊙ w + b: G_i = Σ_t g_it ⊙ x̂_it for w, Σ_t g_it for b (small: fp32 [B, d] each). The layer keeps x̂,
-    not its input (`normalized_input`)."""
-    return layer_norms([(module, x_hat, g)])[0]
+def layer_norm(module: nn.LayerNorm, kept: Normalization, g: torch.Tensor) -> LayerGradients:
+    """y = x̂ ⊙ w + b: G_i = Σ_t g_it ⊙ x̂_it for w, Σ_t g_it for b (small: fp32 [B, d] each). The layer keeps how to
+    form x̂ (`normalized_input`), which is formed here."""
+    return layer_norms([(module, kept, g)])[0]
 
 
-def layer_norms(layers: list[tuple[nn.Module, torch.Tensor, torch.Tensor]]) -> list[LayerGradients]:
-    """`layer_norm` for LayerNorms whose x̂ and g have one shape and format (`JOINT_RULES`), all at once: their x̂
-    and g stacked as the records of one tensor (a copy of each), then two sums and a product for all of them, rather
-    than three operations a layer (gpt2-small's 25 LayerNorms). The product is formed in the stack of g, which no
-    one else reads, once its sums for the biases are taken. Each record's sums are its own layer's."""
+def layer_norms(layers: list[tuple[nn.Module, Normalization, torch.Tensor]]) -> list[LayerGradients]:
+    """`layer_norm` for LayerNorms whose inputs and g have one shape and format (`JOINT_RULES`), all at once: their
+    inputs and statistics stacked as the records of one tensor and normalised there (`Normalization.normalized`),
+    their g stacked likewise, then two sums and a product for all of them: nine operations a run (gpt2-small's 25
+    LayerNorms at batch 1 × 256 are one run), where x̂ formed layer by layer took two more a layer. The product is
+    formed in the stack of x̂, which no one else reads. Each record's sums are its own layer's."""
     with record_function("bk.small_layers"):
-        x_hat, g = (torch.cat(x) if len(layers) > 1 else x[0] for x in list(zip(*layers))[1:])
-        own = len(layers) > 1 or g.dtype != torch.float32  # g is this function's copy
-        g = g.float()
+        x_hat = Normalization.combined([kept for _, kept, _ in layers], cat).normalized(own=len(layers) > 1)
+        g = cat([g for *_, g in layers]).float()
         biases = g.sum(1).chunk(len(layers))
-        weights = (g.mul_(x_hat) if own else g * x_hat).sum(1).chunk(len(layers))
+        weights = x_hat.mul_(g).sum(1).chunk(len(layers))
         per_layer = []
         for (module, _, _), weight, bias in zip(layers, weights, biases):
             per_record = {"weight": weight, "bias": bias}
@@ -756,7 +761,7 @@ LayerGradients = dict[str, "ParameterGradients | torch.Tensor"]
 """A layer's per-record gradients by parameter name: a `ParameterGradients`, or for a small parameter (a bias, a
 LayerNorm's) its G_i instantiated in fp32 ([B, *shape]), whose norms and clipped sums `jointly_instantiated` forms
 with every other small parameter's at once."""
-LayerRule = Callable[[nn.Module, torch.Tensor, torch.Tensor], LayerGradients]
+LayerRule = Callable[[nn.Module, Any, torch.Tensor], LayerGradients]  # the rule's kept input (`KEPT_INPUT`)
 
 LAYER_RULES: dict[type[nn.Module], LayerRule] = {
     nn.Linear: linear,  # also Opacus' RNNLinear: DPLSTM's gates
@@ -764,14 +769,61 @@ LAYER_RULES: dict[type[nn.Module], LayerRule] = {
     nn.Embedding: embedding,
     nn.LayerNorm: layer_norm,
 }
-JOINT_RULES: dict[LayerRule, Callable[[list[tuple[nn.Module, torch.Tensor, torch.Tensor]]], list[LayerGradients]]] = {
+JOINT_RULES: dict[LayerRule, Callable[[list[tuple[nn.Module, Any, torch.Tensor]]], list[LayerGradients]]] = {
     layer_norm: layer_norms,
 }
 """Rules that `BookKeeping` applies to all layers whose a and g have one shape and format at once (in runs of at
 most `STACK_BATCH` entries of a and g, the copy they stack), with each layer's result as its own rule gives."""
 
 
-KeptInput: TypeAlias = torch.Tensor | Callable[[], torch.Tensor]
+@dataclass(frozen=True)
+class Normalization:
+    """What a LayerNorm keeps of its input, to form x̂ = (x − μ)·r in fp32 after the backward (`normalized`): x (which
+    autograd holds for the layer's backward anyway) and, on a CPU, the mean and reciprocal deviation its forward
+    saved for its backward (`NativeLayerNormBackward0`'s saved results, [B, T, 1]); no x̂ is held through the
+    forward. The stack of several layers' (`combined`) forms all their x̂ at once."""
+
+    x: torch.Tensor
+    mean: torch.Tensor | None  # None: a GPU, or a forward that saved none (a compiled graph's node)
+    reciprocal: torch.Tensor | None
+    shape: tuple[int, ...]  # the layer's normalized_shape and eps, to normalise x again
+    eps: float
+
+    @property
+    def layout(self) -> tuple:
+        """What Normalizations that stack into one must share."""
+        return self.x.shape, self.x.dtype, self.mean is None, self.shape, self.eps
+
+    def numel(self) -> int:
+        """The entries of x (what a stack of x̂ holds per layer)."""
+        return self.x.numel()
+
+    @staticmethod
+    def combined(kept: list[Normalization], combine: Callable[[list[torch.Tensor]], torch.Tensor]) -> Normalization:
+        """One Normalization of x, μ and r each combined across `kept` (of one layout) by `combine`."""
+        first, x = kept[0], combine([k.x for k in kept])
+        means = [k.mean for k in kept if k.mean is not None]
+        reciprocals = [k.reciprocal for k in kept if k.reciprocal is not None]
+        if len(means) < len(kept) or len(reciprocals) < len(kept):
+            return Normalization(x, None, None, first.shape, first.eps)
+        return Normalization(x, combine(means), combine(reciprocals), first.shape, first.eps)
+
+    def map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> Normalization:
+        """x, μ and r each passed through `fn` (a bucket's regrouping)."""
+        return Normalization.combined([self], lambda xs: fn(xs[0]))
+
+    def normalized(self, own: bool) -> torch.Tensor:
+        """x̂ [.., d] in fp32 (`own`: x is a copy nobody else reads, normalised in place). With saved statistics two
+        elementwise passes (a CPU's layer_norm kernel takes three times as long, gpt2-tiny's 32 × 128 × 128);
+        otherwise x normalised again, one kernel (on a GPU, one launch)."""
+        if self.mean is None or self.reciprocal is None:
+            return nn.functional.layer_norm(self.x.float(), self.shape, eps=self.eps)
+        x, mean = self.x.float(), self.mean.float()
+        own = own or self.x.dtype != torch.float32
+        return (x.sub_(mean) if own else x - mean).mul_(self.reciprocal.float())
+
+
+KeptInput: TypeAlias = torch.Tensor | Normalization
 """What a layer's forward hook keeps of its input: the tensor its rule reads, or how to form it once the backward
 has run (`KEPT_INPUT`)."""
 
@@ -783,17 +835,12 @@ def autocast_operand(module: nn.Module, x: torch.Tensor, output: torch.Tensor) -
     return x.to(output.dtype) if output.dtype != x.dtype and x.is_floating_point() else x
 
 
-def normalized_input(module: nn.Module, x: torch.Tensor, output: torch.Tensor) -> Callable[[], torch.Tensor]:
-    """What a LayerNorm keeps: how to form x̂ = (x − μ)·r in fp32 after the backward, holding x (which autograd
-    holds for the layer's backward anyway) and no x̂ through the forward. A CPU takes the mean and reciprocal
-    deviation its forward saved for its backward (`NativeLayerNormBackward0`'s saved results, [B, T, 1]): two
-    elementwise passes, where its layer_norm kernel takes three times as long (gpt2-tiny's 32 × 128 × 128). A GPU,
-    or a forward that saved none (a compiled graph's node), normalises x again: one kernel, one launch."""
-    node = output.grad_fn
+def normalized_input(module: nn.Module, x: torch.Tensor, output: torch.Tensor) -> Normalization:
+    """What a LayerNorm keeps (`Normalization`): on a CPU with the statistics its forward saved, elsewhere x alone."""
+    node, shape = output.grad_fn, tuple(module.normalized_shape)
     if not x.is_cuda and type(node).__name__ == "NativeLayerNormBackward0":
-        mean, reciprocal = node._saved_result1.detach(), node._saved_result2.detach()
-        return lambda: (x.float() - mean.float()) * reciprocal.float()
-    return lambda: nn.functional.layer_norm(x.float(), module.normalized_shape, eps=module.eps)
+        return Normalization(x, node._saved_result1.detach(), node._saved_result2.detach(), shape, module.eps)
+    return Normalization(x, None, None, shape, module.eps)
 
 
 KEPT_INPUT: dict[LayerRule, Callable[[nn.Module, torch.Tensor, torch.Tensor], KeptInput]] = {
@@ -861,10 +908,12 @@ def record_buckets(records: torch.Tensor) -> list[RecordBucket]:
     return [RecordBucket(order[per_row == w], w) for w in sizes]
 
 
-def operands(a: torch.Tensor, g: torch.Tensor, loss_scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+def operands(a: KeptInput, g: torch.Tensor, loss_scale: float) -> tuple[KeptInput, torch.Tensor]:
     """A layer's kept input and output gradient as its norms' and sums' matmuls read them: a bf16 pair (or token
     ids and a bf16 g) as it is, since bf16 has fp32's range (scaling by c_i underflows no sooner than in fp32);
-    anything else in fp32, with fp16's loss scale divided out."""
+    anything else in fp32, with fp16's loss scale divided out (a LayerNorm's x̂ is formed in fp32 later)."""
+    if isinstance(a, Normalization):
+        return a, unscaled(g, loss_scale)
     if g.dtype == torch.bfloat16 and a.dtype in (torch.bfloat16, torch.long, torch.int):
         return a, g
     return (a.float() if a.is_floating_point() else a), unscaled(g, loss_scale)
@@ -959,17 +1008,18 @@ class BookKeeping:
             for p in optimizer.params:
                 p.grad = sums.pop(p).to(p.dtype) if p in sums else torch.zeros_like(p)
 
-    def bucket_shares(self, kept: dict[nn.Module, tuple[torch.Tensor, torch.Tensor]], bucket: RecordBucket, last: bool
+    def bucket_shares(self, kept: dict[nn.Module, tuple[KeptInput, torch.Tensor]], bucket: RecordBucket, last: bool
                       ) -> dict[nn.Parameter, list[ParameterGradients | torch.Tensor]]:
         """Each parameter's per-layer shares of G_i for one bucket of records. The last bucket takes each layer's
         a and g out of `kept`, so that only the shares hold them from then on (and they go as the sums are formed)."""
         shares: dict[nn.Parameter, list[ParameterGradients | torch.Tensor]] = defaultdict(list)
-        joint: dict[tuple, list[tuple[nn.Module, torch.Tensor, torch.Tensor]]] = defaultdict(list)
+        joint: dict[tuple, list[tuple[nn.Module, KeptInput, torch.Tensor]]] = defaultdict(list)
         for module in list(kept):
             a, g = kept.pop(module) if last else kept[module]
-            a, g = bucket.regrouped(a), bucket.regrouped(g)
+            a, g = a.map(bucket.regrouped) if isinstance(a, Normalization) else bucket.regrouped(a), bucket.regrouped(g)
             if (rule := self.layers[module]) in JOINT_RULES:
-                joint[(rule, a.shape, a.dtype, g.shape, g.dtype)].append((module, a, g))
+                layout = a.layout if isinstance(a, Normalization) else (a.shape, a.dtype)
+                joint[(rule, layout, g.shape, g.dtype)].append((module, a, g))
             else:
                 self.add_shares(shares, module, rule(module, a, g))
             del a, g
@@ -988,14 +1038,16 @@ class BookKeeping:
                 shares[param].append(grads_of)
 
     def layer_operands(self, calls: list[tuple[KeptInput, GradientEdge]], grads: deque[torch.Tensor | None],
-                       batch: int) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """One layer's calls' kept inputs (formed now where the hook kept how) and their output gradients (the next
-        ones in `grads`; None: an output the loss does not use) as [rows, positions, d] operands; None when the loss
-        uses none of its outputs."""
-        kept = [(a() if callable(a) else a, g) for a, g in ((a, grads.popleft()) for a, _ in calls) if g is not None]
+                       batch: int) -> tuple[KeptInput, torch.Tensor] | None:
+        """One layer's calls' kept inputs and their output gradients (the next ones in `grads`; None: an output the
+        loss does not use) as [rows, positions, d] operands; None when the loss uses none of its outputs."""
+        kept = [(a, g) for a, g in ((a, grads.popleft()) for a, _ in calls) if g is not None]
         if not kept:
             return None
-        return operands(stacked([a for a, _ in kept], batch), stacked([g for _, g in kept], batch), self.loss_scale)
+        inputs = [a for a, _ in kept]
+        a = (Normalization.combined(inputs, lambda xs: stacked(xs, batch)) if isinstance(inputs[0], Normalization)
+             else stacked(inputs, batch))
+        return operands(a, stacked([g for _, g in kept], batch), self.loss_scale)
 
     def empty_batch(self, optimizer: DPOptimizer) -> None:
         """An empty Poisson batch's clipped sum, in `p.grad`: zero, so the step adds noise only."""
