@@ -295,7 +295,7 @@ def main() -> None:
     parser.add_argument("--host-memory", default="keep",
                         help="comma-separated, side by side: keep (freed host memory kept for the next step, as a "
                              "trial's process sets it: training.keep_host_memory) or system (glibc's defaults)")
-    parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument("--json", help="also write the rows to this file (after every process; `complete` at the end)")
     args = parser.parse_args()
 
     import torch
@@ -307,6 +307,16 @@ def main() -> None:
     codes_memory = [(f"{label} {memory}".strip() if len(host_memory) > 1 else label, code, memory)
                     for label, code in codes.items() for memory in host_memory]
     results: dict[tuple[str, str, str, str, str], dict] = {}
+    device = f"GPU: {torch.cuda.get_device_name()}" if gpu else "CPU"
+
+    def write_json(complete: bool) -> None:
+        """The rows so far (after every process: a run stopped early keeps what it measured)."""
+        if args.json:
+            rows = [{"shape": k[0], "precision": k[1], "code": k[2], "windows": k[3], "variant": k[4], **r}
+                    for k, r in results.items()]
+            Path(args.json).write_text(json.dumps({"device": device, "torch": torch.__version__, "steps": args.steps,
+                                                   "complete": complete, "rows": rows}, indent=1))
+
     for _ in range(args.rounds):
         for shape in args.shape.split(","):
             batch, length, vocab = SHAPES[shape]
@@ -325,13 +335,12 @@ def main() -> None:
                             if r.get("step_s", float("inf")) < results.get(key, {}).get("step_s", float("inf")):
                                 results[key] = r
                             results.setdefault(key, r)
-    device = f"GPU: {torch.cuda.get_device_name()}" if gpu else "CPU"
+                        print(f"{shape} {precision} {label} {windows}: " + ", ".join(
+                            f"{v} {r['step_s']:.3f} s" if "step_s" in r else f"{v} {r.get('error')}"
+                            for v, r in zip(group, rows)), flush=True)
+                        write_json(complete=False)
     print_tables(results, args, device)
-    if args.json:
-        rows = [{"shape": k[0], "precision": k[1], "code": k[2], "windows": k[3], "variant": k[4], **r}
-                for k, r in results.items()]
-        Path(args.json).write_text(json.dumps({"device": device, "torch": torch.__version__, "steps": args.steps,
-                                               "rows": rows}, indent=1))
+    write_json(complete=True)
 
 
 def print_tables(results: dict[tuple[str, str, str, str, str], dict], args: argparse.Namespace, device: str) -> None:

@@ -1,9 +1,10 @@
 """`benchmarks.train_step --profile`'s operator count: on a CPU, one per op that does work, none for views, no-op
 casts and allocations, one per multi-tensor or fused optimizer op (a GPU's single kernel), at least one for a
-compiled graph, within the part's range only."""
+compiled graph, within the part's range only; and `--json` rows saved as each process ends."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch.profiler import record_function
 
@@ -38,3 +39,30 @@ def test_a_part_counts_the_ops_that_move_data_once_each():
     assert counts["step.clipping"] == 4
     assert counts["step.optimizer"] == 2
     assert counts["bk.small_layers"] >= 1
+
+
+def test_a_run_that_stops_before_its_tables_keeps_the_rows_it_measured(tmp_path, monkeypatch):
+    """`--json` is written after every process, not only at the end: a run that stops early (a GPU lease that
+    ends, a timeout) keeps what it measured, marked incomplete."""
+    import json
+    import sys
+
+    from benchmarks import train_step
+
+    class Stopped(Exception):
+        pass
+
+    def stopped(*args, **kwargs):
+        raise Stopped
+
+    out = tmp_path / "rows.json"
+    monkeypatch.setattr(train_step, "print_tables", stopped)
+    monkeypatch.setattr(sys, "argv", ["train_step", "--shape", "gpt2-tiny", "--batch", "2", "--length", "8",
+                                      "--precision", "fp32", "--variants", "non-private", "--steps", "1",
+                                      "--warmup", "0", "--json", str(out)])
+    with pytest.raises(Stopped):
+        train_step.main()
+    saved = json.loads(out.read_text())
+    assert saved["complete"] is False
+    assert [(row["shape"], row["variant"]) for row in saved["rows"]] == [("gpt2-tiny", "non-private")]
+    assert saved["rows"][0]["step_s"] > 0
