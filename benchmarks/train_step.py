@@ -314,8 +314,10 @@ def main() -> None:
         if args.json:
             rows = [{"shape": k[0], "precision": k[1], "code": k[2], "windows": k[3], "variant": k[4], **r}
                     for k, r in results.items()]
-            Path(args.json).write_text(json.dumps({"device": device, "torch": torch.__version__, "steps": args.steps,
-                                                   "complete": complete, "rows": rows}, indent=1))
+            partial = Path(args.json + ".partial")  # renamed over the file: a run killed mid-write leaves it whole
+            partial.write_text(json.dumps({"device": device, "torch": torch.__version__, "steps": args.steps,
+                                           "complete": complete, "rows": rows}, indent=1))
+            partial.replace(args.json)
 
     for _ in range(args.rounds):
         for shape in args.shape.split(","):
