@@ -141,9 +141,9 @@ fp32. d features go in m = ⌈d/`GRAM_CHUNK`⌉ chunks of k = ⌈d/m⌉ rounded 
 and an entry's accumulation bound grows with k + m − 1 terms instead of d (Higham 2002, §3.1, blocked summation): for
 an LM head's output gradients (d = 50,257: 50 chunks of 1,008) 1,057 instead of 50,257."""
 GRAM_ALIGN = 8
-"""A chunk's width is a multiple of this many features (up to `GRAM_CHUNK`), zero-padded: cuBLAS runs a product on
-its tensor-core kernels only when each row starts 16-byte aligned, which 1,006 bf16 features (50,257 in 50 even
-chunks) are not. Padding adds exact zeros, and the bound reads the k it used."""
+"""A chunk's width is a multiple of this many features (up to `GRAM_CHUNK`), zero-padded: cuBLAS's fastest
+tensor-core kernels need each row to start 16-byte aligned (its tensor-op restrictions), which 1,006 bf16 or fp32
+features (50,257 in 50 even chunks) are not. Padding adds exact zeros, and the bound reads the k it used."""
 BF16_SCALED_ROUNDOFF = 2.0**-8 * (1 + 2.0**-15)
 """c_i·x rounded twice, to fp32 (the product) and then to bf16: (1 + 2⁻²⁴)(1 + 2⁻⁸) − 1 < 2⁻⁸(1 + 2⁻¹⁵)."""
 
