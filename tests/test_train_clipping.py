@@ -3,6 +3,7 @@ clipping factors that its rigorous norm bounds may make slightly smaller (never 
 
 from __future__ import annotations
 
+import math
 import weakref
 
 import pytest
@@ -230,16 +231,18 @@ def test_weight_gradients_match_explicit_per_record_gradients(positions, transpo
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("stack_batch", [clipping.STACK_BATCH, 2 * (3 * 40 * 64 + 5 * 3 * 40**2)])  # one batch; two
+@pytest.mark.parametrize("stack_batch", [clipping.STACK_BATCH, 2 * (3 * 40 * 64 + 4 * 3 * 40**2)])  # one batch; two
 @pytest.mark.parametrize("gram_chunk", [clipping.GRAM_CHUNK, 10])  # 48 features: one chunk; 5 of 10, the last padded
-def test_ghost_layers_whose_tensors_are_stacked_by_shape_each_bound_their_own_norm(dtype, stack_batch, gram_chunk,
-                                                                                  monkeypatch):
-    """Four ghost layers at once, whose a and g of one shape `grams` stacks (in one batch: five of 16 features, three
-    of 48), with records of magnitudes 1e-20, 1 and 1e15, their features in one chunk or in several (two chunks a
-    product): each layer's bound is at least its own float64 ‖G_i‖² (of the very bf16 numbers) and close to it, and
-    what the layer alone gives."""
+@pytest.mark.parametrize("shared_min", [clipping.GRAM_SHARED_MIN, 8])  # by width; 16 and 48 features share chunks
+def test_ghost_layers_whose_tensors_are_stacked_each_bound_their_own_norm(dtype, stack_batch, gram_chunk, shared_min,
+                                                                         monkeypatch):
+    """Four ghost layers at once, whose a and g `grams` stacks (in one batch: five of 16 features and three of 48, by
+    width or all of them at chunks they share), with records of magnitudes 1e-20, 1 and 1e15, their features in one
+    chunk or in several (two chunks a product): each layer's bound is at least its own float64 ‖G_i‖² (of the very
+    bf16 numbers) and close to it, and what the layer alone gives."""
     monkeypatch.setattr(clipping, "STACK_BATCH", stack_batch)
     monkeypatch.setattr(clipping, "GRAM_CHUNK", gram_chunk)
+    monkeypatch.setattr(clipping, "GRAM_SHARED_MIN", shared_min)
     monkeypatch.setattr(clipping, "GRAM_BATCH", 2 * 3 * 40**2)
     gen = torch.Generator().manual_seed(0)
     magnitudes = torch.tensor([1e-20, 1.0, 1e15]).view(-1, 1, 1)
@@ -253,30 +256,43 @@ def test_ghost_layers_whose_tensors_are_stacked_by_shape_each_bound_their_own_no
         torch.testing.assert_close(bound, clipping.norm_bounds(clipping.ghost_norms([layer]))[0], rtol=1e-6, atol=0)
 
 
-@pytest.mark.parametrize("gram_chunk", [clipping.GRAM_CHUNK, 10])  # one chunk; 2, 3 or 5 of 8 to 10 features
+@pytest.mark.parametrize("gram_chunk,shared_min", [
+    (clipping.GRAM_CHUNK, clipping.GRAM_SHARED_MIN),  # by width: one chunk each
+    (10, clipping.GRAM_SHARED_MIN),  # by width: 2, 3 or 5 chunks of 8 to 10 features
+    (clipping.GRAM_CHUNK, 8),  # 16, 48 and 24 features share chunks of 8 (2, 6 and 3 of them); 27 by its width
+])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_a_gram_matrix_formed_in_chunks_is_within_its_bound_of_the_exact_one(dtype, gram_chunk, monkeypatch):
-    """Each entry of a Gram matrix (`grams`: scaled by a power of two per record, its features in chunks, the chunks'
-    products several at a time and summed in fp32) is within γ·‖x'_t‖‖x'_s‖ + η of the float64 product of the
-    scaled numbers, with γ the blocked sum's γ_{k+m−1}, and the scaled numbers are the record's own divided by s_i."""
+def test_a_gram_matrix_formed_in_chunks_is_within_its_bound_of_the_exact_one(dtype, gram_chunk, shared_min,
+                                                                            monkeypatch):
+    """Each entry of a Gram matrix (`grams`: scaled by a power of two per record, its features in chunks, shared with
+    tensors of other widths or its own, the chunks' products several at a time and summed in fp32) is within
+    γ·‖x'_t‖‖x'_s‖ + η of the float64 product of the scaled numbers, with γ the blocked sum's γ_{k+m−1} of its own
+    chunks, and the scaled numbers are the record's own divided by s_i."""
     monkeypatch.setattr(clipping, "GRAM_CHUNK", gram_chunk)
+    monkeypatch.setattr(clipping, "GRAM_SHARED_MIN", shared_min)
     monkeypatch.setattr(clipping, "GRAM_BATCH", 2 * 3 * 7**2)  # two chunks' partial products at a time
     gen = torch.Generator().manual_seed(0)
     magnitudes = torch.tensor([1e-20, 1.0, 1e15]).view(-1, 1, 1)
-    xs = [(torch.randn(3, 7, d, generator=gen) * magnitudes).to(dtype) for d in (16, 27, 48, 27, 48)]
-    for x, gram in zip(xs, clipping.grams(xs)):
-        chunks, width = clipping.gram_chunks(x.shape[-1])
-        assert width <= gram_chunk and (chunks - 1) * width < x.shape[-1] <= chunks * width
-        assert width % clipping.GRAM_ALIGN == 0 or width == gram_chunk  # rows 16-byte aligned for a GPU's products
-        assert gram.gamma == clipping.gamma(width + chunks - 1)
-        scale = gram.scale.view(-1, 1, 1)
+    xs = [(torch.randn(3, 7, d, generator=gen) * magnitudes).to(dtype) for d in (16, 27, 48, 27, 48, 24)]
+    widths = {k: width for members, width in clipping.chunk_groups(xs) for k in members}
+    if shared_min == 8:
+        assert [widths[k] for k in range(len(xs))] == [8, clipping.gram_chunks(27)[1], 8, clipping.gram_chunks(27)[1], 8, 8]
+    else:
+        assert all(widths[k] == clipping.gram_chunks(x.shape[-1])[1] for k, x in enumerate(xs))
+    computed = clipping.grams(xs)
+    for k, x in enumerate(xs):
+        width = widths[k]
+        chunks = math.ceil(x.shape[-1] / width)
+        assert width <= gram_chunk and width % clipping.GRAM_ALIGN == 0 or width == gram_chunk  # 16-byte aligned rows
+        assert computed.gammas[k] == clipping.gamma(width + chunks - 1)
+        scale = computed.scales[k].view(-1, 1, 1)
         largest = x.double().abs().flatten(1).amax(1).view(-1, 1, 1)
         assert ((scale <= largest) & (largest < 2 * scale)).all()
         scaled = x.double() / scale
         exact = scaled @ scaled.transpose(1, 2)
         lengths = scaled.norm(dim=2)
-        allowed = gram.gamma * lengths.unsqueeze(2) * lengths.unsqueeze(1) + gram.eta
-        assert ((gram.matrix.double() - exact).abs() <= allowed).all()
+        allowed = computed.gammas[k] * lengths.unsqueeze(2) * lengths.unsqueeze(1) + computed.etas[k]
+        assert ((computed.matrices[k].double() - exact).abs() <= allowed).all()
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

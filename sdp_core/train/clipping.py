@@ -38,6 +38,7 @@ cores); what rounding can move, in the norms and in the sum, is covered by its b
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections import defaultdict, deque
@@ -350,26 +351,28 @@ SCALED_MAX = 4.0
 
 
 @dataclass(frozen=True)
-class Gram:
-    """x'_i·x'_iᵀ per record ([B, T, T], fp32) of x' = x_i / s_i, s_i a power of two (`power_of_two_scales`), and
-    bounds on its error: each entry (t, s) is off by at most γ·‖x'_it‖‖x'_is‖ + η from the exact product of the
-    scaled pieces (the product with x itself is s_i² times that)."""
+class Grams:
+    """x'_i·x'_iᵀ per record of tensors x [B, T, d_x] of one record and position count, x' = x_i / s_i with s_i a
+    power of two per record and tensor (`power_of_two_scales`), and bounds on their error: entry (t, s) of tensor k's
+    matrix is off by at most gammas[k]·‖x'_it‖‖x'_is‖ + etas[k] from the exact product of the scaled pieces (the
+    product with x itself is s_i² times that)."""
 
-    matrix: torch.Tensor
-    scale: torch.Tensor  # s_i [B], float64
-    gamma: float
-    eta: float
+    matrices: torch.Tensor  # [X, B, T, T] fp32, in the tensors' order
+    scales: torch.Tensor  # s_i [X, B] float64
+    gammas: list[float]
+    etas: list[float]
 
 
 EXPONENT_BITS = 0x7F800000
 """The exponent field of an IEEE-754 fp32 number: x's bits masked by it are those of 2^⌊log₂ x⌋ (x normal)."""
 
 
-def largest_magnitudes(x: torch.Tensor, records: int = 0) -> torch.Tensor:
-    """max_j |x_ij| per record of a tensor whose dimension `records` indexes its records (the first: [B, ...]), in
-    fp32 (exact; inf or NaN where the record holds one). A CPU takes |x| and its maximum, about 8× faster than its
-    inf-norm reduction on a 32 × 128 × 128 tensor; a GPU runs the one reduction kernel, without the copy."""
-    dims = [d for d in range(x.dim()) if d != records]
+def largest_magnitudes(x: torch.Tensor, kept: int = 1) -> torch.Tensor:
+    """max |x| over all but the first `kept` dimensions (a tensor [B, ...]: each record's; a stack of chunks
+    [C, B, ...]: each chunk's, record by record), in fp32 (exact; inf or NaN where the record holds one). A CPU takes
+    |x| and its maximum, about 8× faster than its inf-norm reduction on a 32 × 128 × 128 tensor; a GPU runs the one
+    reduction kernel, without the copy."""
+    dims = list(range(kept, x.dim()))
     return (torch.linalg.vector_norm(x, ord=math.inf, dim=dims) if x.is_cuda else x.abs().amax(dims)).float()
 
 
@@ -387,6 +390,18 @@ def cat(xs: list[torch.Tensor]) -> torch.Tensor:
     return torch.cat(xs) if len(xs) > 1 else xs[0]
 
 
+@functools.cache
+def cached_index(values: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    """`values` as an index tensor on `device`, made once per layout: a step then copies no index from host memory to
+    a GPU (a copy that makes the host wait for the device, which stops its launches running ahead)."""
+    return torch.tensor(values, device=device)
+
+
+def chunk_owner(counts: list[int], device: torch.device) -> torch.Tensor:
+    """Each chunk's tensor (its index), for tensors of `counts` chunks laid out one after another (`chunked`)."""
+    return cached_index(tuple(k for k, m in enumerate(counts) for _ in range(m)), device)
+
+
 def gram_chunks(features: int) -> tuple[int, int]:
     """(m, k): a Gram matrix's d features as m chunks of k ≤ `GRAM_CHUNK`, k = ⌈d/⌈d/`GRAM_CHUNK`⌉⌉ rounded up to a
     multiple of `GRAM_ALIGN` (m = ⌈d/k⌉), only the last one short (zero-padded)."""
@@ -395,49 +410,94 @@ def gram_chunks(features: int) -> tuple[int, int]:
     return math.ceil(features / width), width
 
 
-def chunked(xs: list[torch.Tensor], inverses: torch.Tensor | None = None) -> torch.Tensor:
-    """Tensors [B, T, d] of one shape, their records one after another in their Gram chunk layout [m, ΣB, T, k]
-    (`gram_chunks`; the last chunk's missing features zero): a copy in their own format (a stack, one operation
-    where no chunk is padded), or with `inverses` (1/s_i [B] of one tensor, `power_of_two_scales`) its x_i / s_i
-    written there directly, in the format its product reads (`product_format`: a bf16 x times an fp32 inverse is fp32
-    on a CPU, exact as well)."""
-    features = xs[0].shape[-1]
-    chunks, width = gram_chunks(features)
-    full, rest = divmod(features, width)  # chunks without padding, and the last one's features
-    body = [x[..., :full * width].unflatten(-1, (full, width)).permute(2, 0, 1, 3) for x in xs]
-    tail = [x[..., full * width:] for x in xs]
-    out = torch.empty((chunks, sum(len(x) for x in xs), xs[0].shape[1], width), device=xs[0].device,
-                      dtype=xs[0].dtype if inverses is None else product_format(xs[0]))
+GRAM_SHARED_MIN = 128
+"""The narrowest chunk width that tensors of different widths share (`shared_width`): narrower chunks would cost
+their products more than the operations that sharing saves."""
+
+
+def shared_width(widths: list[int]) -> int | None:
+    """The chunk width k ≤ `GRAM_CHUNK` that tensors of these widths share without padding: the largest multiple of
+    `GRAM_ALIGN` dividing every width (a transformer's d, 3d and 4d share d, or d/2 above `GRAM_CHUNK`); None if it
+    would be narrower than `GRAM_SHARED_MIN`."""
+    common = math.gcd(*widths)
+    widest = min(common, GRAM_CHUNK) // GRAM_ALIGN * GRAM_ALIGN
+    return next((k for k in range(widest, GRAM_SHARED_MIN - 1, -GRAM_ALIGN) if common % k == 0), None)
+
+
+def chunk_groups(xs: list[torch.Tensor]) -> list[tuple[list[int], int]]:
+    """The tensors (indices into `xs`, all of one record and position count) that `grams` multiplies together, each
+    group with its chunk width: those of one format whose widths are multiples of `GRAM_ALIGN` at the width they
+    share (`shared_width`); every other tensor with those of its format and width, at its own (`gram_chunks`)."""
+    by_format: dict[torch.dtype, list[int]] = defaultdict(list)
+    for k, x in enumerate(xs):
+        by_format[x.dtype].append(k)
+    groups: list[tuple[list[int], int]] = []
+    for members in by_format.values():
+        aligned = [k for k in members if xs[k].shape[-1] % GRAM_ALIGN == 0]
+        width = shared_width([xs[k].shape[-1] for k in aligned]) if aligned else None
+        if width is not None:
+            groups.append((aligned, width))
+        by_width: dict[int, list[int]] = defaultdict(list)
+        for k in members:
+            if width is None or k not in aligned:
+                by_width[xs[k].shape[-1]].append(k)
+        groups += [(same, gram_chunks(features)[1]) for features, same in by_width.items()]
+    return groups
+
+
+def chunked(xs: list[torch.Tensor], width: int, inverses: torch.Tensor | None = None) -> torch.Tensor:
+    """Tensors [B, T, d_x] of one record and position count and one format, each as its m_x = ⌈d_x/width⌉ chunks of
+    `width` features in turn ([Σ_x m_x, B, T, width], a tensor's last chunk zero-padded where width does not divide
+    d_x): a copy in their own format (one concatenation where no chunk is padded), or with `inverses` (1/s_i [B] of
+    one tensor, `power_of_two_scales`) its x_i / s_i written there directly, in the format its product reads
+    (`product_format`: a bf16 x times an fp32 inverse is fp32 on a CPU, exact as well)."""
     if inverses is None:
-        torch.cat(body, dim=1, out=out[:full])
-        if rest:
-            out[full, ..., :rest] = torch.cat(tail)
-    else:
-        (body_x,), (tail_x,) = body, tail
-        inverses = inverses.to(out.dtype).view(-1, 1, 1)
-        torch.mul(body_x, inverses, out=out[:full])
-        if rest:
-            torch.mul(tail_x, inverses, out=out[full, ..., :rest])
+        padded = [x if (pad := -x.shape[-1] % width) == 0 else nn.functional.pad(x, (0, pad)) for x in xs]
+        return torch.cat([x.unflatten(-1, (-1, width)).permute(2, 0, 1, 3) for x in padded])
+    (x,) = xs
+    full, rest = divmod(x.shape[-1], width)  # chunks without padding, and the last one's features
+    out = torch.empty((full + bool(rest), *x.shape[:2], width), device=x.device, dtype=product_format(x))
+    inverses = inverses.to(out.dtype).view(-1, 1, 1)
+    torch.mul(x[..., :full * width].unflatten(-1, (full, width)).permute(2, 0, 1, 3), inverses, out=out[:full])
     if rest:
+        torch.mul(x[..., full * width:], inverses, out=out[full, ..., :rest])
         out[full, ..., rest:] = 0
     return out
 
 
-def grams(xs: list[torch.Tensor]) -> list[Gram]:
-    """The Gram matrices of each x [B, T, d] scaled record by record by a power of two (`power_of_two_scales`), formed
-    from chunks of at most `GRAM_CHUNK` features and the partial products added in fp32. The scaled entries are below
-    2 (below `SCALED_MAX` if the exponent was clamped), so no product of two of them overflows and only those ~2⁻¹²⁶
-    below the record's largest can underflow; dividing by a power of two is exact except for an entry it makes
-    subnormal (moved by less than `UNDERFLOW`).
+def chunk_products(chunks: torch.Tensor, counts: list[int]) -> torch.Tensor:
+    """[X, B, T, T]: for tensors of `counts` chunks laid out in turn in `chunks` [Σ counts, B, T, k] (`chunked`),
+    each tensor's Gram matrices per record, the sum over its chunks of x_c·x_cᵀ. The chunks are multiplied as the
+    records of batched products, as many at a time as hold `GRAM_BATCH` entries of partial products, and a tensor's
+    partial products are added in fp32 (m_x − 1 additions an entry, in any order)."""
+    records, positions = chunks.shape[1:3]
+    per_product = max(1, GRAM_BATCH // (records * positions**2))
+    if len(chunks) == len(counts) <= per_product:  # a chunk a tensor: the products are the Gram matrices
+        return fp32_product(chunks.flatten(0, 1), chunks.flatten(0, 1).transpose(1, 2)).unflatten(0, chunks.shape[:2])
+    owner = chunk_owner(counts, chunks.device)
+    matrices = torch.zeros((len(counts), records, positions, positions), device=chunks.device)
+    for start in range(0, len(chunks), per_product):
+        part = chunks[start:start + per_product].flatten(0, 1)
+        product = fp32_product(part, part.transpose(1, 2)).unflatten(0, (-1, records))
+        matrices.index_add_(0, owner[start:start + per_product], product)
+    return matrices
 
-    Tensors of one shape and format go together, stacked as the records of one tensor in their chunk layout
-    (`chunked`: one copy, scaled in place where the products read its format — a GPU, fp32 — and a CPU's bf16
-    stack scaled into an fp32 copy); a tensor alone is scaled straight into its chunk layout (`chunked`). The
-    scales of all of them come from one stack of their records' largest magnitudes, and a group's chunks are
-    multiplied as the records of one batched product (as many chunks a product as hold `GRAM_BATCH` entries of
-    partial products between them), whose sums over the chunks are added in fp32: a few operations for all the
-    tensors (on a GPU, launches) rather than a few per tensor and chunk. Each record is still scaled by its own
-    power of two and each Gram matrix is its own record's product, with the bounds below.
+
+def grams(xs: list[torch.Tensor]) -> Grams:
+    """The Gram matrices of tensors x [B, T, d_x] of one record and position count, each scaled record by record by
+    a power of two (`power_of_two_scales`), formed from chunks of at most `GRAM_CHUNK` features whose partial
+    products are added in fp32. The scaled entries are below 2 (below `SCALED_MAX` if the exponent was clamped), so
+    no product of two of them overflows and only those ~2⁻¹²⁶ below the record's largest can underflow; dividing by a
+    power of two is exact except for an entry it makes subnormal (moved by less than `UNDERFLOW`).
+
+    The tensors go in groups (`chunk_groups`: a transformer block's a and g of widths d, 3d and 4d in one, at chunks
+    of d features), each laid out as its tensors' chunks one after another (`chunked`: one copy, scaled in place
+    where the products read its format — a GPU, fp32 — and a CPU's bf16 copy scaled into an fp32 one); a tensor
+    alone is scaled straight into its chunk layout. The scales of all of them come from their chunks' largest
+    magnitudes, each tensor's the largest of its chunks', and a group's chunks are multiplied together
+    (`chunk_products`): a few operations for all the tensors (on a GPU, launches) rather than a few per tensor and
+    chunk. Each record is still scaled by its own power of two and each Gram matrix is its own record's product,
+    with the bounds below.
 
     γ: each entry's rounding relative to ‖x'_it‖‖x'_is‖ (Cauchy–Schwarz on γ_n's bound, n = k + m − 1 for m chunks
     of k features). η: its underflow, absolute. Each of the d products and fewer than 2d additions behind an entry
@@ -445,42 +505,52 @@ def grams(xs: list[torch.Tensor]) -> list[Gram]:
     operands moved by less than 2·`UNDERFLOW` each (their scaling and a flush): per feature less than
     (4M + 3)·`UNDERFLOW` beyond the relative rounding, which later roundings grow by at most 1 + γ < 2:
     η = 2·(4M + 3)·d·`UNDERFLOW`."""
-    groups: dict[tuple, list[int]] = defaultdict(list)
-    for k, x in enumerate(xs):
-        groups[(x.shape, x.dtype)].append(k)
-    stacks = [chunked([xs[k] for k in members]) if len(members) > 1 else xs[members[0]]  # a tensor alone: itself
-              for members in groups.values()]
-    largest = [largest_magnitudes(stack, records=int(len(members) > 1))
-               for stack, members in zip(stacks, groups.values())]
-    inverses, scales = power_of_two_scales(cat(largest))
+    records, positions = xs[0].shape[:2]
+    assert all(x.shape[:2] == (records, positions) for x in xs)
+    groups = chunk_groups(xs)
+    counts = [[math.ceil(xs[k].shape[-1] / width) for k in members] for members, width in groups]
+    stacks = [chunked([xs[k] for k in members], width) if len(members) > 1 else xs[members[0]]
+              for members, width in groups]
+    largest = []
+    for stack, (members, _), count in zip(stacks, groups, counts):
+        if len(members) == 1:  # a tensor alone: itself
+            largest.append(largest_magnitudes(stack).unsqueeze(0))
+            continue
+        per_chunk = largest_magnitudes(stack, kept=2)  # [C, B]
+        if len(per_chunk) > len(members):
+            owner = chunk_owner(count, stack.device)
+            per_chunk = torch.empty((len(members), records), device=stack.device).scatter_reduce_(
+                0, owner.view(-1, 1).expand_as(per_chunk), per_chunk, "amax", include_self=False)
+        largest.append(per_chunk)
+    inverses, scales = power_of_two_scales(cat(largest))  # [X, B], the groups' tensors in turn
     del largest
-    out: dict[int, Gram] = {}
-    first_record = 0
-    for members in groups.values():
-        records, positions, features = xs[members[0]].shape
-        rows = slice(first_record, first_record + records * len(members))
-        first_record = rows.stop
+    matrices = []
+    first = 0
+    for (members, width), count in zip(groups, counts):
+        rows = slice(first, first + len(members))
+        first = rows.stop
         stack = stacks.pop(0)
         if len(members) == 1:
-            chunks = chunked([stack], inverses[rows])
+            chunks = chunked([stack], width, inverses[rows][0])
         else:
-            inverse = inverses[rows].to(product_format(stack)).view(1, -1, 1, 1)
+            inverse = inverses[rows]
+            if len(stack) > len(members):
+                inverse = inverse.index_select(0, chunk_owner(count, stack.device))
+            inverse = inverse.to(product_format(stack)).view(len(stack), records, 1, 1)
             chunks = stack.mul_(inverse) if product_format(stack) == stack.dtype else stack * inverse
         del stack
-        per_product = max(1, GRAM_BATCH // (chunks.shape[1] * positions**2))
-        matrix: torch.Tensor | None = None
-        for part in chunks.split(per_product):
-            product = fp32_product(part.flatten(0, 1), part.flatten(0, 1).transpose(1, 2)).unflatten(0, part.shape[:2])
-            summed = product[0] if len(part) == 1 else product.sum(0)
-            matrix = summed if matrix is None else matrix.add_(summed)
-        assert matrix is not None
-        error = gamma(chunks.shape[-1] + len(chunks) - 1)  # k + m − 1, of the layout the products read
-        del chunks, part, product, summed
-        eta = 2 * (4 * SCALED_MAX + 3) * features * UNDERFLOW
-        for j, k in enumerate(members):
-            member = slice(j * records, (j + 1) * records)
-            out[k] = Gram(matrix[member], scales[rows][member], error, eta)
-    return [out[k] for k in range(len(xs))]
+        matrices.append(chunk_products(chunks, count))
+        del chunks
+    order = [k for members, _ in groups for k in members]
+    grouped = Grams(cat(matrices), scales, [gamma(width + m - 1) for (_, width), count in zip(groups, counts)
+                                            for m in count],
+                    [2 * (4 * SCALED_MAX + 3) * xs[k].shape[-1] * UNDERFLOW for k in order])
+    if order == sorted(order):
+        return grouped
+    back = [order.index(k) for k in range(len(xs))]
+    index = cached_index(tuple(back), xs[0].device)
+    return Grams(grouped.matrices.index_select(0, index), grouped.scales.index_select(0, index),
+                 [grouped.gammas[j] for j in back], [grouped.etas[j] for j in back])
 
 
 GRAM_BATCH = 2**25
@@ -489,8 +559,8 @@ of features go that many at a time (gpt2-small's LM head output gradients, 50 ch
 1 × 256, 16 a product at 32 × 256)."""
 STACK_BATCH = 2**27
 """Entries (512 MiB in fp32) beyond which `ghost_norms` starts another batch of layers, and `clipped_sums` another
-run, unless one layer alone holds more (`stack_budget`). `grams` and `ghost_clipped_sums` stack the a and g of one
-shape, a copy of at most that size while their Gram matrices or clipped sums are formed (a CPU also upcasts a bf16
+run, unless one layer alone holds more (`stack_budget`). `grams` stacks the a and g that share chunks
+(`chunk_groups`) and `ghost_clipped_sums` those of one shape, a copy of at most that size while their Gram matrices or clipped sums are formed (a CPU also upcasts a bf16
 stack to fp32 for its products: up to three times the bf16 bytes, for a moment); a batch of ghost norms also holds
 its Gram matrices (`held_entries`). Small layers, whose operations cost more launches than arithmetic, go many to a
 batch (gpt2-small at batch 1 × 256: all 49 layers' Gram matrices and each shape's clipped sums); large ones a few."""
@@ -506,10 +576,10 @@ def runs(items: list, entries: int, budget: int) -> Iterator[list]:
 
 
 def held_entries(layer: GhostOperands) -> int:
-    """What a ghost layer adds to its batch of `ghost_norms`: its a and g (stacked), and 5·B·T² for its two Gram
-    matrices, their stacked copies and their elementwise product (`batch_gram_sums`)."""
+    """What a ghost layer adds to its batch of `ghost_norms`: its a and g (stacked), and 4·B·T² for its two Gram
+    matrices and their elementwise product in float64 (`batch_gram_sums`)."""
     records, positions = layer.a.shape[:2]
-    return layer.a.numel() + layer.g.numel() + 5 * records * positions**2
+    return layer.a.numel() + layer.g.numel() + 4 * records * positions**2
 
 
 def stack_budget(entries: list[int]) -> int:
@@ -526,7 +596,7 @@ def ghost_norms(layers: list[GhostOperands]) -> list[GramSums]:
     for each layer's a [B, T, d_in] and g [B, T, d_out] as the matmuls read them (ã, g̃), without forming the
     d_out × d_in sums (Li et al. 2022's ghost clipping): B·T²·(d_in + d_out) multiply-adds, in fp32 from 16-bit
     operands. The layers go in batches (`stack_budget`) of one record and position count: their
-    Gram matrices with every tensor of the same shape at once (`grams`), and the sums below for the whole batch:
+    Gram matrices with every tensor they share chunks with at once (`grams`), and the sums below for the whole batch:
     on a GPU, launches saved (gpt2-small at batch 1 × 256: 42 operators for all 49 layers, against 749 one tensor
     and chunk at a time), and every entry still its own record's and layer's.
 
@@ -553,23 +623,26 @@ def ghost_norms(layers: list[GhostOperands]) -> list[GramSums]:
             following = layers[k + 1] if k + 1 < len(layers) else None
             if (following is None or following.a.shape[:2] != layer.a.shape[:2]
                     or entries + held[k + 1] > budget):
-                matrices = grams([x for member in batch for x in (member.a, member.g)])
-                out += batch_gram_sums(list(zip(batch, matrices[0::2], matrices[1::2])))
+                out += batch_gram_sums(batch, grams([x for member in batch for x in (member.a, member.g)]))
                 batch, entries = [], 0
     return out
 
 
-def batch_gram_sums(batch: list[tuple[GhostOperands, Gram, Gram]]) -> list[GramSums]:
-    """`ghost_norms`' sums and bound constants for layers whose Gram matrices have one shape, in a few operations."""
-    a_grams = torch.stack([a_gram.matrix for _, a_gram, _ in batch])  # [L, B, T, T]
-    g_grams = torch.stack([g_gram.matrix for _, _, g_gram in batch])
-    diagonals = (a_grams.diagonal(dim1=2, dim2=3) * g_grams.diagonal(dim1=2, dim2=3)).sqrt().sum(2, dtype=torch.float64)
-    products = (a_grams * g_grams).sum((2, 3), dtype=torch.float64)
-    scales = torch.stack([a_gram.scale for _, a_gram, _ in batch]) * torch.stack([g_gram.scale for _, _, g_gram in batch])
+def batch_gram_sums(batch: list[GhostOperands], matrices: Grams) -> list[GramSums]:
+    """`ghost_norms`' sums and bound constants for layers whose Gram matrices (`matrices`: of a and g of each layer in
+    turn) have one shape, in a few operations: the diagonals' square roots and the elementwise products written in
+    float64 (each rounded once in fp32, as the bounds count) and summed there, with no float64 copy made to sum."""
+    a_grams, g_grams = matrices.matrices[0::2], matrices.matrices[1::2]  # [L, B, T, T]
+    wide = functools.partial(torch.empty, dtype=torch.float64, device=a_grams.device)
+    roots = torch.sqrt(a_grams.diagonal(dim1=2, dim2=3) * g_grams.diagonal(dim1=2, dim2=3), out=wide(a_grams.shape[:3]))
+    diagonals = roots.sum(2)
+    products = torch.mul(a_grams, g_grams, out=wide(a_grams.shape)).sum((2, 3))
+    scales = matrices.scales[0::2] * matrices.scales[1::2]
     out = []
-    for (layer, a_gram, g_gram), product, diagonal, scale in zip(batch, products, diagonals, scales):
+    for k, (layer, product, diagonal, scale) in enumerate(zip(batch, products, diagonals, scales)):
         positions, d_in, d_out = layer.a.shape[1], layer.a.shape[2], layer.g.shape[2]
-        gamma_a, gamma_g, eta_a, eta_g = a_gram.gamma, g_gram.gamma, a_gram.eta, g_gram.eta
+        gamma_a, gamma_g = matrices.gammas[2 * k], matrices.gammas[2 * k + 1]
+        eta_a, eta_g = matrices.etas[2 * k], matrices.etas[2 * k + 1]
         underflow = ((1 + 2 * ACCUMULATION_ROUNDOFF)
                      * (SCALED_MAX**2 * positions**2 * ((1 + gamma_a) * d_in * eta_g + (1 + gamma_g) * d_out * eta_a)
                         + positions**2 * eta_a * eta_g)
@@ -743,8 +816,8 @@ def layer_norms(layers: list[tuple[nn.Module, Normalization, torch.Tensor]]) -> 
     """`layer_norm` for LayerNorms whose inputs and g have one shape and format (`JOINT_RULES`), all at once: their
     inputs and statistics stacked as the records of one tensor and normalised there (`Normalization.normalized`),
     their g stacked likewise, then two sums and a product for all of them: nine operations a run (gpt2-small's 25
-    LayerNorms at batch 1 × 256 are one run), where x̂ formed layer by layer took two more a layer. The product is
-    formed in the stack of x̂, which no one else reads. Each record's sums are its own layer's."""
+    LayerNorms at batch 1 × 256 are one run), where x̂ formed layer by layer took two more a layer.
+    The product is formed in the stack of x̂, which no one else reads. Each record's sums are its own layer's."""
     with record_function("bk.small_layers"):
         x_hat = Normalization.combined([kept for _, kept, _ in layers], cat).normalized(own=len(layers) > 1)
         g = cat([g for *_, g in layers]).float()
