@@ -587,7 +587,8 @@ def stack_budget(entries: list[int]) -> int:
     largest layer's own if it holds more. That layer's Gram matrices take a scaled copy of its a and g on their own
     (an LM head's output gradients: 412 M entries at gpt2-small's 32 × 256), so batches that hold as much add no
     memory the step does not already take, and go fewer (gpt2-small at 32 × 256: three transformer blocks a batch
-    rather than five layers)."""
+    rather than five layers). The clipped sums' runs and the LayerNorms' stacks (`JOINT_RULES`) take the same
+    budget."""
     return max([STACK_BATCH, *entries])
 
 
@@ -816,7 +817,7 @@ def layer_norms(layers: list[tuple[nn.Module, Normalization, torch.Tensor]]) -> 
     """`layer_norm` for LayerNorms whose inputs and g have one shape and format (`JOINT_RULES`), all at once: their
     inputs and statistics stacked as the records of one tensor and normalised there (`Normalization.normalized`),
     their g stacked likewise, then two sums and a product for all of them: nine operations a run (gpt2-small's 25
-    LayerNorms at batch 1 × 256 are one run), where x̂ formed layer by layer took two more a layer.
+    LayerNorms are one run at batch 1 × 256 and at 32 × 256), where x̂ formed layer by layer took two more a layer.
     The product is formed in the stack of x̂, which no one else reads. Each record's sums are its own layer's."""
     with record_function("bk.small_layers"):
         x_hat = Normalization.combined([kept for _, kept, _ in layers], cat).normalized(own=len(layers) > 1)
@@ -846,7 +847,8 @@ JOINT_RULES: dict[LayerRule, Callable[[list[tuple[nn.Module, Any, torch.Tensor]]
     layer_norm: layer_norms,
 }
 """Rules that `BookKeeping` applies to all layers whose a and g have one shape and format at once (in runs of at
-most `STACK_BATCH` entries of a and g, the copy they stack), with each layer's result as its own rule gives."""
+most `stack_budget` entries of a and g, the copy they stack: no more than the step's largest batch of ghost norms
+holds later, after these stacks are let go), with each layer's result as its own rule gives."""
 
 
 @dataclass(frozen=True)
@@ -1096,8 +1098,10 @@ class BookKeeping:
             else:
                 self.add_shares(shares, module, rule(module, a, g))
             del a, g
+        budget = stack_budget([held_entries(form.bound) for forms in shares.values() for form in forms
+                               if isinstance(form, ParameterGradients) and isinstance(form.bound, GhostOperands)])
         for (rule, *_), layers in joint.items():
-            for part in runs(layers, layers[0][1].numel() + layers[0][2].numel(), STACK_BATCH):
+            for part in runs(layers, layers[0][1].numel() + layers[0][2].numel(), budget):
                 for (module, *_), grads in zip(part, JOINT_RULES[rule](part)):
                     self.add_shares(shares, module, grads)
         return shares
