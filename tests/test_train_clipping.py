@@ -381,6 +381,38 @@ def test_embedding_rows_are_the_explicit_per_record_gradient(dtype):
                                rtol=1e-5, atol=1e-5)
 
 
+def test_embeddings_formed_together_are_each_layers_own_per_record_gradients():
+    """Embeddings whose ids and g have one shape (GPT-2's token and position embeddings) are formed together
+    (`JOINT_RULES`), beside one of another shape: each weight's G_i, read back dense, is torch's per-record gradient
+    of its own layer (autograd, float64), padding row included, its norm bounds that gradient's, and its clipped sum
+    is Σ_i c_i·G_i."""
+    gen = torch.Generator().manual_seed(0)
+    tables = [nn.Embedding(20, 16), nn.Embedding(9, 16, padding_idx=2), nn.Embedding(20, 16), nn.Embedding(20, 16)]
+    clipping_of = BookKeeping(nn.ModuleList(tables), max_grad_norm=1.0)
+    c = torch.rand(4, generator=gen)
+    kept, explicit = {}, {}
+    for k, table in enumerate(tables):
+        positions = 12 if k < 3 else 7
+        ids = torch.randint(0, table.num_embeddings, (4, positions), generator=gen)
+        g = torch.randn(4, positions, 16, generator=gen)
+        kept[table] = (ids, g)
+        explicit[table] = []
+        for i in range(4):
+            weight = table.weight.detach().double().requires_grad_()
+            (nn.functional.embedding(ids[i], weight, padding_idx=table.padding_idx) * g[i].double()).sum().backward()
+            explicit[table].append(weight.grad)
+    assert (kept[tables[1]][0] == 2).any()
+    shares = clipping_of.bucket_shares(kept, clipping.RecordBucket(None, 1), last=True)
+    assert kept == {} and len(shares) == 4
+    for table in tables:
+        (grads,) = shares[table.weight]
+        expected = torch.stack(explicit[table])
+        torch.testing.assert_close(grads.per_record().double(), expected, rtol=1e-6, atol=1e-6)
+        _assert_norm_bound(grads.squared_norms, expected)
+        torch.testing.assert_close(grads.clipped_sum(c).double(), torch.einsum("b,bvd->vd", c.double(), expected),
+                                   rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("stack_batch", [clipping.STACK_BATCH, 2 * 2 * 3 * 5 * 8])  # all at once; runs of two
 def test_layer_norms_formed_together_are_each_layers_own_per_record_gradients(stack_batch, monkeypatch):
     """LayerNorms whose inputs and g have one shape are formed together (`JOINT_RULES`, in runs of `STACK_BATCH`),

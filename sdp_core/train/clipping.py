@@ -781,30 +781,50 @@ def embedding(module: nn.Embedding, ids: torch.Tensor, g: torch.Tensor) -> Layer
     al. 2022's Σ_{t,s} [x_it = x_is] (g_it·g_is) takes B·T²·d products where this takes B·T·d additions). As for
     `instantiated`, norm and clipped sum read the same fp32 numbers, so summing a token's g_it in fp32 moves no
     record past C. The padding row gets no gradient, as in torch."""
-    if module.padding_idx is not None:
-        g = g * (ids != module.padding_idx).unsqueeze(-1)
+    return embeddings([(module, ids, g)])[0]
+
+
+def embeddings(layers: list[tuple[nn.Module, torch.Tensor, torch.Tensor]]) -> list[LayerGradients]:
+    """`embedding` for embeddings whose ids and g have one shape and format (`JOINT_RULES`: GPT-2's token and
+    position embeddings), all at once: their ids and g stacked as the records of one tensor, whose positions are
+    sorted, summed into rows and the rows' norms bounded together, then split back by layer; only the clipped sums,
+    into each layer's own weight, are formed layer by layer. Each record's rows are its own layer's."""
     with record_function("bk.embedding_norms"):
+        ids = cat([layer_ids for _, layer_ids, _ in layers])
+        g = cat([layer_g if module.padding_idx is None else layer_g * (layer_ids != module.padding_idx).unsqueeze(-1)
+                 for module, layer_ids, layer_g in layers])
         tokens, order = ids.sort(dim=1)
-        slots = nn.functional.pad((tokens[:, 1:] != tokens[:, :-1]).cumsum(1), (1, 0))  # of each sorted position
+        starts = torch.zeros_like(tokens, dtype=torch.bool)  # a sorted position holding another token than the last
+        torch.ne(tokens[:, 1:], tokens[:, :-1], out=starts[:, 1:])
+        slots = starts.cumsum(1)  # of each sorted position
         positions = ids.shape[1]
         first_rows = torch.arange(0, len(ids) * positions, positions, device=ids.device).unsqueeze(1)
         row_of_position = torch.empty_like(slots).scatter_(1, order, slots + first_rows)  # b·T + its slot
         rows = torch.zeros(g.shape, dtype=torch.float32, device=g.device)
         rows.view(-1, g.shape[-1]).index_add_(0, row_of_position.flatten(), g.float().reshape(-1, g.shape[-1]))
         tokens = torch.zeros_like(tokens).scatter_(1, slots, tokens)  # each slot's token; 0 for the unused (zero rows)
-        grads = instantiated(rows)
+        squared_norms = sum_of_squares(rows)
+    return [{"weight": embedding_rows(module, *per_layer)} for (module, *_), *per_layer
+            in zip(layers, rows.chunk(len(layers)), tokens.chunk(len(layers)), squared_norms.chunk(len(layers)))]
+
+
+def embedding_rows(module: nn.Module, rows: torch.Tensor, tokens: torch.Tensor, squared_norms: torch.Tensor
+                   ) -> ParameterGradients:
+    """An embedding's G_i as its records' `rows` [B, T, d] of `tokens` [B, T] (`embedding`), with their sums of
+    squares (an instantiated G_i's bound)."""
+    pieces = [rows]
 
     def clipped_sum(c: torch.Tensor) -> torch.Tensor:
-        (rows,) = grads.pieces
+        (rows,) = pieces
         return torch.zeros_like(module.weight, dtype=torch.float32).index_add_(
             0, tokens.flatten(), (rows * c.view(-1, 1, 1)).flatten(0, 1))
 
     def per_record() -> torch.Tensor:
-        (rows,) = grads.pieces
-        dense = torch.zeros((len(ids), *module.weight.shape), dtype=torch.float32, device=g.device)
+        (rows,) = pieces
+        dense = torch.zeros((len(rows), *module.weight.shape), dtype=torch.float32, device=rows.device)
         return dense.scatter_add_(1, tokens.unsqueeze(-1).expand_as(rows), rows)
 
-    return {"weight": ParameterGradients(grads.bound, clipped_sum, per_record, grads.pieces)}
+    return ParameterGradients(squared_norms, clipped_sum, per_record, pieces)
 
 
 def layer_norm(module: nn.LayerNorm, kept: Normalization, g: torch.Tensor) -> LayerGradients:
@@ -844,6 +864,7 @@ LAYER_RULES: dict[type[nn.Module], LayerRule] = {
     nn.LayerNorm: layer_norm,
 }
 JOINT_RULES: dict[LayerRule, Callable[[list[tuple[nn.Module, Any, torch.Tensor]]], list[LayerGradients]]] = {
+    embedding: embeddings,
     layer_norm: layer_norms,
 }
 """Rules that `BookKeeping` applies to all layers whose a and g have one shape and format at once (in runs of at
