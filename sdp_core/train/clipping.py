@@ -231,10 +231,10 @@ def norm_bounds(bounds: list[torch.Tensor | GramSums | GhostOperands]) -> tuple[
     bounds = [next(ghosts) if isinstance(b, GhostOperands) else b for b in bounds]
     grams = [b for b in bounds if isinstance(b, GramSums)]
     rows: list[torch.Tensor] = []
-    rounding = torch.zeros(0)
+    rounding = torch.empty(0)
     if grams:
-        constants = torch.tensor([[b.slack, b.factor, b.kappa, b.underflow, b.rho] for b in grams],
-                                 dtype=torch.float64, device=grams[0].products.device).T.unsqueeze(-1)
+        constants = constant(tuple((b.slack, b.factor, b.kappa, b.underflow, b.rho) for b in grams), torch.float64,
+                             grams[0].products.device).T.unsqueeze(-1)
         slack, factor, kappa, underflow, rho = constants
         products, diagonal, scale = (torch.stack(x) for x in zip(*[(b.products, b.diagonal, b.scale) for b in grams]))
         diagonal = (diagonal + slack) * factor
@@ -390,16 +390,17 @@ def cat(xs: list[torch.Tensor]) -> torch.Tensor:
     return torch.cat(xs) if len(xs) > 1 else xs[0]
 
 
-@functools.cache
-def cached_index(values: tuple[int, ...], device: torch.device) -> torch.Tensor:
-    """`values` as an index tensor on `device`, made once per layout: a step then copies no index from host memory to
-    a GPU (a copy that makes the host wait for the device, which stops its launches running ahead)."""
-    return torch.tensor(values, device=device)
+@functools.lru_cache(maxsize=256)
+def constant(values: tuple, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """`values` (numbers, or tuples of them) as a tensor on `device`, made once per layout (a step's shapes): a step
+    then copies nothing from host memory to a GPU, a copy after which the host waits for the device, so that its
+    launches stop running ahead of the device's work."""
+    return torch.tensor(values, dtype=dtype, device=device)
 
 
 def chunk_owner(counts: list[int], device: torch.device) -> torch.Tensor:
     """Each chunk's tensor (its index), for tensors of `counts` chunks laid out one after another (`chunked`)."""
-    return cached_index(tuple(k for k, m in enumerate(counts) for _ in range(m)), device)
+    return constant(tuple(k for k, m in enumerate(counts) for _ in range(m)), torch.long, device)
 
 
 def gram_chunks(features: int) -> tuple[int, int]:
@@ -548,7 +549,7 @@ def grams(xs: list[torch.Tensor]) -> Grams:
     if order == sorted(order):
         return grouped
     back = [order.index(k) for k in range(len(xs))]
-    index = cached_index(tuple(back), xs[0].device)
+    index = constant(tuple(back), torch.long, xs[0].device)
     return Grams(grouped.matrices.index_select(0, index), grouped.scales.index_select(0, index),
                  [grouped.gammas[j] for j in back], [grouped.etas[j] for j in back])
 
