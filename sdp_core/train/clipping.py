@@ -466,21 +466,28 @@ def chunked(xs: list[torch.Tensor], width: int, inverses: torch.Tensor | None = 
     return out
 
 
-def chunk_products(chunks: torch.Tensor, counts: list[int]) -> torch.Tensor:
+def chunk_products(chunks: torch.Tensor, counts: list[int], inverses: torch.Tensor | None = None) -> torch.Tensor:
     """[X, B, T, T]: for tensors of `counts` chunks laid out in turn in `chunks` [Σ counts, B, T, k] (`chunked`),
     each tensor's Gram matrices per record, the sum over its chunks of x_c·x_cᵀ. The chunks are multiplied as the
     records of batched products, as many at a time as hold `GRAM_BATCH` entries of partial products, and a tensor's
-    partial products are added in fp32 (m_x − 1 additions an entry, in any order)."""
+    partial products are added in fp32 (m_x − 1 additions an entry, in any order). With `inverses` ([Σ counts, B]:
+    each chunk's 1/s_i) each part is first scaled into the format its product reads (a CPU's bf16 chunks into fp32):
+    a copy the size of a part, not of all the chunks."""
     records, positions = chunks.shape[1:3]
     per_product = max(1, GRAM_BATCH // (records * positions**2))
-    if len(chunks) == len(counts) <= per_product:  # a chunk a tensor: the products are the Gram matrices
-        return fp32_product(chunks.flatten(0, 1), chunks.flatten(0, 1).transpose(1, 2)).unflatten(0, chunks.shape[:2])
-    owner = chunk_owner(counts, chunks.device)
-    matrices = torch.zeros((len(counts), records, positions, positions), device=chunks.device)
+    matrices: torch.Tensor | None = None
     for start in range(0, len(chunks), per_product):
-        part = chunks[start:start + per_product].flatten(0, 1)
+        part = chunks[start:start + per_product]
+        if inverses is not None:
+            part = part * inverses[start:start + per_product].to(product_format(part)).view(*part.shape[:2], 1, 1)
+        part = part.flatten(0, 1)
         product = fp32_product(part, part.transpose(1, 2)).unflatten(0, (-1, records))
-        matrices.index_add_(0, owner[start:start + per_product], product)
+        if len(chunks) == len(counts) <= per_product:  # one product of a chunk a tensor: the Gram matrices
+            return product
+        if matrices is None:
+            matrices = torch.zeros((len(counts), records, positions, positions), device=chunks.device)
+        matrices.index_add_(0, chunk_owner(counts, chunks.device)[start:start + per_product], product)
+    assert matrices is not None
     return matrices
 
 
@@ -493,9 +500,10 @@ def grams(xs: list[torch.Tensor]) -> Grams:
 
     The tensors go in groups (`chunk_groups`: a transformer block's a and g of widths d, 3d and 4d in one, at chunks
     of d features), each laid out as its tensors' chunks one after another (`chunked`: one copy, scaled in place
-    where the products read its format — a GPU, fp32 — and a CPU's bf16 copy scaled into an fp32 one); a tensor
-    alone is scaled straight into its chunk layout. The scales of all of them come from their chunks' largest
-    magnitudes, each tensor's the largest of its chunks', and a group's chunks are multiplied together
+    where the products read its format — a GPU, fp32 — and a CPU's bf16 copy scaled into fp32 a product's chunks at a
+    time, just before their product); a tensor alone is scaled straight into its chunk layout. The scales of all of
+    them come from their chunks' largest magnitudes, each tensor's the largest of its chunks', and a group's chunks
+    are multiplied together
     (`chunk_products`): a few operations for all the tensors (on a GPU, launches) rather than a few per tensor and
     chunk. Each record is still scaled by its own power of two and each Gram matrix is its own record's product,
     with the bounds below.
@@ -530,18 +538,18 @@ def grams(xs: list[torch.Tensor]) -> Grams:
     for (members, width), count in zip(groups, counts):
         rows = slice(first, first + len(members))
         first = rows.stop
-        stack = stacks.pop(0)
-        if len(members) == 1:
-            chunks = chunked([stack], width, inverses[rows][0])
+        stack, inverse = stacks.pop(0), inverses[rows]
+        if len(members) == 1:  # a tensor alone, scaled straight into its chunk layout
+            matrices.append(chunk_products(chunked([stack], width, inverse[0]), count))
         else:
-            inverse = inverses[rows]
             if len(stack) > len(members):
-                inverse = inverse.index_select(0, chunk_owner(count, stack.device))
-            inverse = inverse.to(product_format(stack)).view(len(stack), records, 1, 1)
-            chunks = stack.mul_(inverse) if product_format(stack) == stack.dtype else stack * inverse
+                inverse = inverse.index_select(0, chunk_owner(count, stack.device))  # each chunk's
+            in_place = product_format(stack) == stack.dtype  # scaled in place, exactly
+            if in_place:
+                stack.mul_(inverse.to(stack.dtype).view(*inverse.shape, 1, 1))
+            # a CPU's bf16 chunks are scaled into fp32 part by part
+            matrices.append(chunk_products(stack, count, None if in_place else inverse))
         del stack
-        matrices.append(chunk_products(chunks, count))
-        del chunks
     order = [k for members, _ in groups for k in members]
     grouped = Grams(cat(matrices), scales, [gamma(width + m - 1) for (_, width), count in zip(groups, counts)
                                             for m in count],
@@ -561,9 +569,10 @@ of features go that many at a time (gpt2-small's LM head output gradients, 50 ch
 STACK_BATCH = 2**27
 """Entries (512 MiB in fp32) beyond which `ghost_norms` starts another batch of layers, and `clipped_sums` another
 run, unless one layer alone holds more (`stack_budget`). `grams` stacks the a and g that share chunks
-(`chunk_groups`) and `ghost_clipped_sums` those of one shape, a copy of at most that size while their Gram matrices or clipped sums are formed (a CPU also upcasts a bf16
-stack to fp32 for its products: up to three times the bf16 bytes, for a moment); a batch of ghost norms also holds
-its Gram matrices (`held_entries`). Small layers, whose operations cost more launches than arithmetic, go many to a
+(`chunk_groups`) and `ghost_clipped_sums` those of one shape, a copy of at most that size while their Gram matrices
+or clipped sums are formed (a CPU also scales a bf16 stack into fp32, a product's chunks at a time, and upcasts a
+stack of clipped sums: up to three times its bf16 bytes, for a moment); a batch of ghost norms also holds its Gram
+matrices (`held_entries`). Small layers, whose operations cost more launches than arithmetic, go many to a
 batch (gpt2-small at batch 1 × 256: all 49 layers' Gram matrices and each shape's clipped sums); large ones a few."""
 
 
@@ -599,7 +608,7 @@ def ghost_norms(layers: list[GhostOperands]) -> list[GramSums]:
     d_out × d_in sums (Li et al. 2022's ghost clipping): B·T²·(d_in + d_out) multiply-adds, in fp32 from 16-bit
     operands. The layers go in batches (`stack_budget`) of one record and position count: their
     Gram matrices with every tensor they share chunks with at once (`grams`), and the sums below for the whole batch:
-    on a GPU, launches saved (gpt2-small at batch 1 × 256: 42 operators for all 49 layers, against 749 one tensor
+    on a GPU, launches saved (gpt2-small at batch 1 × 256: 30 operators for all 49 layers, against 749 one tensor
     and chunk at a time), and every entry still its own record's and layer's.
 
     Each record's a and g are first scaled by powers of two (`grams`), exactly, and the norms scaled back in float64,
