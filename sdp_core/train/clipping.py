@@ -438,9 +438,10 @@ def chunk_groups(xs: list[torch.Tensor]) -> list[tuple[list[int], int]]:
         width = shared_width([xs[k].shape[-1] for k in aligned]) if aligned else None
         if width is not None:
             groups.append((aligned, width))
+        sharing = set(aligned) if width is not None else set()
         by_width: dict[int, list[int]] = defaultdict(list)
         for k in members:
-            if width is None or k not in aligned:
+            if k not in sharing:
                 by_width[xs[k].shape[-1]].append(k)
         groups += [(same, gram_chunks(features)[1]) for features, same in by_width.items()]
     return groups
@@ -503,10 +504,9 @@ def grams(xs: list[torch.Tensor]) -> Grams:
     where the products read its format — a GPU, fp32 — and a CPU's bf16 copy scaled into fp32 a product's chunks at a
     time, just before their product); a tensor alone is scaled straight into its chunk layout. The scales of all of
     them come from their chunks' largest magnitudes, each tensor's the largest of its chunks', and a group's chunks
-    are multiplied together
-    (`chunk_products`): a few operations for all the tensors (on a GPU, launches) rather than a few per tensor and
-    chunk. Each record is still scaled by its own power of two and each Gram matrix is its own record's product,
-    with the bounds below.
+    are multiplied together (`chunk_products`): a few operations for all the tensors (on a GPU, launches) rather
+    than a few per tensor and chunk. Each record is still scaled by its own power of two and each Gram matrix is its
+    own record's product, with the bounds below.
 
     γ: each entry's rounding relative to ‖x'_it‖‖x'_is‖ (Cauchy–Schwarz on γ_n's bound, n = k + m − 1 for m chunks
     of k features). η: its underflow, absolute. Each of the d products and fewer than 2d additions behind an entry
