@@ -139,8 +139,9 @@ may truncate while they accumulate (Fasi et al. 2021, "Numerical behavior of NVI
 GRAM_CHUNK = 1024
 """The most features summed per fp32 product when a Gram matrix is formed; the partial products are then added in
 fp32. d features go in m = ⌈d/`GRAM_CHUNK`⌉ chunks of k = ⌈d/m⌉ rounded up to `GRAM_ALIGN` (the last zero-padded),
-and an entry's accumulation bound grows with k + m − 1 terms instead of d (Higham 2002, §3.1, blocked summation): for
-an LM head's output gradients (d = 50,257: 50 chunks of 1,008) 1,057 instead of 50,257."""
+or in chunks of the width they share with tensors of other widths (`shared_width`), and an entry's accumulation
+bound grows with k + m − 1 terms instead of d (Higham 2002, §3.1, blocked summation): for an LM head's output
+gradients (d = 50,257: 50 chunks of 1,008) 1,057 instead of 50,257."""
 GRAM_ALIGN = 8
 """A chunk's width is a multiple of this many features (up to `GRAM_CHUNK`), zero-padded: cuBLAS's fastest
 tensor-core kernels need each row to start 16-byte aligned (its tensor-op restrictions), which 1,006 bf16 or fp32
