@@ -797,22 +797,24 @@ def embedding(module: nn.Embedding, ids: torch.Tensor, g: torch.Tensor) -> Layer
 
 def embeddings(layers: list[tuple[nn.Module, torch.Tensor, torch.Tensor]]) -> list[LayerGradients]:
     """`embedding` for embeddings whose ids and g have one shape and format (`JOINT_RULES`: GPT-2's token and
-    position embeddings), all at once: their ids and g stacked as the records of one tensor, whose positions are
-    sorted, summed into rows and the rows' norms bounded together, then split back by layer; only the clipped sums,
-    into each layer's own weight, are formed layer by layer. Each record's rows are its own layer's."""
+    position embeddings), all at once: their ids stacked as the records of one tensor, whose positions are sorted,
+    each layer's g summed into the rows of its records (read where it is: GPT-2's two embeddings receive one tensor,
+    which a stack would copy twice), and the rows' norms bounded together, then split back by layer; only the clipped
+    sums, into each layer's own weight, are formed layer by layer. Each record's rows are its own layer's."""
     with record_function("bk.embedding_norms"):
         ids = cat([layer_ids for _, layer_ids, _ in layers])
-        g = cat([layer_g if module.padding_idx is None else layer_g * (layer_ids != module.padding_idx).unsqueeze(-1)
-                 for module, layer_ids, layer_g in layers])
         tokens, order = ids.sort(dim=1)
         starts = torch.zeros_like(tokens, dtype=torch.bool)  # a sorted position holding another token than the last
         torch.ne(tokens[:, 1:], tokens[:, :-1], out=starts[:, 1:])
         slots = starts.cumsum(1)  # of each sorted position
-        positions = ids.shape[1]
+        positions, features = ids.shape[1], layers[0][2].shape[-1]
         first_rows = torch.arange(0, len(ids) * positions, positions, device=ids.device).unsqueeze(1)
         row_of_position = torch.empty_like(slots).scatter_(1, order, slots + first_rows)  # b·T + its slot
-        rows = torch.zeros(g.shape, dtype=torch.float32, device=g.device)
-        rows.view(-1, g.shape[-1]).index_add_(0, row_of_position.flatten(), g.float().reshape(-1, g.shape[-1]))
+        rows = torch.zeros((*ids.shape, features), dtype=torch.float32, device=ids.device)
+        for (module, layer_ids, g), targets in zip(layers, row_of_position.chunk(len(layers))):
+            if module.padding_idx is not None:
+                g = g * (layer_ids != module.padding_idx).unsqueeze(-1)
+            rows.view(-1, features).index_add_(0, targets.flatten(), g.float().reshape(-1, features))
         tokens = torch.zeros_like(tokens).scatter_(1, slots, tokens)  # each slot's token; 0 for the unused (zero rows)
         squared_norms = sum_of_squares(rows)
     return [{"weight": embedding_rows(module, *per_layer)} for (module, *_), *per_layer
