@@ -95,6 +95,7 @@ def test_jsonl_is_read_a_line_at_a_time_into_the_records_each_line_holds(tmp_pat
     (b'{"text": "abcdef", "spans": [{"start": 0, "end": 3}, {"start": 2, "end": 4}]}\n', "overlap"),
     (b'{"text": "abc"\n', "invalid JSON"),
     (b'{"text": "abc", "label": -1}\n', "non-negative integer class id"),
+    (b'{"text": "", "label": 9223372036854775808}\n', "below 2\\*\\*63"),  # 2**63: no int64 holds it
 ])
 def test_bad_data_is_one_clear_error(tmp_path, content, problem):
     path = tmp_path / "bad.jsonl"

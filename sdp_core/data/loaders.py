@@ -56,8 +56,8 @@ def record_from_mapping(obj: Any, where: str) -> Record:
     if len(text) > MAX_RECORD_CHARS:
         raise DataError(f"a record of {len(text):,} characters is longer than {MAX_RECORD_CHARS:,}", where)
     label = obj.get("label")
-    if label is not None and (not isinstance(label, int) or isinstance(label, bool) or label < 0):
-        raise DataError("`label` must be a non-negative integer class id", where)
+    if label is not None and (not isinstance(label, int) or isinstance(label, bool) or not 0 <= label < 2**63):
+        raise DataError("`label` must be a non-negative integer class id (below 2**63, a 64-bit integer)", where)
     return Record(text=text, spans=_spans(obj.get("spans"), text, where), label=label)
 
 
