@@ -449,18 +449,22 @@ def test_layer_norms_formed_together_are_each_layers_own_per_record_gradients(st
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
-def test_a_layer_norm_keeps_its_normalised_input_as_torch_normalises_it(precision):
+def test_a_layer_norm_keeps_the_statistics_that_form_torchs_normalisation(precision):
     """What `bk` keeps of a LayerNorm's input (the statistics its forward saved, under autocast too) forms torch's
-    own normalisation of that input, and leaves the input as it was."""
+    own normalisation of that input: the layer's per-record sums Σ_t g_t ⊙ x̂_t from them are those of x̂ from
+    torch's float64 layer_norm, and the input is left as it was."""
     layer = nn.LayerNorm(24)
     x = torch.randn(3, 5, 24) * 4 + 1
+    g = torch.randn(3, 5, 24)
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
         out = layer(x.requires_grad_())
     kept = clipping.normalized_input(layer, x.detach(), out)
     assert kept.mean is not None  # the forward's saved statistics, not a second normalisation
     before = x.detach().clone()
-    x_hat = kept.normalized(own=False)
-    torch.testing.assert_close(x_hat, nn.functional.layer_norm(before, (24,), eps=layer.eps), rtol=0, atol=1e-6)
+    grads = clipping.layer_norm(layer, kept, g)
+    x_hat = nn.functional.layer_norm(before.double(), (24,), eps=layer.eps)
+    torch.testing.assert_close(grads["weight"].double(), (g.double() * x_hat).sum(1), rtol=0, atol=1e-5)
+    torch.testing.assert_close(grads["bias"].double(), g.double().sum(1), rtol=0, atol=1e-5)
     assert torch.equal(x.detach(), before)
 
 

@@ -56,7 +56,7 @@ from torch.profiler import record_function
 from transformers.pytorch_utils import Conv1D
 
 from sdp_core.errors import UserError
-from sdp_core.train.fp32_reads import chunked_squared_norms, weighted_record_sum
+from sdp_core.train.fp32_reads import chunked_squared_norms, normalized_record_sums, weighted_record_sum
 from sdp_core.train.precision import clip_factors, cuda_fp32_matmul_roundoff, scaled_rows
 
 # Opacus' hooks on the embedding see no input gradient (token ids are integers); torch warns on every step.
@@ -847,18 +847,23 @@ def layer_norm(module: nn.LayerNorm, kept: Normalization, g: torch.Tensor) -> La
 
 
 def layer_norms(layers: list[tuple[nn.Module, Normalization, torch.Tensor]]) -> list[LayerGradients]:
-    """`layer_norm` for LayerNorms whose inputs and g have one shape and format (`JOINT_RULES`), all at once: their
-    inputs and statistics stacked as the records of one tensor and normalised there (`Normalization.normalized`),
-    their g stacked likewise, then two sums and a product for all of them: nine operations a run (gpt2-small's 25
-    LayerNorms are one run at batch 1 × 256 and at 32 × 256), where x̂ formed layer by layer took two more a layer.
-    The product is formed in the stack of x̂, which no one else reads. Each record's sums are its own layer's."""
+    """`layer_norm` for LayerNorms whose inputs and g have one shape and format (`JOINT_RULES`), all at once.
+
+    With the statistics their forwards saved (a CPU), each layer's two sums are one compiled pass over its x and g
+    (`normalized_record_sums`): no stack, no x̂ written out. Without them (a GPU), their inputs are stacked as the
+    records of one tensor and normalised there (`Normalization.normalized`), their g stacked likewise, then two
+    sums and a product for all of them: a few operations a run (gpt2-small's 25 LayerNorms are one run at batch
+    1 × 256 and at 32 × 256), where x̂ formed layer by layer took two more a layer. The product is formed in the
+    stack of x̂, which no one else reads. Each record's sums are its own layer's."""
     with record_function("bk.small_layers"):
-        x_hat = Normalization.combined([kept for _, kept, _ in layers], cat).normalized(own=len(layers) > 1)
-        g = cat([g for *_, g in layers]).float()
-        biases = g.sum(1).chunk(len(layers))
-        weights = x_hat.mul_(g).sum(1).chunk(len(layers))
+        if all(kept.mean is not None and kept.reciprocal is not None for _, kept, _ in layers):
+            sums = [normalized_record_sums(kept.x, kept.mean, kept.reciprocal, g) for _, kept, g in layers]
+        else:
+            x_hat = Normalization.combined([kept for _, kept, _ in layers], cat).normalized()
+            g = cat([g for *_, g in layers]).float()
+            sums = list(zip(x_hat.mul_(g).sum(1).chunk(len(layers)), g.sum(1).chunk(len(layers))))
         per_layer = []
-        for (module, _, _), weight, bias in zip(layers, weights, biases):
+        for (module, _, _), (weight, bias) in zip(layers, sums):
             per_record = {"weight": weight, "bias": bias}
             per_layer.append({name: per_record[name] for name, _ in module.named_parameters(recurse=False)})
         return per_layer
@@ -887,10 +892,11 @@ holds later, after these stacks are let go), with each layer's result as its own
 
 @dataclass(frozen=True)
 class Normalization:
-    """What a LayerNorm keeps of its input, to form x̂ = (x − μ)·r in fp32 after the backward (`normalized`): x (which
-    autograd holds for the layer's backward anyway) and, on a CPU, the mean and reciprocal deviation its forward
-    saved for its backward (`NativeLayerNormBackward0`'s saved results, [B, T, 1]); no x̂ is held through the
-    forward. The stack of several layers' (`combined`) forms all their x̂ at once."""
+    """What a LayerNorm keeps of its input, to form x̂ = (x − μ)·r in fp32 after the backward: x (which autograd
+    holds for the layer's backward anyway) and, on a CPU, the mean and reciprocal deviation its forward saved for its
+    backward (`NativeLayerNormBackward0`'s saved results, [B, T, 1]; `normalized_record_sums` reads them), or
+    without them x alone, normalised again (`normalized`: the stack of several layers', `combined`, all at once).
+    No x̂ is held through the forward."""
 
     x: torch.Tensor
     mean: torch.Tensor | None  # None: a GPU, or a forward that saved none (a compiled graph's node)
@@ -921,15 +927,10 @@ class Normalization:
         """x, μ and r each passed through `fn` (a bucket's regrouping)."""
         return Normalization.combined([self], lambda xs: fn(xs[0]))
 
-    def normalized(self, own: bool) -> torch.Tensor:
-        """x̂ [.., d] in fp32 (`own`: x is a copy nobody else reads, normalised in place). With saved statistics two
-        elementwise passes (a CPU's layer_norm kernel takes three times as long, gpt2-tiny's 32 × 128 × 128);
-        otherwise x normalised again, one kernel (on a GPU, one launch)."""
-        if self.mean is None or self.reciprocal is None:
-            return nn.functional.layer_norm(self.x.float(), self.shape, eps=self.eps)
-        x, mean = self.x.float(), self.mean.float()
-        own = own or self.x.dtype != torch.float32
-        return (x.sub_(mean) if own else x - mean).mul_(self.reciprocal.float())
+    def normalized(self) -> torch.Tensor:
+        """x̂ [.., d] in fp32, x normalised again: one kernel (on a GPU, one launch). Where the forward saved its
+        statistics, `normalized_record_sums` forms x̂ from them as it reads x instead."""
+        return nn.functional.layer_norm(self.x.float(), self.shape, eps=self.eps)
 
 
 KeptInput: TypeAlias = torch.Tensor | Normalization

@@ -1,5 +1,7 @@
-"""The two reductions that read an instantiated per-record gradient G_i ([B, ...]) in fp32: its records' squared
-norms, summed chunk by chunk (`chunked_squared_norms`), and its clipped sum Σ_i c_i·G_i (`weighted_record_sum`).
+"""The reductions that a CPU runs compiled: the two that read an instantiated per-record gradient G_i ([B, ...]) in
+fp32 — its records' squared norms, summed chunk by chunk (`chunked_squared_norms`), and its clipped sum
+Σ_i c_i·G_i (`weighted_record_sum`) — and a LayerNorm's per-record gradients formed from the statistics its forward
+saved (`normalized_record_sums`).
 
 An fp32 G_i is read by torch's own kernels (a norm reduction, a matrix-vector product). A CPU's bf16 G_i
 (`clipping.instantiation_product`) is not: torch's eager CPU kernels neither widen while they read (a bf16
@@ -7,28 +9,31 @@ reduction with an fp32 result upcasts the whole tensor first) nor multiply bf16 
 would read an fp32 copy that a third pass made — three passes over twice the bytes, the largest part of the private
 step's extra time at gpt2-tiny (29 M entries a step). Here each reduction is compiled by TorchInductor (C++, and
 OpenMP over the output), which fuses the exact upcast into it: one pass over the bf16 numbers, its arithmetic in
-fp32, and no fp32 copy. The first call in a process compiles (seconds; TorchInductor's on-disk cache serves later
-processes). Where it cannot compile (no C++ compiler), the same functions run eagerly, with the same arithmetic.
+fp32, and no fp32 copy. A LayerNorm's x̂ = (x − μ)·r, its product with g and the two sums over positions are
+likewise one pass over x and g, where eager kernels write out a stack of the layers' x and g, x̂ and the product. The first call in a
+process compiles (seconds; TorchInductor's on-disk cache serves later processes). Where it cannot compile (no C++
+compiler), the same functions run eagerly, with the same arithmetic.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from typing import Callable
+from typing import Callable, TypeVar
 
 import torch
 
 log = logging.getLogger(__name__)
+Result = TypeVar("Result")
 
 
-def compiled_or_eager(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+def compiled_or_eager(fn: Callable[..., Result]) -> Callable[..., Result]:
     """fn compiled by TorchInductor for any shapes (`dynamic`) when first called, or fn itself from the first call
     that cannot be compiled on this machine (logged once)."""
     chosen = [torch.compile(fn, dynamic=True, fullgraph=True)]
 
     @functools.wraps(fn)
-    def run(*args: torch.Tensor) -> torch.Tensor:
+    def run(*args: torch.Tensor) -> Result:
         try:
             return chosen[0](*args)
         except torch._dynamo.exc.BackendCompilerFailed as error:
@@ -67,3 +72,13 @@ def weighted_record_sum(c: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     if x.dtype == torch.float32:
         return c @ x
     return _low_precision_weighted_record_sum(c, x)
+
+
+@compiled_or_eager
+def normalized_record_sums(x: torch.Tensor, mean: torch.Tensor, reciprocal: torch.Tensor, g: torch.Tensor
+                           ) -> tuple[torch.Tensor, torch.Tensor]:
+    """A LayerNorm's per-record gradients from its input x [B, T, d], the mean μ and reciprocal deviation r
+    [B, T, 1] its forward saved, and its output gradient g [B, T, d]: Σ_t g_t ⊙ x̂_t (its weight's) and Σ_t g_t (its
+    bias's), fp32 [B, d] each, x̂ = (x − μ)·r formed in fp32 as it is read."""
+    g = g.float()
+    return ((x.float() - mean.float()) * reciprocal.float() * g).sum(1), g.sum(1)
