@@ -10,9 +10,9 @@ would read an fp32 copy that a third pass made — three passes over twice the b
 step's extra time at gpt2-tiny (29 M entries a step). Here each reduction is compiled by TorchInductor (C++, and
 OpenMP over the output), which fuses the exact upcast into it: one pass over the bf16 numbers, its arithmetic in
 fp32, and no fp32 copy. A LayerNorm's x̂ = (x − μ)·r, its product with g and the two sums over positions are
-likewise one pass over x and g, where eager kernels write out a stack of the layers' x and g, x̂ and the product. The first call in a
-process compiles (seconds; TorchInductor's on-disk cache serves later processes). Where it cannot compile (no C++
-compiler), the same functions run eagerly, with the same arithmetic.
+likewise one pass over x and g, where eager kernels write out a stack of the layers' x and g, x̂ and the product.
+The first call in a process compiles (seconds; TorchInductor's on-disk cache serves later processes). Where it
+cannot compile (no C++ compiler), the same functions run eagerly, with the same arithmetic.
 """
 
 from __future__ import annotations
