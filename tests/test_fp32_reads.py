@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from sdp_core.train.clipping import gamma
-from sdp_core.train.fp32_reads import chunked_squared_norms, compiled_or_eager, weighted_record_sum
+from sdp_core.train.fp32_reads import (chunked_squared_norms, compiled_or_eager, normalized_record_sums,
+                                       weighted_record_sum)
 
 
 def _wide_range(shape: tuple[int, ...], dtype: torch.dtype, seed: int) -> torch.Tensor:
@@ -41,6 +42,23 @@ def test_a_weighted_record_sum_is_within_an_fp32_accumulation_of_the_float64_one
     magnitudes = c.double() @ x.double().abs()
     assert computed.dtype == torch.float32 and computed.shape == shape[1:]
     assert ((computed.double() - exact).abs() <= gamma(shape[0] + 1) * magnitudes).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("shape", [(4, 37, 24), (1, 1, 8), (2, 300, 40)])
+def test_a_layer_norms_record_sums_are_within_an_fp32_accumulation_of_the_float64_ones(dtype, shape):
+    """Σ_t g_t ⊙ x̂_t and Σ_t g_t, x̂ = (x − μ)·r from the statistics given, against float64 sums of the very
+    numbers read (x in fp32, as a LayerNorm's input is; g in either format)."""
+    gen = torch.Generator().manual_seed(sum(shape))
+    x = torch.randn(shape, generator=gen) * 3 + 1
+    mean, reciprocal = x.mean(-1, keepdim=True), torch.rand(shape[:2] + (1,), generator=gen) + 0.5
+    g = _wide_range(shape, dtype, seed=shape[1])
+    weight, bias = normalized_record_sums(x, mean, reciprocal, g)
+    x_hat = (x.double() - mean.double()) * reciprocal.double()
+    terms = g.double() * x_hat
+    assert weight.dtype == bias.dtype == torch.float32 and weight.shape == bias.shape == (shape[0], shape[2])
+    assert ((weight.double() - terms.sum(1)).abs() <= gamma(shape[1] + 3) * terms.abs().sum(1)).all()
+    assert ((bias.double() - g.double().sum(1)).abs() <= gamma(shape[1]) * g.double().abs().sum(1)).all()
 
 
 def test_a_reduction_that_cannot_compile_runs_eagerly(caplog):
