@@ -11,37 +11,15 @@ step's extra time at gpt2-tiny (29 M entries a step). Here each reduction is com
 OpenMP over the output), which fuses the exact upcast into it: one pass over the bf16 numbers, its arithmetic in
 fp32, and no fp32 copy. A LayerNorm's x̂ = (x − μ)·r, its product with g and the two sums over positions are
 likewise one pass over x and g, where eager kernels write out a stack of the layers' x and g, x̂ and the product.
-The first call in a process compiles (seconds; TorchInductor's on-disk cache serves later processes). Where it
-cannot compile (no C++ compiler), the same functions run eagerly, with the same arithmetic.
+Where a CPU cannot compile (no C++ compiler), the same functions run eagerly, with the same arithmetic
+(`compiled.compiled_or_eager`).
 """
 
 from __future__ import annotations
 
-import functools
-import logging
-from typing import Callable, TypeVar
-
 import torch
 
-log = logging.getLogger(__name__)
-Result = TypeVar("Result")
-
-
-def compiled_or_eager(fn: Callable[..., Result]) -> Callable[..., Result]:
-    """fn compiled by TorchInductor for any shapes (`dynamic`) when first called, or fn itself from the first call
-    that cannot be compiled on this machine (logged once)."""
-    chosen = [torch.compile(fn, dynamic=True, fullgraph=True)]
-
-    @functools.wraps(fn)
-    def run(*args: torch.Tensor) -> Result:
-        try:
-            return chosen[0](*args)
-        except torch._dynamo.exc.BackendCompilerFailed as error:
-            log.warning("%s runs uncompiled (slower): %s", fn.__name__, str(error).splitlines()[0])
-            chosen[0] = fn
-            return fn(*args)
-
-    return run
+from sdp_core.train.compiled import compiled_or_eager
 
 
 @compiled_or_eager
