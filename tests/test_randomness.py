@@ -45,23 +45,24 @@ def test_the_keystream_is_aes256_in_counter_mode_by_the_standards_vectors():
     assert keystream == expected
 
 
-@pytest.mark.parametrize("std", [2.5, 1e-3])
-def test_normal_draws_are_the_box_muller_transform_of_the_words(std):
+@pytest.mark.parametrize("std, secure", [(2.5, False), (1e-3, False), (2.5, True)])
+def test_normal_draws_are_the_box_muller_transform_of_the_words(std, secure):
     """A float64 implementation of z = √(−2 ln u)·(cos θ, sin θ), u = (a + ½)/2³², θ = 2π·b/2³², on the words of an
-    identically keyed stream, run by run as `Keystream` lays them out: within fp32's rounding (the worst case is r
-    near 0, where u rounds to 1)."""
-    size = 4 * BOX_MULLER_PAIRS + 1001  # odd: the last pair's sine is not used; runs of 2¹⁶, 2¹⁶ and 501 pairs
-    words = Keystream.from_seed(3, "test").words(size + 1).astype(np.float64)
-    z = Keystream.from_seed(3, "test").normal(size, std).numpy()
+    identically keyed stream, run by run as `Keystream` lays them out (secure: four draws' words per run, their
+    values summed and halved): within fp32's rounding (the worst case is r near 0, where u rounds to 1)."""
+    size = 2 * BOX_MULLER_PAIRS + 1001  # odd: the last pair's sine is not used; runs of 2¹⁸ and 501 pairs
+    draws = 4 if secure else 1
+    words = Keystream.from_seed(3, "test").words(draws * (size + 1)).astype(np.float64)
+    z = Keystream.from_seed(3, "test").normal(size, std, secure).numpy()
     pairs, parts = (size + 1) // 2, []
     for start in range(0, pairs, BOX_MULLER_PAIRS):
         n = min(BOX_MULLER_PAIRS, pairs - start)
-        a, b = words[2 * start:2 * start + n], words[2 * start + n:2 * (start + n)]
-        radius, angle = np.sqrt(-2 * np.log((a + 0.5) / 2**32)), 2 * math.pi * b / 2**32
-        parts += [radius * np.cos(angle), radius * np.sin(angle)]
-    reference = std * np.concatenate(parts)[:size]
+        run = words[draws * 2 * start:draws * 2 * (start + n)].reshape(draws, 2 * n)
+        radius, angle = np.sqrt(-2 * np.log((run[:, :n] + 0.5) / 2**32)), 2 * math.pi * run[:, n:] / 2**32
+        parts.append(np.concatenate([radius * np.cos(angle), radius * np.sin(angle)], 1).sum(0))
+    reference = std * np.concatenate(parts)[:size] / (2 if secure else 1)
     assert z.dtype == np.float32 and z.shape == (size,)
-    assert np.abs(z - reference).max() <= 2e-5 * std
+    assert np.abs(z - reference).max() <= 2e-5 * std * draws
 
 
 @pytest.mark.parametrize("secure", [False, True])

@@ -8,9 +8,10 @@ own generator, each keyed afresh per phase and rank from the OS entropy pool (`s
   without the key can predict its next words from any number of past ones (far below the 2⁶⁴ blocks where counter
   mode's words become distinguishable from uniform): unlike a Mersenne Twister (torch's CPU generator), whose whole
   state follows linearly from 624 outputs.
-  - Gaussian draws: the Box–Muller transform (Box & Muller 1958) of two 32-bit words a, b, in fp32 with numpy's
-    vectorised log, square root, sine and cosine: z = √(−2 ln u)·cos θ and √(−2 ln u)·sin θ, u = (a + ½)·2⁻³² ∈
-    (0, 1], θ = 2π·b·2⁻³². Its tails reach √(66 ln 2) ≈ 6.8σ (torch's 24-bit uniforms stop at √(48 ln 2) ≈ 5.8σ).
+  - Gaussian draws: the Box–Muller transform (Box & Muller 1958) of two 32-bit words a, b, in fp32: z = √(−2 ln u)
+    ·cos θ and √(−2 ln u)·sin θ, u = (a + ½)·2⁻³² ∈ (0, 1], θ = 2π·b·2⁻³². Its tails reach √(66 ln 2) ≈ 6.8σ
+    (torch's 24-bit uniforms stop at √(48 ln 2) ≈ 5.8σ). The transform is one compiled pass over the words
+    (`compiled.compiled_or_eager`: vectorised log, square root, sine and cosine on torch's threads).
   - Bernoulli(q) draws (Poisson sampling): a word below ⌊q·2³²⌋, so a record is sampled with q rounded *down* to a
     multiple of 2⁻³²: never above the q the accountant charges (ε grows with q).
   On a CPU both are also faster than torch's generator made them: the noise in 0.62–0.66× its time (secure mode
@@ -36,6 +37,8 @@ import numpy as np
 import torch
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
+from sdp_core.train.compiled import compiled_or_eager
+
 RANK_SEED_STRIDE = 1_000_003
 """With reproducible noise, rank r draws from seed `seed + r * stride`: distinct streams per rank (S-DPSGD noises
 each rank's hidden states on that rank)."""
@@ -44,10 +47,9 @@ ZERO_WORDS = np.zeros(2**18, np.uint32)
 """What the keystream encrypts, 1 MiB at a time (its ciphertext is then the keystream itself)."""
 ZERO_WORDS.flags.writeable = False
 
-BOX_MULLER_PAIRS = 2**16
-"""Pairs of words a Gaussian draw transforms at a time: their words, results and cosines (1.5 MiB) stay in a core's
-cache through the transform's ten passes, where a 2²⁴-entry draw in one run would read and write memory ten times
-(measured: 45 ms against 27 ms for it, the same 1.6 ms for 2²⁰ entries; `benchmarks/noise_draw.py`)."""
+BOX_MULLER_PAIRS = 2**18
+"""Pairs of words a Gaussian draw transforms in one call (2 MiB of words; secure mode's four draws, 8 MiB): a draw
+of any size holds no more of its words at a time."""
 
 
 @runtime_checkable
@@ -98,39 +100,36 @@ class Keystream:
         return torch.from_numpy(self.words(n) < math.floor(q * 2**32))
 
     def normal(self, size: int, std: float, secure: bool = False) -> torch.Tensor:
+        """`size` N(0, std²) draws (`secure`: each the sum of four, halved), fp32, `BOX_MULLER_PAIRS` pairs at a time:
+        of a run of n pairs, its first n words are the pairs' u and the next n their θ (secure: four such blocks of
+        2n words, one per draw), and its n values r·cos θ come first, then its n values r·sin θ."""
         if std == 0:  # as Opacus: no draw at all
             return torch.zeros(size)
-        noise = self._box_muller(size, std)
-        if secure:
-            for _ in range(3):
-                noise += self._box_muller(size, std)
-            noise *= np.float32(0.5)
-        return torch.from_numpy(noise)
-
-    def _box_muller(self, size: int, std: float) -> np.ndarray:
-        """`size` N(0, std²) draws, fp32, `BOX_MULLER_PAIRS` pairs at a time: of a run of n pairs' 2n words, the first
-        n are the pairs' u and the next n their θ; the run's n values r·cos θ come first, then its n values r·sin θ.
-        Each step is one in-place pass of numpy's vectorised loops over a run that stays in cache."""
+        draws = 4 if secure else 1
+        scale = torch.tensor(std / 2 if secure else std, dtype=torch.float32)  # halving is exact
         pairs = (size + 1) // 2
-        out = np.empty(2 * pairs, np.float32)
-        cosine = np.empty(min(pairs, BOX_MULLER_PAIRS), np.float32)
+        out = torch.empty(2 * pairs)
         for start in range(0, pairs, BOX_MULLER_PAIRS):
             n = min(BOX_MULLER_PAIRS, pairs - start)
-            words = self.words(2 * n)
-            radius, angle = out[2 * start:2 * start + n], out[2 * start + n:2 * (start + n)]
-            radius[:] = words[:n]  # exact below 2²⁴, rounded to fp32 above: u stays in (0, 1]
-            radius += np.float32(0.5)
-            radius *= np.float32(2.0**-32)
-            np.log(radius, out=radius)
-            radius *= np.float32(-2.0)
-            np.sqrt(radius, out=radius)
-            radius *= np.float32(std)
-            np.multiply(words[n:], np.float32(2 * math.pi * 2.0**-32), out=angle, casting="unsafe")
-            np.cos(angle, out=cosine[:n])
-            np.sin(angle, out=angle)
-            angle *= radius
-            radius *= cosine[:n]
+            words = torch.from_numpy(self.words(draws * 2 * n).view(np.int32)).view(draws, 2 * n)
+            _box_muller_into(out[2 * start:2 * (start + n)], words, scale)
         return out[:size]
+
+
+@compiled_or_eager
+def _box_muller_into(out: torch.Tensor, words: torch.Tensor, scale: torch.Tensor) -> None:
+    """out [2n] = scale · Σ_k (r_k·cos θ_k, r_k·sin θ_k) over the k rows of words [k, 2n] (32-bit words read as
+    int32): each row's first n words are u, the next n θ (see the module docstring)."""
+    n = words.shape[1] // 2
+    unsigned = words.long() & 0xFFFFFFFF
+    u = (unsigned[:, :n].float() + 0.5) * 2.0**-32  # a word rounds to fp32 (exact below 2²⁴): u stays in (0, 1]
+    radius = torch.sqrt(torch.log(u) * -2.0) * scale
+    angle = unsigned[:, n:].float() * (2 * math.pi * 2.0**-32)
+    draws = torch.cat([radius * torch.cos(angle), radius * torch.sin(angle)], 1)
+    total = draws[0]
+    for k in range(1, len(draws)):  # unrolled: a reduction over the rows vectorises worse
+        total = total + draws[k]
+    out.copy_(total)
 
 
 @dataclass(frozen=True)
