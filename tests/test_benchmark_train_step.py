@@ -19,7 +19,7 @@ def test_a_part_counts_the_ops_that_move_data_once_each():
         p.grad = torch.randn(4)
     optimizer = torch.optim.AdamW(parameters, fused=True)
     optimizer.step()  # its state made
-    chunks = torch.randn(4, 3, 32).bfloat16()
+    chunks = torch.randn(4, 96).bfloat16()
     chunked_squared_norms(chunks)  # compiled
     with torch.profiler.profile() as profiler:
         x @ y  # outside every part: not counted

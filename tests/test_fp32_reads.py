@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from sdp_core.train.clipping import gamma
-from sdp_core.train.fp32_reads import chunked_squared_norms, normalized_record_sums, weighted_record_sum
+from sdp_core.train.fp32_reads import (SQUARES_CHUNK, chunked_squared_norms, consecutive_chunk_squared_norms,
+                                       normalized_record_sums, weighted_record_sum)
 
 
 def _wide_range(shape: tuple[int, ...], dtype: torch.dtype, seed: int) -> torch.Tensor:
@@ -18,14 +19,17 @@ def _wide_range(shape: tuple[int, ...], dtype: torch.dtype, seed: int) -> torch.
             * 2.0 ** torch.randint(-30, 31, shape, generator=gen)).to(dtype)
 
 
+@pytest.mark.parametrize("norms", [chunked_squared_norms, consecutive_chunk_squared_norms])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-@pytest.mark.parametrize("shape", [(5, 40, 32), (1, 1, 7), (3, 1000, 32), (2, 9, 5)])
-def test_chunked_squared_norms_are_within_their_bound_of_the_float64_sums(dtype, shape):
-    chunks = _wide_range(shape, dtype, seed=sum(shape))
-    computed = chunked_squared_norms(chunks)
-    exact = chunks.double().square().sum((1, 2))
+@pytest.mark.parametrize("shape", [(5, 1280), (1, 7), (3, 32000), (2, 45), (4, 1024), (2, 3000)])
+def test_chunked_squared_norms_are_within_their_bound_of_the_float64_sums(norms, dtype, shape):
+    """Both ways of chunking (the CPU's compiled blocks of 32² entries, padded; a GPU's torch norm of every 32
+    consecutive entries, run here on the CPU) within γ_36 of float64 sums of the very numbers."""
+    x = _wide_range(shape, dtype, seed=sum(shape))
+    computed = norms(x)
+    exact = x.double().square().sum(1)
     assert computed.dtype == torch.float64 and computed.shape == shape[:1]
-    assert ((computed - exact).abs() <= gamma(shape[-1] + 4) * exact).all()
+    assert ((computed - exact).abs() <= gamma(SQUARES_CHUNK + 4) * exact).all()
     assert (computed != exact).any() or shape[-1] < 8  # the bound is exercised, not an exact sum
 
 

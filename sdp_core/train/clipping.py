@@ -56,7 +56,8 @@ from torch.profiler import record_function
 from transformers.pytorch_utils import Conv1D
 
 from sdp_core.errors import UserError
-from sdp_core.train.fp32_reads import chunked_squared_norms, normalized_record_sums, weighted_record_sum
+from sdp_core.train.fp32_reads import (SQUARES_CHUNK, chunked_squared_norms, normalized_record_sums,
+                                       weighted_record_sum)
 from sdp_core.train.precision import clip_factors, cuda_fp32_matmul_roundoff, scaled_rows
 
 # Opacus' hooks on the embedding see no input gradient (token ids are integers); torch warns on every step.
@@ -291,23 +292,14 @@ class ParameterGradients:
                           for x in self.pieces]
 
 
-SQUARES_CHUNK = 32
-"""Entries whose squares are summed in fp32 before the partial sums go to float64 (`sum_of_squares`): a bound
-γ_36 ≈ 4·10⁻⁶ below the true sum, and partial sums that take 1/32 of the tensor's memory."""
-
-
 def sum_of_squares(x: torch.Tensor) -> torch.Tensor:
     """An upper bound on Σ_j x_ij² per record i of a tensor [B, ...], in float64: the entries' squares summed
     `SQUARES_CHUNK` at a time in fp32 (`chunked_squared_norms`: at most γ_{k+4} below the true sum of those
     positive terms, whatever the order), the chunks' sums added in float64. No float64 copy of x, nor an fp32 copy
-    of a bf16 x."""
-    k = min(x[0].numel(), SQUARES_CHUNK)
-    flat = x.flatten(1)
-    body = flat.shape[1] - flat.shape[1] % k
-    squares = chunked_squared_norms(flat[:, :body].reshape(len(flat), -1, k))
-    if body < flat.shape[1]:
-        squares = squares + chunked_squared_norms(flat[:, body:].unsqueeze(1))
-    return squares / (1 - gamma(k + 4))
+    of a bf16 x. A square or a chunk's partial sum below `UNDERFLOW` may be flushed to 0: at most 2n such losses of
+    less than it each, for a record's n entries, added back."""
+    n = x[0].numel()
+    return chunked_squared_norms(x.flatten(1)) / (1 - gamma(SQUARES_CHUNK + 4)) + 2 * n * UNDERFLOW
 
 
 def instantiated(per_record: torch.Tensor) -> ParameterGradients:
@@ -335,9 +327,8 @@ def shared(layers: list[ParameterGradients | torch.Tensor]) -> ParameterGradient
 def jointly_instantiated(per_record: list[torch.Tensor]) -> tuple[ParameterGradients, list[int]]:
     """Small parameters' instantiated G_i ([B, *shape_k], fp32) as one: their columns side by side, one
     `sum_of_squares` for the records' share of all of them (the squared norm of the concatenation is the sum of
-    theirs; biases and LayerNorms of widths that are multiples of `SQUARES_CHUNK` give the same chunks as alone) and
-    one matrix-vector product for all their clipped sums, instead of a few operations per parameter. The sizes
-    split the clipped sum back into parameters."""
+    theirs) and one matrix-vector product for all their clipped sums, instead of a few operations per parameter.
+    The sizes split the clipped sum back into parameters."""
     sizes = [x[0].numel() for x in per_record]
     return instantiated(torch.cat([x.flatten(1) for x in per_record], dim=1)), sizes
 
