@@ -26,7 +26,7 @@ def compiled_or_eager(fn: Callable[..., Result]) -> Callable[..., Result]:
     chosen = [torch.compile(fn, dynamic=True, fullgraph=True)]
 
     @functools.wraps(fn)
-    def run(*args: torch.Tensor) -> Result:
+    def run(*args: object) -> Result:
         try:
             return chosen[0](*args)
         except torch._dynamo.exc.BackendCompilerFailed as error:

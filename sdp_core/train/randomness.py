@@ -106,7 +106,7 @@ class Keystream:
         if std == 0:  # as Opacus: no draw at all
             return torch.zeros(size)
         draws = 4 if secure else 1
-        scale = torch.tensor(std / 2 if secure else std, dtype=torch.float32)  # halving is exact
+        scale = std / 2 if secure else std  # halving is exact
         pairs = (size + 1) // 2
         out = torch.empty(2 * pairs)
         for start in range(0, pairs, BOX_MULLER_PAIRS):
@@ -117,7 +117,7 @@ class Keystream:
 
 
 @compiled_or_eager
-def _box_muller_into(out: torch.Tensor, words: torch.Tensor, scale: torch.Tensor) -> None:
+def _box_muller_into(out: torch.Tensor, words: torch.Tensor, scale: float) -> None:
     """out [2n] = scale · Σ_k (r_k·cos θ_k, r_k·sin θ_k) over the k rows of words [k, 2n] (32-bit words read as
     int32): each row's first n words are u, the next n θ (see the module docstring)."""
     n = words.shape[1] // 2
