@@ -13,7 +13,8 @@ import torch
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from scipy import stats
 
-from sdp_core.train.randomness import BOX_MULLER_PAIRS, ZERO_WORDS, Keystream, PrivacyRandomness
+from sdp_core.train import randomness
+from sdp_core.train.randomness import ZERO_WORDS, Keystream, PrivacyRandomness
 
 # NIST SP 800-38A, Appendix F.5.5 (CTR-AES256.Encrypt): key, initial counter block, four plaintext blocks, ciphertext.
 NIST_KEY = "603deb1015ca71be2b73aef0857d77811f352c073b6108d72d9810a30914dff4"
@@ -46,17 +47,19 @@ def test_the_keystream_is_aes256_in_counter_mode_by_the_standards_vectors():
 
 
 @pytest.mark.parametrize("std, secure", [(2.5, False), (1e-3, False), (2.5, True)])
-def test_normal_draws_are_the_box_muller_transform_of_the_words(std, secure):
+def test_normal_draws_are_the_box_muller_transform_of_the_words(std, secure, monkeypatch):
     """A float64 implementation of z = √(−2 ln u)·(cos θ, sin θ), u = (a + ½)/2³², θ = 2π·b/2³², on the words of an
     identically keyed stream, run by run as `Keystream` lays them out (secure: four draws' words per run, their
-    values summed and halved): within fp32's rounding (the worst case is r near 0, where u rounds to 1)."""
-    size = 2 * BOX_MULLER_PAIRS + 1001  # odd: the last pair's sine is not used; runs of 2¹⁸ and 501 pairs
+    values summed and halved), with runs of 2¹² pairs: within fp32's rounding (the worst case is r near 0, where u
+    rounds to 1)."""
+    monkeypatch.setattr(randomness, "BOX_MULLER_PAIRS", 2**12)
+    size = 2 * randomness.BOX_MULLER_PAIRS + 1001  # odd: the last pair's sine is not used; runs of 2¹² and 501 pairs
     draws = 4 if secure else 1
     words = Keystream.from_seed(3, "test").words(draws * (size + 1)).astype(np.float64)
     z = Keystream.from_seed(3, "test").normal(size, std, secure).numpy()
     pairs, parts = (size + 1) // 2, []
-    for start in range(0, pairs, BOX_MULLER_PAIRS):
-        n = min(BOX_MULLER_PAIRS, pairs - start)
+    for start in range(0, pairs, randomness.BOX_MULLER_PAIRS):
+        n = min(randomness.BOX_MULLER_PAIRS, pairs - start)
         run = words[draws * 2 * start:draws * 2 * (start + n)].reshape(draws, 2 * n)
         radius, angle = np.sqrt(-2 * np.log((run[:, :n] + 0.5) / 2**32)), 2 * math.pi * run[:, n:] / 2**32
         parts.append(np.concatenate([radius * np.cos(angle), radius * np.sin(angle)], 1).sum(0))

@@ -36,10 +36,11 @@ from sdp_core.train.randomness import NoiseSource
 
 def noise_block(device: torch.device) -> int:
     """Entries drawn per call. On a GPU, where each launch costs host time, 2²⁴: a few calls for GPT-2's parameters,
-    each 64 MiB of fp32, small next to the model (a larger parameter is drawn alone). On a CPU, 2²⁰ (4 MiB): the
-    allocator reuses blocks that small, where a larger draw and the temporaries made beside it (its words, and the
-    sums of secure mode) are fresh memory every step, whose page faults cost more than the draws."""
-    return 2**24 if device.type == "cuda" else 2**20
+    each 64 MiB of fp32, small next to the model (a larger parameter is drawn alone). On a CPU, 2²² (16 MiB, and
+    its words as much: `randomness.BOX_MULLER_PAIRS`): one compiled transform a block, 26 blocks at gpt2-small's
+    parameters where 2²⁰ made 74; a trial's process keeps freed memory (`host_memory`), so the next step reuses
+    them."""
+    return 2**24 if device.type == "cuda" else 2**22
 
 
 def parameter_blocks(sizes: list[int], block: int) -> list[range]:

@@ -47,9 +47,9 @@ ZERO_WORDS = np.zeros(2**18, np.uint32)
 """What the keystream encrypts, 1 MiB at a time (its ciphertext is then the keystream itself)."""
 ZERO_WORDS.flags.writeable = False
 
-BOX_MULLER_PAIRS = 2**18
-"""Pairs of words a Gaussian draw transforms in one call (2 MiB of words; secure mode's four draws, 8 MiB): a draw
-of any size holds no more of its words at a time."""
+BOX_MULLER_PAIRS = 2**21
+"""Pairs of words a Gaussian draw transforms in one call: a CPU's whole noise block (`noise.noise_block`), and for a
+larger parameter no more than 16 MiB of words at a time (secure mode's four draws, 64 MiB)."""
 
 
 @runtime_checkable
