@@ -4,7 +4,7 @@ Poisson sampling of a batch.
 
 Each row times one draw of `--sizes` entries (median of `--repeats`, after one untimed draw), with torch's intra-op
 threads at each of `--threads`, and gives the ratio keystream / torch. gpt2-tiny has 0.9 M trainable parameters, a
-CPU's noise block is 2²⁰ entries (`noise.noise_block`); secure mode (`privacy.secure_mode`) sums four draws. The
+CPU's noise block is 2²² entries (`noise.noise_block`); secure mode (`privacy.secure_mode`) sums four draws. The
 process keeps freed host memory for reuse, as a trial's does (`training.keep_host_memory`).
 Run: `python -m benchmarks.noise_draw [--sizes 65536,1048576] [--threads 1,2]`.
 """
@@ -36,7 +36,7 @@ def median_ms(draw: Callable[[], object], repeats: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="65536,1048576,16777216", help="comma-separated entries per draw")
+    parser.add_argument("--sizes", default="65536,1048576,4194304,16777216", help="comma-separated entries per draw")
     parser.add_argument("--threads", default="1,2", help="comma-separated: torch's intra-op threads")
     parser.add_argument("--repeats", type=int, default=21)
     parser.add_argument("--rate", type=float, default=0.032, help="Poisson sampling rate q")

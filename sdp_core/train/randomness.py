@@ -14,8 +14,8 @@ own generator, each keyed afresh per phase and rank from the OS entropy pool (`s
     (`compiled.compiled_or_eager`: vectorised log, square root, sine and cosine on torch's threads).
   - Bernoulli(q) draws (Poisson sampling): a word below ⌊q·2³²⌋, so a record is sampled with q rounded *down* to a
     multiple of 2⁻³²: never above the q the accountant charges (ε grows with q).
-  On a CPU both are also faster than torch's generator made them: the noise in 0.62–0.66× its time (secure mode
-  0.63–0.69×), the sampling in 0.23–0.30× (`benchmarks/noise_draw.py`).
+  On a CPU both are also faster than torch's generator made them: the noise of 2²⁰–2²² entries in 0.36–0.53× its
+  time (secure mode 0.37–0.47×), the sampling in 0.18–0.26× (`benchmarks/noise_draw.py`).
 - `TorchNoise`: torch's own generator as a noise source, where the noise is made on a GPU (its Philox generator,
   seeded with 63 secret bits: a stream made on the host would have to cross to the device) and in tests that compare
   with Opacus' draws. Philox is built for statistics, not secrecy: unpredictable without its seed, not proven so.
