@@ -23,8 +23,8 @@ def _wide_range(shape: tuple[int, ...], dtype: torch.dtype, seed: int) -> torch.
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("shape", [(5, 1280), (1, 7), (3, 32000), (2, 45), (4, 1024), (2, 3000)])
 def test_chunked_squared_norms_are_within_their_bound_of_the_float64_sums(norms, dtype, shape):
-    """Both ways of chunking (the CPU's compiled blocks of 32² entries, padded; a GPU's torch norm of every 32
-    consecutive entries, run here on the CPU) within γ_36 of float64 sums of the very numbers."""
+    """Both ways of chunking (the CPU's compiled blocks of 32² entries and its rest in float64; a GPU's torch norm of
+    every 32 consecutive entries, run here on the CPU) within γ_36 of float64 sums of the very numbers."""
     x = _wide_range(shape, dtype, seed=sum(shape))
     computed = norms(x)
     exact = x.double().square().sum(1)
