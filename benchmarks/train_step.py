@@ -5,7 +5,10 @@ After warm-up each step is timed and a run reports its median step. On a CPU eac
 process, so its peak RSS is its own; on a GPU the variants of one shape and precision share a process (CUDA's peak
 allocation is reset between them) and a process starts once per shape, precision and code. With `--rounds` > 1 the
 runs repeat round-robin and each variant keeps its fastest round (a shared machine's load then inflates no variant
-more than the others). Shapes are GPT-2 architectures built from their config (no download) at the batch × length
+more than the others); each round's ratio is also taken within the round, where the variants ran one after the
+other, and the table gives those ratios' median with a distribution-free 95 % confidence interval (the order
+statistics that cover the median, `scipy.stats.quantile_test`; at least 6 rounds for a finite one): what a ratio on a
+busy machine can and cannot tell. Shapes are GPT-2 architectures built from their config (no download) at the batch × length
 of Bu et al. 2023's GPT-2 runs; `--batch`/`--length` override them (a CPU cannot hold hooks' per-sample copies at
 those sizes). `--windows` makes the batch's rows windows of longer records, clipped record by record (e.g. `4`:
 every record four rows; `1,1,2,8`: records of those row counts in turn), to compare with the same rows as one-row
@@ -39,6 +42,7 @@ import argparse
 import bisect
 import itertools
 import json
+import math
 import multiprocessing as mp
 import resource
 import statistics
@@ -231,6 +235,20 @@ def measure_variant(variant: str, precision: str, preset: str, batch: int, lengt
     return result
 
 
+def paired_ratio(steps: list[float | None], reference: list[float | None]) -> tuple[float, float, float]:
+    """The median of the rounds' ratios steps[k] / reference[k] (rounds where either failed left out) and its
+    distribution-free 95 % confidence interval (nan where the rounds are too few for one; nan throughout without a
+    round)."""
+    from scipy.stats import quantile_test
+
+    ratios = [s / r for s, r in zip(steps, reference) if s is not None and r]
+    if not ratios:
+        return math.nan, math.nan, math.nan
+    median = statistics.median(ratios)
+    interval = quantile_test(ratios, q=median, p=0.5).confidence_interval(0.95)
+    return median, float(interval.low), float(interval.high)
+
+
 def measure(code: str | None, variants: list[str], *args) -> list[dict]:
     """The variants one after another in this process, with `code`'s sdp_core (None: this checkout's)."""
     import gc
@@ -307,6 +325,7 @@ def main() -> None:
     codes_memory = [(f"{label} {memory}".strip() if len(host_memory) > 1 else label, code, memory)
                     for label, code in codes.items() for memory in host_memory]
     results: dict[tuple[str, str, str, str, str], dict] = {}
+    rounds: dict[tuple[str, str, str, str, str], list[float | None]] = {}  # each round's step, in round order
     device = f"GPU: {torch.cuda.get_device_name()}" if gpu else "CPU"
 
     def write_json(complete: bool) -> None:
@@ -334,9 +353,11 @@ def main() -> None:
                         for variant, r in zip(group, rows):
                             r.update(batch=batch, length=length, vocab=vocab)
                             key = (shape, precision, label, windows, variant)
+                            rounds.setdefault(key, []).append(r.get("step_s"))
                             if r.get("step_s", float("inf")) < results.get(key, {}).get("step_s", float("inf")):
                                 results[key] = r
                             results.setdefault(key, r)
+                            results[key]["round_step_s"] = rounds[key]
                         print(f"{shape} {precision} {label} {windows}: " + ", ".join(
                             f"{v} {r['step_s']:.3f} s" if "step_s" in r else f"{v} {r.get('error')}"
                             for v, r in zip(group, rows)), flush=True)
@@ -354,16 +375,19 @@ def print_tables(results: dict[tuple[str, str, str, str, str], dict], args: argp
                         f"of {args.rounds} round(s), {device}, {args.threads or 'default'} thread(s); ratios to the "
                         "non-private step of the same shape, precision and code (LoRA DP bk: to LoRA non-private)")
     for col in ("shape", "batch x length", "precision", "code", "rows per record", "variant", "step (s)", "time ratio",
-                "peak memory (MB)", "peak ratio", "step memory (MB)", "step memory ratio", "page faults a step"):
+                "ratio by round [95% CI]", "peak memory (MB)", "peak ratio", "step memory (MB)", "step memory ratio", "page faults a step"):
         table.add_column(col, justify="right")
     for (shape, precision, code, windows, variant), r in results.items():
         cells = [shape, f"{r['batch']} x {r['length']}", precision, code, windows, variant]
         reference = results.get((shape, precision, code, windows, VARIANTS[variant][4]), {})
         if "error" in r:
-            table.add_row(*cells, r["error"], *[""] * 6)
+            table.add_row(*cells, r["error"], *[""] * 7)
             continue
         ratio = (lambda key: f"{r[key] / reference[key]:.2f}x" if reference.get(key) else "")  # noqa: E731
-        table.add_row(*cells, f"{r['step_s']:.3f}", ratio("step_s"), f"{r['peak_mb']:.0f}", ratio("peak_mb"),
+        median, low, high = paired_ratio(r["round_step_s"], reference.get("round_step_s", []))
+        by_round = "" if math.isnan(median) else f"{median:.2f}x" + (
+            f" [{low:.2f}, {high:.2f}]" if not math.isnan(low) else f" ({len(r['round_step_s'])} rounds: no CI)")
+        table.add_row(*cells, f"{r['step_s']:.3f}", ratio("step_s"), by_round, f"{r['peak_mb']:.0f}", ratio("peak_mb"),
                       f"{r['step_extra_mb']:.0f}", ratio("step_extra_mb"), f"{r['page_faults']:,.0f}")
     console.print(table)
     if not args.profile:

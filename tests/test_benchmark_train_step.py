@@ -66,3 +66,29 @@ def test_a_run_that_stops_before_its_tables_keeps_the_rows_it_measured(tmp_path,
     assert saved["complete"] is False
     assert [(row["shape"], row["variant"]) for row in saved["rows"]] == [("gpt2-tiny", "non-private")]
     assert saved["rows"][0]["step_s"] > 0
+
+
+def test_a_ratio_by_round_is_the_median_with_the_order_statistics_that_cover_it():
+    """Each round's ratio pairs the two variants' steps of that round (a round where either failed drops out); the
+    interval is the widest-ranked pair of order statistics (x_(k), x_(n+1−k)) whose binomial coverage of the median
+    reaches 95 %, computed here from the binomial distribution itself; too few rounds give none."""
+    import math
+    import random
+    import statistics
+
+    from benchmarks.train_step import paired_ratio
+
+    rng = random.Random(0)
+    for n in range(6, 21):
+        steps = [rng.uniform(1.0, 2.0) for _ in range(n)]
+        reference = [rng.uniform(0.9, 1.1) for _ in range(n)]
+        ratios = sorted(s / r for s, r in zip(steps, reference))
+        k = max(j for j in range(1, n // 2 + 1)
+                if 1 - 2 * sum(math.comb(n, i) for i in range(j)) / 2**n >= 0.95)
+        median, low, high = paired_ratio(steps, reference)
+        assert median == pytest.approx(statistics.median(ratios))
+        assert (low, high) == pytest.approx((ratios[k - 1], ratios[n - k])), n
+
+    median, low, high = paired_ratio([1.2, None, 1.1, 1.3, 1.0, 1.25], [1.0, 1.0, None, 1.0, 1.0, 1.0])
+    assert median == pytest.approx(1.225) and math.isnan(low) and math.isnan(high)  # 4 paired rounds: no interval
+    assert all(math.isnan(x) for x in paired_ratio([None], [1.0]))
