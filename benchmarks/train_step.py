@@ -18,7 +18,8 @@ records (`--windows 1`, the default).
 side-by-side comparison a change to the private step is judged by. `--profile` also breaks each step down by part
 (the `record_function` ranges of `sdp_core.train`: forward, output-gradient backward, ghost norms, instantiated
 per-record gradients, embedding norms, LayerNorm and biases, clipped sums, noise and optimizer) from
-`torch.profiler`: device time on a GPU, the host thread's time on a CPU; and counts the operators each part launches per step
+`torch.profiler`: device time on a GPU, the host thread's time on a CPU (`--profile clock`: the run's clock around
+each part instead, on a CPU, where the profiler's cost per operator would inflate the parts); and counts the operators each part launches per step
 (kernel launches on a GPU, aten ops that move data on a CPU), in a table and as `parts_ops` in each `--json` row, so
 that a private step's launches can be driven down on a CPU and checked on a GPU. The profiler's times are the host
 thread's wall clock (on a GPU, the device's): on a shared CPU they include the time the process waited for a core,
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import contextlib
 import itertools
 import json
 import math
@@ -49,6 +51,7 @@ import statistics
 import time
 from pathlib import Path
 from queue import Empty
+from typing import Callable, Iterator
 
 SHAPES = {  # preset: (batch, length, vocab)
     "gpt2-tiny": (32, 128, 4000),
@@ -155,7 +158,7 @@ def part_ops(profiler, gpu: bool) -> dict[str, int]:
 
 
 def measure_variant(variant: str, precision: str, preset: str, batch: int, length: int, vocab: int, steps: int,
-                    warmup: int, windows: list[int], profile: bool, threads: int | None, clock: str,
+                    warmup: int, windows: list[int], profile: str | None, threads: int | None, clock: str,
                     host_memory: str) -> dict:
     import torch
 
@@ -221,7 +224,15 @@ def measure_variant(variant: str, precision: str, preset: str, batch: int, lengt
     result = {"step_s": statistics.median(times), "peak_mb": peak_mb(), "device": str(device),
               "page_faults": statistics.median(faults)}
     result["step_extra_mb"] = result["peak_mb"] - base
-    if profile:
+    if profile == "clock":
+        timer = PartClock(now)
+        timer.install()
+        start, wall = now(), time.perf_counter()
+        for _ in range(steps):
+            step(fixed, 1.0)
+        result["profiled_s"] = {"clock": (now() - start) / steps, "wall": (time.perf_counter() - wall) / steps}
+        result["parts_s"] = {name: s / steps for name, s in timer.seconds.items() if s > 0}
+    elif profile:
         activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if gpu else [])
         start, wall = now(), time.perf_counter()
         with torch.profiler.profile(activities=activities) as profiler:
@@ -233,6 +244,31 @@ def measure_variant(variant: str, precision: str, preset: str, batch: int, lengt
         result["parts_ops"] = {name: round(n / steps) for name, n in part_ops(profiler, gpu).items() if n > 0}
     step.close()
     return result
+
+
+class PartClock:
+    """`--profile clock`: `record_function`'s stand-in in the training modules, which adds the run's clock around
+    each range to its part's seconds. No profiler runs, so no operator pays its cost; a CPU only (a GPU's work runs
+    after its range has closed)."""
+
+    def __init__(self, now: Callable[[], float]) -> None:
+        self.now = now
+        self.seconds: dict[str, float] = {}
+
+    def install(self) -> None:
+        """Time the `PARTS` ranges of this process's steps from now on (the modules that open them)."""
+        from sdp_core.train import clipping, loop
+
+        for module in (clipping, loop):
+            module.record_function = self  # type: ignore[attr-defined]
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        start = self.now()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + self.now() - start
 
 
 def paired_ratio(steps: list[float | None], reference: list[float | None]) -> tuple[float, float, float]:
@@ -305,7 +341,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     parser.add_argument("--rounds", type=int, default=1, help="round-robin repeats; each variant keeps its fastest")
     parser.add_argument("--before", help="a checkout whose sdp_core is timed beside this one's, in the same run")
-    parser.add_argument("--profile", action="store_true", help="also break each step down by part (torch.profiler)")
+    parser.add_argument("--profile", nargs="?", const="profiler", choices=("profiler", "clock"),
+                        help="also break each step down by part: torch.profiler's times and operator counts, or "
+                             "(clock, a CPU) the run's clock around each part, without the profiler's cost")
     parser.add_argument("--threads", type=int, help="torch's intra-op threads (default: torch's own choice)")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: the process's CPU time per step, which other work on a shared CPU inflates less "
@@ -386,16 +424,16 @@ def print_tables(results: dict[tuple[str, str, str, str, str], dict], args: argp
         ratio = (lambda key: f"{r[key] / reference[key]:.2f}x" if reference.get(key) else "")  # noqa: E731
         median, low, high = paired_ratio(r["round_step_s"], reference.get("round_step_s", []))
         by_round = "" if math.isnan(median) else f"{median:.2f}x" + (
-            f" [{low:.2f}, {high:.2f}]" if not math.isnan(low) else f" ({len(r['round_step_s'])} rounds: no CI)")
+            f" [{low:.2f}, {high:.2f}]" if not math.isnan(low) else f" (n = {len(r['round_step_s'])}: no CI)")
         table.add_row(*cells, f"{r['step_s']:.3f}", ratio("step_s"), by_round, f"{r['peak_mb']:.0f}", ratio("peak_mb"),
                       f"{r['step_extra_mb']:.0f}", ratio("step_extra_mb"), f"{r['page_faults']:,.0f}")
     console.print(table)
     if not args.profile:
         return
     gpu = device != "CPU"
-    parts = Table(title="Where a step's time goes (ms per step, torch.profiler: "
-                        f"{'device time / host time' if gpu else 'host thread, wall clock'}; step.clipping encloses "
-                        "the bk.* rows)")
+    source = (f"the {args.clock} clock around each part" if args.profile == "clock" else
+              f"torch.profiler: {'device time / host time' if gpu else 'host thread, wall clock'}")
+    parts = Table(title=f"Where a step's time goes (ms per step, {source}; step.clipping encloses the bk.* rows)")
     for col in ("shape", "precision", "code", "rows per record", "variant", *(p.split(".", 1)[1] for p in PARTS),
                 f"profiled step: {args.clock} / wall"):
         parts.add_column(col, justify="right")
@@ -410,6 +448,8 @@ def print_tables(results: dict[tuple[str, str, str, str, str], dict], args: argp
             profiled = f"{1000 * r['profiled_s']['clock']:.1f} / {1000 * r['profiled_s']['wall']:.1f}"
             parts.add_row(shape, precision, code, windows, variant, *(cell(r["parts_s"], p) for p in PARTS), profiled)
     console.print(parts)
+    if args.profile == "clock":  # no profiler: no operators counted
+        return
     ops = Table(title=f"Operators each part launches per step ({'kernel launches' if gpu else 'aten ops that move data'}"
                       "); last column: a private step's clipping + noise and optimizer over the non-private step's "
                       "backward + optimizer, same shape, precision and code")
