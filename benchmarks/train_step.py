@@ -1,30 +1,30 @@
-"""Non-private vs DP step time and peak memory (Opacus hooks, book-keeping, LoRA + bk), per
-model shape and precision, as ratios to the non-private step of the same shape, precision and code.
+"""Non-private vs DP step time and peak memory (Opacus hooks, book-keeping, LoRA + bk), per model shape and precision,
+as ratios to the non-private step of the same shape, precision and code.
 
 After warm-up each step is timed and a run reports its median step. On a CPU each variant runs in its own fresh
 process, so its peak RSS is its own; on a GPU the variants of one shape and precision share a process (CUDA's peak
 allocation is reset between them) and a process starts once per shape, precision and code. With `--rounds` > 1 the
 runs repeat round-robin and each variant keeps its fastest round (a shared machine's load then inflates no variant
-more than the others); each round's ratio is also taken within the round, where the variants ran one after the
-other, and the table gives those ratios' median with a distribution-free 95 % confidence interval (the order
-statistics that cover the median, `scipy.stats.quantile_test`; at least 6 rounds for a finite one): what a ratio on a
-busy machine can and cannot tell. Shapes are GPT-2 architectures built from their config (no download) at the batch × length
-of Bu et al. 2023's GPT-2 runs; `--batch`/`--length` override them (a CPU cannot hold hooks' per-sample copies at
-those sizes). `--windows` makes the batch's rows windows of longer records, clipped record by record (e.g. `4`:
-every record four rows; `1,1,2,8`: records of those row counts in turn), to compare with the same rows as one-row
-records (`--windows 1`, the default).
+more than the others); each round's ratio is also taken within the round, where the variants ran one after the other,
+and the table gives those ratios' median with a distribution-free 95 % confidence interval (the order statistics that
+cover the median, `scipy.stats.quantile_test`; at least 6 rounds for a finite one): what a ratio on a busy machine
+can and cannot tell. Shapes are GPT-2 architectures built from their config (no download) at the batch × length of Bu
+et al. 2023's GPT-2 runs; `--batch`/`--length` override them (a CPU cannot hold hooks' per-sample copies at those
+sizes). `--windows` makes the batch's rows windows of longer records, clipped record by record (e.g. `4`: every
+record four rows; `1,1,2,8`: records of those row counts in turn), to compare with the same rows as one-row records
+(`--windows 1`, the default).
 
 `--before DIR` times the code of another checkout (DIR holds its `sdp_core`) beside this one, in the same run: the
 side-by-side comparison a change to the private step is judged by. `--profile` also breaks each step down by part
 (the `record_function` ranges of `sdp_core.train`: forward, output-gradient backward, ghost norms, instantiated
 per-record gradients, embedding norms, LayerNorm and biases, clipped sums, noise and optimizer) from
 `torch.profiler`: device time on a GPU, the host thread's time on a CPU (`--profile clock`: the run's clock around
-each part instead, on a CPU, where the profiler's cost per operator would inflate the parts); and counts the operators each part launches per step
-(kernel launches on a GPU, aten ops that move data on a CPU), in a table and as `parts_ops` in each `--json` row, so
-that a private step's launches can be driven down on a CPU and checked on a GPU. The profiler's times are the host
-thread's wall clock (on a GPU, the device's): on a shared CPU they include the time the process waited for a core,
-which `--clock cpu` leaves out, so each profiled variant also shows its profiled steps' time on the run's clock and on
-the wall; parts of variants profiled at different loads do not compare.
+each part instead, on a CPU, where the profiler's cost per operator would inflate the parts); and counts the
+operators each part launches per step (kernel launches on a GPU, aten ops that move data on a CPU), in a table and as
+`parts_ops` in each `--json` row, so that a private step's launches can be driven down on a CPU and checked on a GPU.
+The profiler's times are the host thread's wall clock (on a GPU, the device's): on a shared CPU they include the time
+the process waited for a core, which `--clock cpu` leaves out, so each profiled variant also shows its profiled
+steps' time on the run's clock and on the wall; parts of variants profiled at different loads do not compare.
 
 Each variant's process keeps freed host memory for its next step, as a trial's does (`training.keep_host_memory`);
 `--host-memory keep,system` times glibc's defaults beside it (each step's page faults are in the table: the work the
@@ -413,7 +413,8 @@ def print_tables(results: dict[tuple[str, str, str, str, str], dict], args: argp
                         f"of {args.rounds} round(s), {device}, {args.threads or 'default'} thread(s); ratios to the "
                         "non-private step of the same shape, precision and code (LoRA DP bk: to LoRA non-private)")
     for col in ("shape", "batch x length", "precision", "code", "rows per record", "variant", "step (s)", "time ratio",
-                "ratio by round [95% CI]", "peak memory (MB)", "peak ratio", "step memory (MB)", "step memory ratio", "page faults a step"):
+                "ratio by round [95% CI]", "peak memory (MB)", "peak ratio", "step memory (MB)",
+                "step memory ratio", "page faults a step"):
         table.add_column(col, justify="right")
     for (shape, precision, code, windows, variant), r in results.items():
         cells = [shape, f"{r['batch']} x {r['length']}", precision, code, windows, variant]
