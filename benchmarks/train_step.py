@@ -357,6 +357,9 @@ def main() -> None:
     import torch
 
     gpu = torch.cuda.is_available()
+    if gpu and args.profile == "clock":
+        parser.error("--profile clock times a CPU's parts (a GPU's kernels run after their range closes): "
+                     "use --profile on a GPU")
     variants = args.variants.split(",")
     codes = {"before": args.before, "after": None} if args.before else {"": None}
     host_memory = args.host_memory.split(",")
