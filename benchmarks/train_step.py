@@ -224,24 +224,21 @@ def measure_variant(variant: str, precision: str, preset: str, batch: int, lengt
     result = {"step_s": statistics.median(times), "peak_mb": peak_mb(), "device": str(device),
               "page_faults": statistics.median(faults)}
     result["step_extra_mb"] = result["peak_mb"] - base
-    if profile == "clock":
-        timer = PartClock(now)
-        timer.install()
-        start, wall = now(), time.perf_counter()
-        for _ in range(steps):
-            step(fixed, 1.0)
-        result["profiled_s"] = {"clock": (now() - start) / steps, "wall": (time.perf_counter() - wall) / steps}
-        result["parts_s"] = {name: s / steps for name, s in timer.seconds.items() if s > 0}
-    elif profile:
+    if profile:
+        timer = PartClock(now) if profile == "clock" else None
+        if timer is not None:
+            timer.install()
         activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if gpu else [])
         start, wall = now(), time.perf_counter()
-        with torch.profiler.profile(activities=activities) as profiler:
+        with contextlib.nullcontext() if timer else torch.profiler.profile(activities=activities) as profiler:
             for _ in range(steps):
                 step(fixed, 1.0)
             synchronize()
         result["profiled_s"] = {"clock": (now() - start) / steps, "wall": (time.perf_counter() - wall) / steps}
-        result["parts_s"] = {name: s / steps for name, s in part_seconds(profiler, gpu).items() if s > 0}
-        result["parts_ops"] = {name: round(n / steps) for name, n in part_ops(profiler, gpu).items() if n > 0}
+        seconds = timer.seconds if timer else part_seconds(profiler, gpu)
+        result["parts_s"] = {name: s / steps for name, s in seconds.items() if s > 0}
+        if timer is None:
+            result["parts_ops"] = {name: round(n / steps) for name, n in part_ops(profiler, gpu).items() if n > 0}
     step.close()
     return result
 
